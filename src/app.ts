@@ -1,0 +1,115 @@
+import swagger from '@fastify/swagger'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import Fastify, { type FastifyReply, type FastifyServerOptions } from 'fastify'
+import type { Config } from './config.js'
+import { ApiError } from './errors.js'
+import type { ApiApp } from './http/api-app.js'
+import { Authenticator } from './http/authenticator.js'
+import { clientErrorResponse, registerErrorHandling, registerMethodNotAllowed, toErrorResponse } from './http/error-handling.js'
+import { int64ParamsValidator } from './http/int64-params.js'
+import { Metrics } from './http/metrics.js'
+import { openApiDocument } from './http/openapi.js'
+import { requestId } from './http/request-id.js'
+import { healthRoutes } from './http/routes/health.js'
+import { ordersRoutes } from './http/routes/orders.js'
+import { petsRoutes } from './http/routes/pets.js'
+import { ErrorSchema } from './schemas/error.js'
+import { Order } from './schemas/order.js'
+import { Pet } from './schemas/pet.js'
+import type { Store } from './store/store.js'
+
+export interface AppOptions {
+  config: Config
+  store: Store
+  logger?: FastifyServerOptions['logger']
+  /** Process-wide metrics (event loop, memory): on for the server, off for the many apps of tests. */
+  processMetrics?: boolean
+}
+
+const MAX_URL_LENGTH = 4096
+const SECURITY_HEADERS = { 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' }
+const BODY_LIMIT = 16 * 1024 // no operation takes a body
+
+/** The HTTP application, ready to `listen` or `inject`. It does not own the store's lifecycle. */
+export async function buildApp({ config, store, logger = false, processMetrics = false }: AppOptions): Promise<ApiApp> {
+  const app = Fastify({
+    logger,
+    genReqId: requestId,
+    bodyLimit: BODY_LIMIT,
+    routerOptions: { maxParamLength: 256 }, // long ids reach the int64 validator (400), not a 404
+    // Bad percent-encoding in the URL is caught before routing; answer it with an Error body too.
+    frameworkErrors: (error, request, reply) => {
+      const { body, headers } = toErrorResponse(error)
+      request.log.info({ code: body.code, reason: error.message }, 'request refused')
+      void (reply as FastifyReply)
+        .code(body.status)
+        .headers({ ...headers, ...SECURITY_HEADERS, 'x-request-id': request.id })
+        .send(body)
+    },
+    return503OnClosing: true,
+    clientErrorHandler: clientErrorResponse,
+    http: {
+      headersTimeout: config.http.headersTimeoutMs,
+      requestTimeout: config.http.requestTimeoutMs,
+      maxHeaderSize: config.http.maxHeaderSize,
+    },
+    keepAliveTimeout: config.http.keepAliveTimeoutMs,
+  }).withTypeProvider<TypeBoxTypeProvider>()
+
+  const metrics = new Metrics({ processMetrics })
+  const authenticator = new Authenticator(store, config.keyCacheTtlMs)
+  app.decorate('config', config)
+  app.decorate('store', store)
+  app.decorate('metrics', metrics)
+  app.decorateRequest('apiKey', null)
+  app.decorate('requireScope', (scope) => async (request) => {
+    request.apiKey = await authenticator.authenticate(request.headers.authorization, scope)
+  })
+
+  app.setValidatorCompiler(int64ParamsValidator)
+  // Bodies are never used, but a client sending `Content-Type: application/json` with an empty body
+  // (common on DELETE) is not wrong; malformed JSON still is.
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+    if (body === '') return done(null, undefined)
+    try {
+      done(null, JSON.parse(body as string))
+    } catch {
+      done(new ApiError('invalid_body'), undefined)
+    }
+  })
+
+  registerErrorHandling(app)
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id)
+    reply.headers(SECURITY_HEADERS)
+    if (request.url.length > MAX_URL_LENGTH) throw new ApiError('uri_too_long')
+  })
+  metrics.register(app)
+
+  for (const schema of [Order, Pet, ErrorSchema]) app.addSchema(schema)
+  await app.register(swagger, openApiDocument(config))
+
+  // Every path's methods, so that every other method on it is a 405 with Allow (below).
+  const methodsByUrl = new Map<string, Set<string>>()
+  app.addHook('onRoute', (route) => {
+    const methods = methodsByUrl.get(route.url) ?? new Set<string>()
+    for (const method of [route.method].flat()) methods.add(method)
+    methodsByUrl.set(route.url, methods)
+  })
+
+  healthRoutes(app)
+  await app.register(
+    async (v1) => {
+      const api = v1 as unknown as ApiApp
+      ordersRoutes(api)
+      petsRoutes(api)
+      api.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) =>
+        reply.header('cache-control', 'public, max-age=300').send(app.swagger()),
+      )
+    },
+    { prefix: '/v1' },
+  )
+  for (const [url, methods] of [...methodsByUrl]) registerMethodNotAllowed(app, url, [...methods])
+  return app as unknown as ApiApp
+}

@@ -1,0 +1,132 @@
+/**
+ * Configuration, from environment variables only, validated once at start. A bad value stops the
+ * process with a message naming the variable (README "Configuration" lists them all).
+ */
+export interface Config {
+  host: string
+  port: number
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
+  database: DatabaseConfig
+  /** The two servers of the OpenAPI document; both end in /v1. */
+  publicBaseUrl: string
+  stagingBaseUrl: string
+  /** How long a looked-up API key is trusted before it is read again: the revocation bound. */
+  keyCacheTtlMs: number
+  pets: { deprecatedAt: Date; sunsetAt: Date; deprecationLink: string }
+  shutdownTimeoutMs: number
+  http: { headersTimeoutMs: number; requestTimeoutMs: number; keepAliveTimeoutMs: number; maxHeaderSize: number }
+}
+
+export type DatabaseConfig = { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string; poolSize: number }
+
+export class ConfigError extends Error {
+  constructor(variable: string, problem: string) {
+    super(`${variable}: ${problem}`)
+    this.name = 'ConfigError'
+  }
+}
+
+type Env = Record<string, string | undefined>
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
+export const DEFAULT_SQLITE_PATH = './data/petstore.db'
+
+export function loadConfig(env: Env = process.env): Config {
+  return {
+    host: string(env, 'HOST', '127.0.0.1'),
+    port: integer(env, 'PORT', 8080, 0, 65535),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    database: loadDatabaseConfig(env),
+    publicBaseUrl: baseUrl(env, 'PUBLIC_BASE_URL', 'https://api.petstore.example/v1'),
+    stagingBaseUrl: baseUrl(env, 'STAGING_BASE_URL', 'https://staging.api.petstore.example/v1'),
+    keyCacheTtlMs: integer(env, 'KEY_CACHE_TTL_MS', 2000, 0, 60_000),
+    pets: petsDeprecation(env),
+    shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    http: {
+      headersTimeoutMs: integer(env, 'HTTP_HEADERS_TIMEOUT_MS', 10_000, 1, 600_000),
+      requestTimeoutMs: integer(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 1, 3_600_000),
+      keepAliveTimeoutMs: integer(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 1, 600_000),
+      maxHeaderSize: integer(env, 'HTTP_MAX_HEADER_SIZE', 16_384, 1024, 1_048_576),
+    },
+  }
+}
+
+/** DATABASE_URL: unset → the embedded SQLite file; postgres:// → PostgreSQL; sqlite:PATH → that file. */
+export function loadDatabaseConfig(env: Env = process.env): DatabaseConfig {
+  const url = env.DATABASE_URL
+  if (url === undefined || url === '') return { kind: 'sqlite', path: DEFAULT_SQLITE_PATH }
+  if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+    try {
+      new URL(url)
+    } catch {
+      throw new ConfigError('DATABASE_URL', 'is not a valid URL')
+    }
+    return { kind: 'postgres', url, poolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1000) }
+  }
+  if (url.startsWith('sqlite:')) {
+    const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '')
+    if (path === '' || path === ':memory:') throw new ConfigError('DATABASE_URL', 'sqlite: needs a file path')
+    return { kind: 'sqlite', path }
+  }
+  throw new ConfigError('DATABASE_URL', 'must be a postgres://, postgresql:// or sqlite: URL (unset: the embedded SQLite file)')
+}
+
+function string(env: Env, name: string, fallback: string): string {
+  const value = env[name]
+  if (value === undefined || value === '') return fallback
+  return value
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const value = env[name]
+  if (value === undefined || value === '') return fallback
+  if (!/^[0-9]+$/.test(value) || Number(value) < min || Number(value) > max) {
+    throw new ConfigError(name, `must be an integer from ${min} to ${max}, got "${value}"`)
+  }
+  return Number(value)
+}
+
+function oneOf<T extends string>(env: Env, name: string, values: readonly T[], fallback: T): T {
+  const value = env[name]
+  if (value === undefined || value === '') return fallback
+  if (!(values as readonly string[]).includes(value)) {
+    throw new ConfigError(name, `must be one of ${values.join(', ')}, got "${value}"`)
+  }
+  return value as T
+}
+
+function baseUrl(env: Env, name: string, fallback: string): string {
+  const value = string(env, name, fallback).replace(/\/+$/, '')
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    throw new ConfigError(name, `is not a valid URL: "${value}"`)
+  }
+  if (!['http:', 'https:'].includes(url.protocol) || !url.pathname.endsWith('/v1')) {
+    throw new ConfigError(name, `must be an http(s) URL ending in /v1, got "${value}"`)
+  }
+  return value
+}
+
+function date(env: Env, name: string, fallback: string): Date {
+  const value = string(env, name, fallback)
+  const parsed = new Date(value)
+  if (!/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2}))?$/.test(value) || Number.isNaN(parsed.getTime())) {
+    throw new ConfigError(name, `must be an RFC 3339 date or date-time, got "${value}"`)
+  }
+  return parsed
+}
+
+function petsDeprecation(env: Env): Config['pets'] {
+  const deprecatedAt = date(env, 'PETS_DEPRECATED_AT', '2026-01-01T00:00:00Z')
+  const sunsetAt = date(env, 'PETS_SUNSET_AT', '2027-07-01T00:00:00Z')
+  if (sunsetAt <= deprecatedAt) throw new ConfigError('PETS_SUNSET_AT', 'must be later than PETS_DEPRECATED_AT')
+  const deprecationLink = string(env, 'PETS_DEPRECATION_LINK', 'https://docs.petstore.example/v1/deprecations#pets')
+  try {
+    new URL(deprecationLink)
+  } catch {
+    throw new ConfigError('PETS_DEPRECATION_LINK', `is not a valid URL: "${deprecationLink}"`)
+  }
+  return { deprecatedAt, sunsetAt, deprecationLink }
+}

@@ -1,0 +1,72 @@
+import { createHash, randomInt } from 'node:crypto'
+
+/** Scopes an API key can carry; a new key has all of them unless told otherwise. */
+export const SCOPES = ['orders:read', 'orders:cancel', 'pets:read'] as const
+export type Scope = (typeof SCOPES)[number]
+
+export const KEY_PREFIX = 'pso_'
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
+const SECRET_LENGTH = 40 // 40 base62 characters ≈ 238 bits
+// What `keys list` shows and `keys revoke` accepts: the prefix plus the first characters of the secret.
+const DISPLAY_LENGTH = KEY_PREFIX.length + 8
+const KEY_FORMAT = /^pso_[0-9A-Za-z]{32,128}$/
+
+export interface ApiKey {
+  id: bigint
+  name: string
+  displayPrefix: string
+  scopes: Scope[]
+  createdAt: Date
+  expiresAt: Date | null
+  revokedAt: Date | null
+}
+
+export interface NewApiKey {
+  name: string
+  hash: string
+  displayPrefix: string
+  scopes: Scope[]
+  expiresAt: Date | null
+}
+
+/** A fresh key. `secret` is shown once and never stored; the store keeps `hash` and `displayPrefix`. */
+export function generateApiKey(): { secret: string; hash: string; displayPrefix: string } {
+  let secret = KEY_PREFIX
+  // randomInt draws without modulo bias from the CSPRNG.
+  for (let i = 0; i < SECRET_LENGTH; i++) secret += BASE62[randomInt(BASE62.length)]
+  return { secret, hash: hashApiKey(secret), displayPrefix: secret.slice(0, DISPLAY_LENGTH) }
+}
+
+export function hashApiKey(secret: string): string {
+  return createHash('sha256').update(secret).digest('hex')
+}
+
+/** Whether a presented token can be a key at all; anything else is refused before any lookup. */
+export function looksLikeApiKey(token: string): boolean {
+  return KEY_FORMAT.test(token)
+}
+
+export function isActive(key: ApiKey, now: Date): boolean {
+  return key.revokedAt === null && (key.expiresAt === null || key.expiresAt > now)
+}
+
+export function parseScopes(text: string): Scope[] {
+  const scopes = text.split(',').map((s) => s.trim()).filter((s) => s !== '')
+  if (scopes.length === 0) throw new Error('--scopes must name at least one scope')
+  for (const scope of scopes) {
+    if (!(SCOPES as readonly string[]).includes(scope)) {
+      throw new Error(`unknown scope "${scope}" (known: ${SCOPES.join(', ')})`)
+    }
+  }
+  return [...new Set(scopes)] as Scope[]
+}
+
+const DURATION = /^([1-9][0-9]{0,5})([smhdw])$/
+const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const
+
+/** "30d", "12h", "90m", "2w", "45s" → milliseconds. */
+export function parseDuration(text: string): number {
+  const match = DURATION.exec(text)
+  if (match === null) throw new Error(`invalid duration "${text}" (use a number and a unit: 45s, 90m, 12h, 30d, 2w)`)
+  return Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS]
+}

@@ -1,0 +1,40 @@
+import type { Order } from '../schemas/order.js'
+
+/** Stored order status. v1 does not expose it; listOrders returns every order that is not cancelled. */
+export const ORDER_STATUSES = ['pending', 'shipped', 'cancelled'] as const
+export type OrderStatus = (typeof ORDER_STATUSES)[number]
+
+/** An order as the operator imports and the store keeps it: the API's Order plus its status. */
+export interface OrderRecord {
+  id: bigint
+  petId: bigint | null
+  quantity: number | null
+  /** RFC 3339 in UTC, as `Date#toISOString()` writes it. */
+  shipDate: string | null
+  complete: boolean
+  status: OrderStatus
+}
+
+export type CancelOutcome = 'cancelled' | 'already_shipped' | 'not_found'
+export type ShipOutcome = 'shipped' | 'already_shipped' | 'cancelled' | 'not_found'
+
+/** The state rule import and ship share: a status only moves forward, and cancelled is final. */
+export function canMoveTo(from: OrderStatus, to: OrderStatus): boolean {
+  return from === to || from === 'pending'
+}
+
+/** The API view of a stored row: unknown values are omitted, not null. */
+export function toApiOrder(row: {
+  id: bigint
+  petId: bigint | null
+  quantity: number | null
+  shipDate: string | null
+  complete: boolean
+}): Order {
+  const order: Order = { id: row.id }
+  if (row.petId !== null) order.petId = row.petId
+  if (row.quantity !== null) order.quantity = row.quantity
+  if (row.shipDate !== null) order.shipDate = row.shipDate
+  order.complete = row.complete
+  return order
+}

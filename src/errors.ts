@@ -1,0 +1,60 @@
+/**
+ * The closed set of error codes the API answers with. Every error response, whatever produced it,
+ * is `{ code, message, status }` with one of these codes; README "Error codes" lists them.
+ */
+export const ERRORS = {
+  bad_request: { status: 400, message: 'The request is malformed.' },
+  invalid_order_id: { status: 400, message: 'orderId must be a decimal integer in the int64 range.' },
+  invalid_pet_id: { status: 400, message: 'petId must be a decimal integer in the int64 range.' },
+  invalid_body: { status: 400, message: 'The request body is not valid JSON.' },
+  unauthorized: { status: 401, message: 'A valid API key is required: send "Authorization: Bearer <API_KEY>".' },
+  insufficient_scope: { status: 403, message: 'The API key does not have the scope this operation requires.' },
+  not_found: { status: 404, message: 'No resource exists at this path.' },
+  order_not_found: { status: 404, message: 'The order does not exist or has been cancelled.' },
+  pet_not_found: { status: 404, message: 'The pet does not exist.' },
+  method_not_allowed: { status: 405, message: 'This method is not allowed on this resource.' },
+  request_timeout: { status: 408, message: 'The request was not received in time.' },
+  order_already_shipped: { status: 409, message: 'The order has already shipped and cannot be cancelled.' },
+  gone: { status: 410, message: 'This operation has reached its sunset date and is no longer available.' },
+  payload_too_large: { status: 413, message: 'The request body is too large.' },
+  uri_too_long: { status: 414, message: 'The request URI is too long.' },
+  unsupported_media_type: { status: 415, message: 'The request body has an unsupported content type.' },
+  rate_limited: { status: 429, message: 'Too many requests; retry after the time given in Retry-After.' },
+  headers_too_large: { status: 431, message: 'The request header fields are too large.' },
+  internal_error: { status: 500, message: 'An internal error occurred.' },
+  service_unavailable: { status: 503, message: 'The service is temporarily unavailable; retry shortly.' },
+} as const satisfies Record<string, { status: number; message: string }>
+
+export type ErrorCode = keyof typeof ERRORS
+
+export const ERROR_CODES = Object.keys(ERRORS) as ErrorCode[]
+
+/** The body of every error response. */
+export interface ErrorBody {
+  code: ErrorCode
+  message: string
+  status: number
+}
+
+/** An error that maps to one API error response. Thrown anywhere; rendered by the error handler. */
+export class ApiError extends Error {
+  readonly code: ErrorCode
+  readonly statusCode: number
+  readonly headers: Record<string, string>
+
+  constructor(code: ErrorCode, message: string = ERRORS[code].message, headers: Record<string, string> = {}) {
+    super(message)
+    this.name = 'ApiError'
+    this.code = code
+    this.statusCode = ERRORS[code].status
+    this.headers = headers
+  }
+
+  toBody(): ErrorBody {
+    return { code: this.code, message: this.message, status: this.statusCode }
+  }
+}
+
+export function errorBody(code: ErrorCode, message: string = ERRORS[code].message): ErrorBody {
+  return { code, message, status: ERRORS[code].status }
+}

@@ -1,0 +1,39 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import type {
+  FastifyBaseLogger,
+  FastifyInstance,
+  onRequestAsyncHookHandler,
+  RawReplyDefaultExpression,
+  RawRequestDefaultExpression,
+  RawServerDefault,
+} from 'fastify'
+import type { ApiKey, Scope } from '../domain/api-keys.js'
+import type { Config } from '../config.js'
+import type { Store } from '../store/store.js'
+import type { Metrics } from './metrics.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    config: Config
+    store: Store
+    metrics: Metrics
+    /** An onRequest hook: 401 without a valid key, 403 without `scope`; sets `request.apiKey`. */
+    requireScope(scope: Scope): onRequestAsyncHookHandler
+  }
+  interface FastifySchema {
+    /** OpenAPI extension on every operation of the document. */
+    'x-stability'?: 'stable' | 'beta' | 'experimental'
+  }
+  interface FastifyRequest {
+    apiKey: ApiKey | null
+  }
+}
+
+/** The Fastify instance routes are registered on: TypeBox types, and the decorations above. */
+export type ApiApp = FastifyInstance<
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  RawReplyDefaultExpression,
+  FastifyBaseLogger,
+  TypeBoxTypeProvider
+>

@@ -1,0 +1,99 @@
+import { STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { ApiError, errorBody, ERRORS, type ErrorBody, type ErrorCode } from '../errors.js'
+import { StoreUnavailableError } from '../store/store.js'
+
+// Errors Fastify and Node raise by themselves, mapped to our codes. Anything else ≥ 500 is internal.
+const FRAMEWORK_CODES: Record<string, ErrorCode> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_INVALID_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'bad_request',
+  FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_body',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_body',
+  FST_ERR_BAD_URL: 'bad_request',
+  FST_ERR_INVALID_URL: 'bad_request',
+}
+
+const BY_STATUS: Partial<Record<number, ErrorCode>> = {
+  400: 'bad_request',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  408: 'request_timeout',
+  413: 'payload_too_large',
+  414: 'uri_too_long',
+  415: 'unsupported_media_type',
+  429: 'rate_limited',
+  431: 'headers_too_large',
+  503: 'service_unavailable',
+}
+
+/** The Error body for any error thrown while handling a request. Never exposes internals of a 5xx. */
+export function toErrorResponse(error: FastifyError | Error): { body: ErrorBody; headers: Record<string, string> } {
+  if (error instanceof ApiError) return { body: error.toBody(), headers: error.headers }
+  if (error instanceof StoreUnavailableError) {
+    return { body: errorBody('service_unavailable'), headers: { 'retry-after': '1' } }
+  }
+  const fastifyError = error as FastifyError
+  const mapped = fastifyError.code === undefined ? undefined : FRAMEWORK_CODES[fastifyError.code]
+  if (mapped !== undefined) return { body: errorBody(mapped), headers: {} }
+  if (error instanceof SyntaxError && fastifyError.statusCode === 400) return { body: errorBody('invalid_body'), headers: {} }
+  const status = fastifyError.statusCode ?? 500
+  const code = status < 500 ? (BY_STATUS[status] ?? 'bad_request') : 'internal_error'
+  return { body: errorBody(code), headers: {} }
+}
+
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    const { body, headers } = toErrorResponse(error)
+    if (body.status >= 500) request.log.error({ err: error }, 'request failed')
+    else request.log.info({ code: body.code, reason: error.message }, 'request refused')
+    return reply.code(body.status).headers(headers).send(body)
+  })
+
+  app.setNotFoundHandler((_request, reply) => {
+    return reply.code(404).send(errorBody('not_found'))
+  })
+}
+
+/**
+ * Answers 405 with `Allow` for every other method on a path whose methods are `allowed`, and OPTIONS
+ * with 204 and `Allow`. HEAD is allowed wherever GET is.
+ */
+export function registerMethodNotAllowed(app: FastifyInstance, url: string, allowed: string[]): void {
+  const methods = new Set([...allowed, ...(allowed.includes('GET') ? ['HEAD'] : []), 'OPTIONS'])
+  const allow = [...methods].join(', ')
+  const others = app.supportedMethods.filter((method) => !methods.has(method))
+  app.route({
+    method: others,
+    url,
+    schema: { hide: true },
+    handler: async (_request, reply) => reply.code(405).header('allow', allow).send(errorBody('method_not_allowed')),
+  })
+  app.options(url, { schema: { hide: true } }, async (_request, reply) => reply.code(204).header('allow', allow).send())
+}
+
+/**
+ * Malformed HTTP never reaches Fastify's router: Node rejects it on the socket. Answer it with an
+ * Error body too, then close the connection (its framing can no longer be trusted).
+ */
+export function clientErrorResponse(error: NodeJS.ErrnoException, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy()
+    return
+  }
+  const code: ErrorCode =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? 'headers_too_large'
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? 'request_timeout'
+        : 'bad_request'
+  const status = ERRORS[code].status
+  const body = JSON.stringify(errorBody(code))
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n` +
+      `Connection: close\r\n\r\n${body}`,
+  )
+}

@@ -1,0 +1,55 @@
+import { ApiError } from '../../errors.js'
+import { errorResponses } from '../../schemas/error.js'
+import { PetIdParams, PetRef } from '../../schemas/pet.js'
+import type { ApiApp } from '../api-app.js'
+
+/** The deprecated showPetById: RFC 9745 Deprecation, RFC 8594 Sunset, then 410 after the sunset. */
+export function petsRoutes(app: ApiApp): void {
+  const { store } = app
+  const { deprecatedAt, sunsetAt, deprecationLink } = app.config.pets
+  const deprecation = `@${Math.floor(deprecatedAt.getTime() / 1000)}`
+  const sunset = sunsetAt.toUTCString() // an IMF-fixdate
+  const link = `<${deprecationLink}>; rel="deprecation"; type="text/html"`
+  const requireScope = app.requireScope('pets:read')
+
+  app.get(
+    '/pets/:petId',
+    {
+      // Every response of the operation carries the headers, errors included; after the sunset it is
+      // gone for everyone, so 410 comes before authentication.
+      onRequest: async (request, reply) => {
+        reply.header('deprecation', deprecation).header('sunset', sunset).header('link', link)
+        if (Date.now() >= sunsetAt.getTime()) throw new ApiError('gone')
+        await requireScope.call(app, request, reply)
+      },
+      schema: {
+        operationId: 'showPetById',
+        tags: ['pets'],
+        summary: 'Info for a specific pet (deprecated)',
+        description:
+          `Deprecated: responses carry \`Deprecation\`, \`Sunset\` and a \`Link\` with rel="deprecation". ` +
+          `After the sunset date (${sunsetAt.toISOString()}) the operation answers 410 \`gone\`. ` +
+          'Requires the `pets:read` scope.',
+        deprecated: true,
+        security: [{ bearerAuth: [] }],
+        'x-stability': 'stable',
+        params: PetIdParams,
+        response: {
+          200: { ...PetRef, description: 'The pet' },
+          ...errorResponses({
+            400: 'petId is not an int64 (code invalid_pet_id)',
+            401: 'The API key is missing or invalid',
+            403: 'The API key lacks the pets:read scope',
+            404: 'No pet has this id (code pet_not_found)',
+            410: 'The operation is past its sunset date (code gone)',
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const pet = await store.findPet(request.params.petId)
+      if (pet === undefined) throw new ApiError('pet_not_found')
+      return pet
+    },
+  )
+}

@@ -1,0 +1,25 @@
+import Type from 'typebox'
+import { ERROR_CODES, type ErrorBody } from '../errors.js'
+
+/** The Error object: the body of every error response, of every status. */
+export const ErrorSchema = Type.Object(
+  {
+    code: Type.String({ description: 'Machine-readable error code', enum: ERROR_CODES }),
+    message: Type.String({ description: 'Human-readable description of the error' }),
+    status: Type.Integer({ description: 'The HTTP status code' }),
+  },
+  {
+    $id: 'Error',
+    additionalProperties: false,
+    examples: [{ code: 'order_not_found', message: 'The order does not exist or has been cancelled.', status: 404 }],
+  },
+)
+
+export const ErrorRef = Type.Unsafe<ErrorBody>({ $ref: 'Error#' })
+
+/** Response schemas for the given error statuses, each the Error object. */
+export function errorResponses(description: Record<number, string>) {
+  return Object.fromEntries(
+    Object.entries(description).map(([status, text]) => [status, { ...ErrorRef, description: text }]),
+  )
+}

@@ -1,0 +1,64 @@
+import pino from 'pino'
+import { buildApp } from './app.js'
+import type { Config } from './config.js'
+import type { ApiApp } from './http/api-app.js'
+import { openStore } from './store/open-store.js'
+
+export interface RunningServer {
+  app: ApiApp
+  url: string
+  /** Stops accepting, finishes in-flight requests (up to the shutdown timeout), closes the database. */
+  close(): Promise<void>
+}
+
+/** Owns the process side of the service: logger, store, listening socket, signals. */
+export async function startServer(config: Config, options: { onListening?: (url: string) => void } = {}): Promise<RunningServer> {
+  const logger = pino({
+    level: config.logLevel,
+    // Fastify's request serializer does not log headers; this keeps keys out even if a future one does.
+    redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
+  })
+  const store = await openStore(config.database)
+  try {
+    const applied = await store.migrate()
+    if (applied.length > 0) logger.info({ applied }, 'database migrated')
+  } catch (error) {
+    await store.close()
+    throw error
+  }
+  const app = await buildApp({ config, store, logger, processMetrics: true })
+  const url = await app.listen({ host: config.host, port: config.port })
+  options.onListening?.(url)
+
+  let closing: Promise<void> | undefined
+  const close = (): Promise<void> =>
+    (closing ??= (async () => {
+      // Fastify stops accepting, answers new requests on kept-alive sockets with 503, and waits for
+      // in-flight ones; the timeout bounds a client that never finishes reading a long list.
+      const timer = setTimeout(() => app.server.closeAllConnections(), config.shutdownTimeoutMs)
+      try {
+        await app.close()
+      } finally {
+        clearTimeout(timer)
+        await store.close()
+      }
+    })())
+  return { app, url, close }
+}
+
+/** `petstore-orders serve`: run until SIGTERM or SIGINT, then shut down gracefully and exit 0. */
+export async function serve(config: Config, options: { onListening?: (url: string) => void } = {}): Promise<void> {
+  const server = await startServer(config, options)
+  await new Promise<void>((resolve) => {
+    const stop = (signal: NodeJS.Signals): void => {
+      server.app.log.info({ signal }, 'shutting down')
+      process.off('SIGTERM', stop)
+      process.off('SIGINT', stop)
+      resolve()
+    }
+    process.on('SIGTERM', stop)
+    process.on('SIGINT', stop)
+  })
+  await server.close()
+  server.app.log.info('stopped')
+}

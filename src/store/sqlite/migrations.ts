@@ -1,0 +1,41 @@
+/** SQLite schema, in order. Append only: a released migration is never edited. */
+export const SQLITE_MIGRATIONS: { version: number; name: string; sql: string }[] = [
+  {
+    version: 1,
+    name: 'orders, pets, api keys',
+    sql: `
+      CREATE TABLE orders (
+        id INTEGER PRIMARY KEY,
+        pet_id INTEGER,
+        quantity INTEGER CHECK (quantity IS NULL OR quantity >= 1),
+        ship_date TEXT,
+        complete INTEGER NOT NULL DEFAULT 0 CHECK (complete IN (0, 1)),
+        status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'shipped', 'cancelled')),
+        cancelled_at TEXT,
+        cancelled_by_key INTEGER,
+        CHECK (complete = 0 OR status = 'shipped')
+      );
+      CREATE TABLE pets (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        tag TEXT
+      );
+      CREATE TABLE api_keys (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL,
+        hash TEXT NOT NULL UNIQUE,
+        display_prefix TEXT NOT NULL,
+        scopes TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT,
+        revoked_at TEXT
+      );
+      CREATE INDEX api_keys_display_prefix ON api_keys (display_prefix);
+      CREATE TABLE data_version (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        version INTEGER NOT NULL
+      );
+      INSERT INTO data_version (id, version) VALUES (1, 1);
+    `,
+  },
+]

@@ -1,0 +1,56 @@
+import type { ApiKey, NewApiKey } from '../domain/api-keys.js'
+import type { CancelOutcome, OrderRecord, ShipOutcome } from '../domain/orders.js'
+import type { Order } from '../schemas/order.js'
+import type { Pet } from '../schemas/pet.js'
+
+/**
+ * What the service needs from a database. SQLite (`sqlite/`) and PostgreSQL (`postgres/`) implement
+ * it and pass the same test suite. Ids are `bigint` on this side of the interface, always.
+ */
+export interface Store {
+  readonly kind: 'sqlite' | 'postgres'
+  /** Applies pending migrations; returns the versions it applied. Refuses a schema newer than the code. */
+  migrate(): Promise<number[]>
+  /** Throws when the database cannot answer. */
+  ping(): Promise<void>
+
+  /**
+   * Every order that is not cancelled, ascending id, in batches from one consistent snapshot.
+   * Breaking out of the loop releases the cursor.
+   */
+  streamOrders(batchSize?: number): AsyncIterable<Order[]>
+  /** Bumped in the same transaction as every change to orders; equal versions mean equal lists. */
+  dataVersion(): Promise<bigint>
+  /** pending → cancelled, atomically; durable before it resolves. */
+  cancelOrder(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome>
+  shipOrder(id: bigint): Promise<ShipOutcome>
+  /** One transaction: all records are upserted by id, or none (the iterable's error is rethrown). */
+  importOrders(records: AsyncIterable<OrderRecord>, onProgress?: (count: number) => void): Promise<number>
+  importPets(records: AsyncIterable<Pet>, onProgress?: (count: number) => void): Promise<number>
+
+  findPet(id: bigint): Promise<Pet | undefined>
+
+  createApiKey(key: NewApiKey): Promise<ApiKey>
+  findApiKeyByHash(hash: string): Promise<ApiKey | undefined>
+  listApiKeys(): Promise<ApiKey[]>
+  /** By id or display prefix. Undefined when no key matches; revoking twice keeps the first time. */
+  revokeApiKey(idOrPrefix: string): Promise<ApiKey | undefined>
+
+  close(): Promise<void>
+}
+
+/** An import record that breaks a rule the database enforces (e.g. a cancelled order revived). */
+export class ImportConflictError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'ImportConflictError'
+  }
+}
+
+/** The database cannot be reached or cannot write now; the API answers 503. */
+export class StoreUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'StoreUnavailableError'
+  }
+}

@@ -1,0 +1,65 @@
+import { randomBytes } from 'node:crypto'
+import pg from 'pg'
+
+/** Where the test PostgreSQL server is; a database of its own is created per test file. */
+export const POSTGRES_ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+
+export type TestDatabase = { url: string; drop(): Promise<void> }
+
+let reachable: Promise<string | undefined> | undefined
+
+/** Undefined when PostgreSQL answers, else the reason it cannot be used. */
+export function postgresUnavailable(): Promise<string | undefined> {
+  reachable ??= (async () => {
+    const client = new pg.Client({ connectionString: POSTGRES_ADMIN_URL, connectionTimeoutMillis: 2000 })
+    try {
+      await client.connect()
+      await client.query('SELECT 1')
+      return undefined
+    } catch (error) {
+      return `PostgreSQL is not reachable at ${POSTGRES_ADMIN_URL}: ${(error as Error).message}`
+    } finally {
+      await client.end().catch(() => {})
+    }
+  })()
+  return reachable
+}
+
+/**
+ * The reason PostgreSQL tests are skipped, printed at run time, or undefined to run them. With
+ * REQUIRE_POSTGRES=1 (CI) an unreachable server is an error, never a skip.
+ */
+export async function postgresSkipReason(): Promise<string | undefined> {
+  const reason = await postgresUnavailable()
+  if (reason !== undefined && process.env.REQUIRE_POSTGRES === '1') {
+    throw new Error(`REQUIRE_POSTGRES=1 but ${reason}`)
+  }
+  if (reason !== undefined) console.log(`# skipping PostgreSQL tests: ${reason}`)
+  return reason
+}
+
+/** A fresh, empty database; `drop()` removes it (and ends any connection left to it). */
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const name = `petstore_test_${process.pid}_${randomBytes(4).toString('hex')}`
+  const admin = new pg.Client({ connectionString: POSTGRES_ADMIN_URL })
+  await admin.connect()
+  try {
+    await admin.query(`CREATE DATABASE ${name}`)
+  } finally {
+    await admin.end()
+  }
+  const url = new URL(POSTGRES_ADMIN_URL)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    async drop() {
+      const client = new pg.Client({ connectionString: POSTGRES_ADMIN_URL })
+      await client.connect()
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      } finally {
+        await client.end()
+      }
+    },
+  }
+}
