@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { before, it } from 'node:test'
+import { generateApiKey } from '../src/domain/api-keys.js'
+import { bearer, expectError, forEachStore, startTestServer, type TestServer } from './support/harness.js'
+
+forEachStore('API keys', (kind) => {
+  let server: TestServer
+  let key: string
+  const list = (headers: Record<string, string>) => fetch(`${server.origin}/v1/store/orders`, { headers })
+
+  before(async () => {
+    server = await startTestServer(kind, { env: { KEY_CACHE_TTL_MS: '300' } })
+    key = await server.createKey()
+  })
+
+  it('accepts a valid key with the scheme in any case', async () => {
+    for (const scheme of ['Bearer', 'bearer', 'BEARER']) {
+      assert.equal((await list({ authorization: `${scheme} ${key}` })).status, 200, scheme)
+    }
+  })
+
+  it('answers a missing key with 401 and a bare Bearer challenge (RFC 6750 §3)', async () => {
+    const response = await list({})
+    assert.equal(response.headers.get('www-authenticate'), 'Bearer realm="petstore"')
+    await expectError(response, 401, 'unauthorized')
+  })
+
+  it('answers a non-bearer scheme with 401 and a bare challenge', async () => {
+    const response = await list({ authorization: `Basic ${Buffer.from('a:b').toString('base64')}` })
+    assert.equal(response.headers.get('www-authenticate'), 'Bearer realm="petstore"')
+    await expectError(response, 401, 'unauthorized')
+  })
+
+  it('answers malformed and unknown keys with 401 and error="invalid_token"', async () => {
+    const unknown = generateApiKey().secret
+    for (const header of ['Bearer', 'Bearer ', `Bearer ${key} extra`, 'Bearer pso_short', `Bearer ${key.slice(0, -1)}!`, `Bearer ${unknown}`]) {
+      const response = await list({ authorization: header })
+      assert.match(response.headers.get('www-authenticate') ?? '', /^Bearer realm="petstore", error="invalid_token"/, header)
+      await expectError(response, 401, 'unauthorized')
+    }
+  })
+
+  it('refuses an expired key', async () => {
+    const expired = await server.createKey({ expiresAt: new Date(Date.now() - 1000) })
+    const response = await list(bearer(expired))
+    assert.match(response.headers.get('www-authenticate') ?? '', /error="invalid_token"/)
+    const body = await expectError(response, 401, 'unauthorized')
+    assert.match(body.message as string, /expired/)
+  })
+
+  it('honours an expiry that passes while the key is cached', async () => {
+    const soon = await server.createKey({ expiresAt: new Date(Date.now() + 400) })
+    assert.equal((await list(bearer(soon))).status, 200)
+    await sleep(450)
+    await expectError(await list(bearer(soon)), 401, 'unauthorized')
+  })
+
+  it('refuses a revoked key on a running server within the cache bound (KEY_CACHE_TTL_MS)', async () => {
+    const revocable = await server.createKey()
+    assert.equal((await list(bearer(revocable))).status, 200)
+    const [stored] = (await server.store.listApiKeys()).slice(-1)
+    await server.store.revokeApiKey(String(stored!.id))
+    await sleep(350)
+    const body = await expectError(await list(bearer(revocable)), 401, 'unauthorized')
+    assert.match(body.message as string, /revoked/)
+  })
+
+  it('answers a key without the scope with 403 insufficient_scope and names the scope', async () => {
+    const petsOnly = await server.createKey({ scopes: ['pets:read'] })
+    const response = await list(bearer(petsOnly))
+    assert.equal(response.headers.get('www-authenticate'), 'Bearer realm="petstore", error="insufficient_scope", scope="orders:read"')
+    await expectError(response, 403, 'insufficient_scope')
+  })
+
+  it('stores only a hash and a display prefix, never the key', async () => {
+    const keys = await server.store.listApiKeys()
+    for (const stored of keys) {
+      assert.equal(stored.displayPrefix.length, 12)
+      assert.ok(key.startsWith('pso_'))
+      assert.ok(!JSON.stringify(stored, (_k, v) => (typeof v === 'bigint' ? String(v) : v)).includes(key))
+    }
+  })
+
+  it('never echoes the key in an error body', async () => {
+    const unknown = generateApiKey().secret
+    const response = await list(bearer(unknown))
+    assert.ok(!(await response.text()).includes(unknown))
+  })
+})

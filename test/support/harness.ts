@@ -1,0 +1,159 @@
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, describe } from 'node:test'
+import { buildApp } from '../../src/app.js'
+import { loadConfig, type Config, type DatabaseConfig } from '../../src/config.js'
+import { generateApiKey, SCOPES, type Scope } from '../../src/domain/api-keys.js'
+import type { OrderRecord, OrderStatus } from '../../src/domain/orders.js'
+import type { ApiApp } from '../../src/http/api-app.js'
+import { openStore } from '../../src/store/open-store.js'
+import type { Store } from '../../src/store/store.js'
+import { createTestDatabase, postgresSkipReason } from './postgres.js'
+
+export type StoreKind = 'sqlite' | 'postgres'
+
+/** A fresh, migrated database of one kind; `dispose()` closes nothing but removes what it made. */
+export interface TestDatabaseHandle {
+  kind: StoreKind
+  config: DatabaseConfig
+  /** The DATABASE_URL of this database, for spawned processes. */
+  url: string
+  dispose(): Promise<void>
+}
+
+export async function createDatabase(kind: StoreKind): Promise<TestDatabaseHandle> {
+  if (kind === 'sqlite') {
+    const dir = mkdtempSync(join(tmpdir(), 'petstore-test-'))
+    const path = join(dir, 'petstore.db')
+    return {
+      kind,
+      config: { kind: 'sqlite', path },
+      url: `sqlite:${path}`,
+      dispose: async () => rmSync(dir, { recursive: true, force: true }),
+    }
+  }
+  const database = await createTestDatabase()
+  return {
+    kind,
+    config: { kind: 'postgres', url: database.url, poolSize: 10 },
+    url: database.url,
+    dispose: () => database.drop(),
+  }
+}
+
+/**
+ * Runs the same suite once per store: SQLite always, PostgreSQL when it answers (or always, with
+ * REQUIRE_POSTGRES=1). Skipping prints its reason.
+ */
+export function forEachStore(title: string, suite: (kind: StoreKind) => void): void {
+  for (const kind of ['sqlite', 'postgres'] as const) {
+    describe(`${title} [${kind}]`, async () => {
+      if (kind === 'postgres') {
+        const reason = await postgresSkipReason()
+        if (reason !== undefined) {
+          describe('PostgreSQL', { skip: reason }, () => {})
+          return
+        }
+      }
+      suite(kind)
+    })
+  }
+}
+
+export interface TestServer {
+  app: ApiApp
+  store: Store
+  /** `http://127.0.0.1:PORT` — a real listening socket. */
+  origin: string
+  database: TestDatabaseHandle
+  /** Creates a key in the store and returns its secret. */
+  createKey(options?: { scopes?: Scope[]; expiresAt?: Date | null; name?: string }): Promise<string>
+  importOrders(orders: Partial<OrderRecord>[]): Promise<void>
+  close(): Promise<void>
+}
+
+// Servers are closed when the test file ends (a root-level hook), whoever started them.
+const openServers = new Set<TestServer>()
+after(async () => {
+  await Promise.all([...openServers].map((server) => server.close()))
+})
+
+export interface TestServerOptions {
+  env?: Record<string, string>
+  database?: TestDatabaseHandle
+}
+
+/** A real server on 127.0.0.1 with a real, migrated database of `kind`, closed when the file ends. */
+export async function startTestServer(kind: StoreKind, options: TestServerOptions = {}): Promise<TestServer> {
+  const database = options.database ?? (await createDatabase(kind))
+  const config: Config = { ...loadConfig({ PORT: '0', ...options.env }), database: database.config }
+  const store = await openStore(config.database)
+  await store.migrate()
+  const app = await buildApp({ config, store })
+  const address = await app.listen({ host: '127.0.0.1', port: 0 })
+  let closed = false
+  const server: TestServer = {
+    app,
+    store,
+    origin: address,
+    database,
+    async createKey({ scopes = [...SCOPES], expiresAt = null, name = 'test' } = {}) {
+      const key = generateApiKey()
+      await store.createApiKey({ name, hash: key.hash, displayPrefix: key.displayPrefix, scopes, expiresAt })
+      return key.secret
+    },
+    async importOrders(orders) {
+      await store.importOrders(records(orders.map(order)))
+    },
+    async close() {
+      if (closed) return
+      closed = true
+      await app.close()
+      await store.close()
+      if (options.database === undefined) await database.dispose()
+    },
+  }
+  openServers.add(server)
+  return server
+}
+
+export function order(fields: Partial<OrderRecord>): OrderRecord {
+  return {
+    id: 1n,
+    petId: null,
+    quantity: null,
+    shipDate: null,
+    complete: false,
+    status: 'pending' as OrderStatus,
+    ...fields,
+  }
+}
+
+export async function* records<T>(items: T[]): AsyncIterable<T> {
+  yield* items
+}
+
+export function bearer(secret: string): Record<string, string> {
+  return { authorization: `Bearer ${secret}` }
+}
+
+/** The ids of a JSON array of orders, read from the text: exact, whatever their size. */
+export function idsInBody(text: string): string[] {
+  return [...text.matchAll(/"id":(-?[0-9]+)/g)].map((match) => match[1]!)
+}
+
+/** Asserts an Error response: the status, the Error body with exactly its three fields, the code. */
+export async function expectError(response: Response, status: number, code: string): Promise<Record<string, unknown>> {
+  const text = await response.text()
+  assert.equal(response.status, status, `expected ${status} ${code}, got ${response.status}: ${text}`)
+  assert.match(response.headers.get('content-type') ?? '', /^application\/json/)
+  const body = JSON.parse(text) as Record<string, unknown>
+  assert.deepEqual(Object.keys(body).sort(), ['code', 'message', 'status'])
+  assert.equal(body.code, code)
+  assert.equal(body.status, status)
+  assert.equal(typeof body.message, 'string')
+  assert.ok((body.message as string).length > 0)
+  return body
+}
