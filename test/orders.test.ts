@@ -159,7 +159,7 @@ forEachStore('cancelOrder', (kind) => {
   it('gives each of many concurrent cancels of different orders its own exact outcome', async () => {
     const orders = Array.from({ length: 60 }, (_, i) => ({
       id: BigInt(5000 + i),
-      status: (['pending', 'shipped', 'cancelled'] as const)[i % 3],
+      status: (['pending', 'shipped', 'cancelled'] as const)[i % 3]!,
       complete: false,
     }))
     await server.importOrders(orders)
