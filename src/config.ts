@@ -12,6 +12,8 @@ export interface Config {
   stagingBaseUrl: string
   /** How long a looked-up API key is trusted before it is read again: the revocation bound. */
   keyCacheTtlMs: number
+  /** Bytes of serialized order list kept per instance (0: no cache). */
+  listCacheMaxBytes: number
   pets: { deprecatedAt: Date; sunsetAt: Date; deprecationLink: string }
   shutdownTimeoutMs: number
   http: { headersTimeoutMs: number; requestTimeoutMs: number; keepAliveTimeoutMs: number; maxHeaderSize: number }
@@ -40,6 +42,7 @@ export function loadConfig(env: Env = process.env): Config {
     publicBaseUrl: baseUrl(env, 'PUBLIC_BASE_URL', 'https://api.petstore.example/v1'),
     stagingBaseUrl: baseUrl(env, 'STAGING_BASE_URL', 'https://staging.api.petstore.example/v1'),
     keyCacheTtlMs: integer(env, 'KEY_CACHE_TTL_MS', 2000, 0, 60_000),
+    listCacheMaxBytes: integer(env, 'LIST_CACHE_MAX_BYTES', 256 * 1024 * 1024, 0, 16 * 1024 ** 3),
     pets: petsDeprecation(env),
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
     http: {

@@ -47,6 +47,9 @@ export function toErrorResponse(error: FastifyError | Error): { body: ErrorBody;
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const { body, headers } = toErrorResponse(error)
+    // Headers a handler set for the representation it meant to send do not describe the Error.
+    for (const name of ['content-encoding', 'etag', 'vary', 'content-length']) reply.removeHeader(name)
+    reply.header('cache-control', 'no-store')
     if (body.status >= 500) request.log.error({ err: error }, 'request failed')
     else request.log.info({ code: body.code, reason: error.message }, 'request refused')
     return reply.code(body.status).headers(headers).send(body)

@@ -1,4 +1,6 @@
-import { Readable } from 'node:stream'
+import { pipeline, Readable, Transform } from 'node:stream'
+import { constants as zlib, createBrotliCompress, createGzip } from 'node:zlib'
+import { Negotiator } from '@fastify/accept-negotiator'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { FastifyReply } from 'fastify'
 import Type from 'typebox'
@@ -6,9 +8,11 @@ import { ApiError } from '../../errors.js'
 import { OrderIdParams, OrderRef, type Order } from '../../schemas/order.js'
 import { errorResponses } from '../../schemas/error.js'
 import type { ApiApp } from '../api-app.js'
+import { ListCache } from '../list-cache.js'
 
 export function ordersRoutes(app: ApiApp): void {
   const { store, metrics } = app
+  const listCache = new ListCache(app.config.listCacheMaxBytes)
 
   app.get(
     '/store/orders',
@@ -29,13 +33,34 @@ export function ordersRoutes(app: ApiApp): void {
         },
       },
     },
-    async (_request, reply: FastifyReply) => {
+    async (request, reply: FastifyReply) => {
+      const version = await store.dataVersion()
+      const encoding = negotiateEncoding(request.headers['accept-encoding'])
+      // Strong ETag: one per data version and per encoding (a different representation).
+      const etag = encoding === 'identity' ? `"${version}"` : `"${version}-${encoding}"`
+      reply.headers({ etag, vary: 'Accept-Encoding', 'cache-control': 'private, no-cache' })
+      if (matchesIfNoneMatch(request.headers['if-none-match'], etag)) return reply.code(304).send()
+
+      reply.type('application/json; charset=utf-8')
+      const cached = listCache.get(version, encoding)
+      if (cached !== undefined) {
+        if (encoding !== 'identity') reply.header('content-encoding', encoding)
+        return reply.header('content-length', cached.length).send(cached)
+      }
+
       const serialize = reply.getSerializationFunction('200') as unknown as (orders: Order[]) => string
       const batches = store.streamOrders()[Symbol.asyncIterator]()
       // The first batch is read before the status line is sent, so a database failure is still a
       // proper 503 Error. After that, a failure can only cut the stream short.
       const first = await batches.next()
-      return reply.type('application/json; charset=utf-8').send(Readable.from(jsonArray(first, batches, serialize)))
+      if (encoding !== 'identity') reply.header('content-encoding', encoding)
+      const stages: (NodeJS.ReadableStream | NodeJS.ReadWriteStream)[] = [Readable.from(jsonArray(first, batches, serialize))]
+      if (encoding !== 'identity') stages.push(compressor(encoding))
+      const collector = listCache.collector(version, encoding)
+      if (collector !== undefined) stages.push(tee(collector))
+      // pipeline() destroys every stage when the client goes away, which returns the cursor.
+      const body = stages.length === 1 ? stages[0]! : pipeline(stages as never, () => {})
+      return reply.send(body)
     },
   )
 
@@ -99,4 +124,41 @@ async function* jsonArray(
     await rest.return?.() // the client went away or we finished: release the cursor now
   }
   yield ']'
+}
+
+type Encoding = 'gzip' | 'br' | 'identity'
+// Server preference on equal q: gzip at level 1 is the cheapest to keep up with the stream.
+const negotiator = new Negotiator<Encoding>({ supportedValues: ['gzip', 'br', 'identity'] })
+
+function negotiateEncoding(header: string | undefined): Encoding {
+  return header === undefined || header === '' ? 'identity' : (negotiator.negotiate(header) ?? 'identity')
+}
+
+/** Levels fast enough to keep up with the database (see docs/benchmarks.md). */
+function compressor(encoding: 'gzip' | 'br'): NodeJS.ReadWriteStream {
+  return encoding === 'gzip'
+    ? createGzip({ level: 1 })
+    : createBrotliCompress({ params: { [zlib.BROTLI_PARAM_QUALITY]: 4, [zlib.BROTLI_PARAM_MODE]: zlib.BROTLI_MODE_TEXT } })
+}
+
+/** RFC 9110 §13.1.2: weak comparison against each listed tag, or `*`. */
+function matchesIfNoneMatch(header: string | undefined, etag: string): boolean {
+  if (header === undefined) return false
+  return header.split(',').some((candidate) => {
+    const tag = candidate.trim()
+    return tag === '*' || tag.replace(/^W\//, '') === etag
+  })
+}
+
+function tee(collector: { add(chunk: Buffer): void; finish(): void }): Transform {
+  return new Transform({
+    transform(chunk: Buffer | string, _encoding, callback) {
+      collector.add(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)
+      callback(null, chunk)
+    },
+    flush(callback) {
+      collector.finish()
+      callback()
+    },
+  })
 }

@@ -35,7 +35,8 @@ export const SQLITE_MIGRATIONS: { version: number; name: string; sql: string }[]
         id INTEGER PRIMARY KEY CHECK (id = 1),
         version INTEGER NOT NULL
       );
-      INSERT INTO data_version (id, version) VALUES (1, 1);
+      -- A random start (below 2^48), so a recreated database never repeats the ETags of the old one.
+      INSERT INTO data_version (id, version) VALUES (1, abs(random() % 281474976710656));
     `,
   },
 ]

@@ -1,0 +1,89 @@
+import assert from 'node:assert/strict'
+import { before, it } from 'node:test'
+import { brotliDecompressSync, gunzipSync } from 'node:zlib'
+import { bearer, forEachStore, startTestServer, type TestServer } from './support/harness.js'
+
+forEachStore('listOrders caching and compression', (kind) => {
+  let server: TestServer
+  let key: string
+  const list = (headers: Record<string, string> = {}) =>
+    fetch(`${server.origin}/v1/store/orders`, { headers: { ...bearer(key), 'accept-encoding': 'identity', ...headers } })
+
+  before(async () => {
+    server = await startTestServer(kind)
+    key = await server.createKey()
+    await server.importOrders(Array.from({ length: 3000 }, (_, i) => ({ id: BigInt(i + 1), quantity: (i % 9) + 1 })))
+  })
+
+  it('sends a strong ETag and answers If-None-Match with 304 and no body', async () => {
+    const first = await list()
+    const etag = first.headers.get('etag')
+    assert.match(etag ?? '', /^"[0-9]+"$/)
+    assert.equal(first.headers.get('cache-control'), 'private, no-cache')
+    assert.equal(first.headers.get('vary'), 'Accept-Encoding')
+    await first.arrayBuffer()
+    const again = await list({ 'if-none-match': etag! })
+    assert.equal(again.status, 304)
+    assert.equal(await again.text(), '')
+    assert.equal(again.headers.get('etag'), etag)
+    assert.equal((await list({ 'if-none-match': `"nope", W/${etag}` })).status, 304)
+    assert.equal((await list({ 'if-none-match': '*' })).status, 304)
+    assert.equal((await list({ 'if-none-match': '"0"' })).status, 200)
+  })
+
+  it('answers 200 with a new ETag and the new list after a cancel', async () => {
+    const before = await list()
+    const etag = before.headers.get('etag')!
+    const body = await before.text()
+    assert.equal((await fetch(`${server.origin}/v1/store/orders/5`, { method: 'DELETE', headers: bearer(key) })).status, 204)
+    const after = await list({ 'if-none-match': etag })
+    assert.equal(after.status, 200)
+    assert.notEqual(after.headers.get('etag'), etag)
+    const text = await after.text()
+    assert.notEqual(text, body)
+    assert.ok(!text.includes('"id":5,'))
+    assert.ok(body.includes('"id":5,'))
+  })
+
+  it('serves the same bytes from the cache as from the database', async () => {
+    const streamed = await (await list()).text()
+    const cached = await list()
+    assert.ok(cached.headers.get('content-length') !== null, 'a cached list has a Content-Length')
+    assert.equal(await cached.text(), streamed)
+  })
+
+  it('negotiates gzip and br; compressed bodies decode to the identical JSON', async () => {
+    const plain = Buffer.from(await (await list()).arrayBuffer())
+    for (const [accept, encoding, decode] of [
+      ['gzip', 'gzip', gunzipSync],
+      ['br', 'br', brotliDecompressSync],
+      ['br;q=1, gzip;q=0.5', 'br', brotliDecompressSync],
+      ['gzip, deflate, br', 'gzip', gunzipSync],
+    ] as const) {
+      for (let round = 0; round < 2; round++) {
+        // Read the raw bytes (fetch would decode them itself).
+        const response = await rawGet(server.origin, key, accept)
+        assert.equal(response.headers['content-encoding'], encoding, accept)
+        assert.match(response.headers.etag ?? '', new RegExp(`^"[0-9]+-${encoding}"$`))
+        assert.deepEqual(decode(response.body), plain, `${accept} round ${round}`)
+      }
+    }
+    const identity = await rawGet(server.origin, key, 'identity, gzip;q=0')
+    assert.equal(identity.headers['content-encoding'], undefined)
+    assert.deepEqual(identity.body, plain)
+  })
+})
+
+async function rawGet(origin: string, key: string, acceptEncoding: string) {
+  const { request } = await import('node:http')
+  return new Promise<{ headers: Record<string, string | undefined>; body: Buffer }>((resolve, reject) => {
+    const req = request(`${origin}/v1/store/orders`, { headers: { ...bearer(key), 'accept-encoding': acceptEncoding } }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (chunk: Buffer) => chunks.push(chunk))
+      res.on('end', () => resolve({ headers: res.headers as Record<string, string | undefined>, body: Buffer.concat(chunks) }))
+      res.on('error', reject)
+    })
+    req.on('error', reject)
+    req.end()
+  })
+}
