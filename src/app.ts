@@ -9,6 +9,7 @@ import { clientErrorResponse, registerErrorHandling, registerMethodNotAllowed, t
 import { int64ParamsValidator } from './http/int64-params.js'
 import { Metrics } from './http/metrics.js'
 import { openApiDocument } from './http/openapi.js'
+import { MemoryCounterStore, RateLimiter, RedisCounterStore, type CounterStore } from './http/rate-limiter.js'
 import { requestId } from './http/request-id.js'
 import { healthRoutes } from './http/routes/health.js'
 import { ordersRoutes } from './http/routes/orders.js'
@@ -58,12 +59,26 @@ export async function buildApp({ config, store, logger = false, processMetrics =
 
   const metrics = new Metrics({ processMetrics })
   const authenticator = new Authenticator(store, config.keyCacheTtlMs)
+  const counters: CounterStore =
+    config.rateLimit.redisUrl === undefined
+      ? new MemoryCounterStore()
+      : new RedisCounterStore(config.rateLimit.redisUrl, config.rateLimit.redisPrefix)
+  await counters.ready?.()
+  const limiter = new RateLimiter(counters, config.rateLimit, app.log)
+  app.addHook('onClose', () => limiter.close())
   app.decorate('config', config)
   app.decorate('store', store)
   app.decorate('metrics', metrics)
   app.decorateRequest('apiKey', null)
-  app.decorate('requireScope', (scope) => async (request) => {
-    request.apiKey = await authenticator.authenticate(request.headers.authorization, scope)
+  app.decorate('requireScope', (scope) => async (request, reply) => {
+    await limiter.checkAuthFailures(request.ip)
+    try {
+      request.apiKey = await authenticator.authenticate(request.headers.authorization, scope)
+    } catch (error) {
+      if (error instanceof ApiError && error.code === 'unauthorized') await limiter.recordAuthFailure(request.ip)
+      throw error
+    }
+    reply.headers(await limiter.consume(request.apiKey.id))
   })
 
   app.setValidatorCompiler(int64ParamsValidator)

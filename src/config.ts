@@ -15,6 +15,8 @@ export interface Config {
   /** Bytes of serialized order list kept per instance (0: no cache). */
   listCacheMaxBytes: number
   pets: { deprecatedAt: Date; sunsetAt: Date; deprecationLink: string }
+  /** Requests per minute; 0 turns a limit off. With `redisUrl` the counters are shared by all instances. */
+  rateLimit: { perKeyPerMinute: number; authFailuresPerMinute: number; redisUrl: string | undefined; redisPrefix: string }
   shutdownTimeoutMs: number
   http: { headersTimeoutMs: number; requestTimeoutMs: number; keepAliveTimeoutMs: number; maxHeaderSize: number }
 }
@@ -44,6 +46,12 @@ export function loadConfig(env: Env = process.env): Config {
     keyCacheTtlMs: integer(env, 'KEY_CACHE_TTL_MS', 2000, 0, 60_000),
     listCacheMaxBytes: integer(env, 'LIST_CACHE_MAX_BYTES', 256 * 1024 * 1024, 0, 16 * 1024 ** 3),
     pets: petsDeprecation(env),
+    rateLimit: {
+      perKeyPerMinute: integer(env, 'RATE_LIMIT_PER_KEY', 1200, 0, 10_000_000),
+      authFailuresPerMinute: integer(env, 'RATE_LIMIT_AUTH_FAILURES', 30, 0, 10_000_000),
+      redisUrl: redisUrl(env),
+      redisPrefix: string(env, 'RATE_LIMIT_REDIS_PREFIX', 'petstore:rl:'),
+    },
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
     http: {
       headersTimeoutMs: integer(env, 'HTTP_HEADERS_TIMEOUT_MS', 10_000, 1, 600_000),
@@ -132,4 +140,17 @@ function petsDeprecation(env: Env): Config['pets'] {
     throw new ConfigError('PETS_DEPRECATION_LINK', `is not a valid URL: "${deprecationLink}"`)
   }
   return { deprecatedAt, sunsetAt, deprecationLink }
+}
+
+function redisUrl(env: Env): string | undefined {
+  const value = env.REDIS_URL
+  if (value === undefined || value === '') return undefined
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    throw new ConfigError('REDIS_URL', `is not a valid URL: "${value}"`)
+  }
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new ConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL')
+  return value
 }

@@ -1,0 +1,174 @@
+import { Redis } from 'ioredis'
+import type { FastifyBaseLogger } from 'fastify'
+import { ApiError } from '../errors.js'
+
+/**
+ * Fixed-window request counters: a window starts at a key's first hit and lasts `windowMs`.
+ * In memory (one instance) or in Redis (shared by every instance).
+ */
+export interface CounterStore {
+  /** Counts one hit and returns the count in the current window and the ms until it resets. */
+  hit(key: string, windowMs: number): Promise<{ count: number; resetMs: number }>
+  /** Resolves once the store can count (or could not within its timeout: it fails open then). */
+  ready?(): Promise<void>
+  /** The count in the current window without counting. */
+  peek(key: string): Promise<{ count: number; resetMs: number }>
+  close(): Promise<void>
+}
+
+export class MemoryCounterStore implements CounterStore {
+  private readonly windows = new Map<string, { count: number; resetAt: number }>()
+  private readonly sweeper: NodeJS.Timeout
+
+  constructor(private readonly now: () => number = Date.now) {
+    // Expired windows are dropped once a minute, so idle keys and addresses do not accumulate.
+    this.sweeper = setInterval(() => {
+      const now = this.now()
+      for (const [key, window] of this.windows) if (window.resetAt <= now) this.windows.delete(key)
+    }, 60_000).unref()
+  }
+
+  async hit(key: string, windowMs: number): Promise<{ count: number; resetMs: number }> {
+    const now = this.now()
+    let window = this.windows.get(key)
+    if (window === undefined || window.resetAt <= now) {
+      window = { count: 0, resetAt: now + windowMs }
+      this.windows.set(key, window)
+    }
+    window.count++
+    return { count: window.count, resetMs: window.resetAt - now }
+  }
+
+  async peek(key: string): Promise<{ count: number; resetMs: number }> {
+    const now = this.now()
+    const window = this.windows.get(key)
+    return window === undefined || window.resetAt <= now ? { count: 0, resetMs: 0 } : { count: window.count, resetMs: window.resetAt - now }
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.sweeper)
+  }
+}
+
+// INCR and set the expiry on the first hit, atomically: every instance shares one window per key.
+const HIT = `local c = redis.call('INCR', KEYS[1])
+if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return {c, redis.call('PTTL', KEYS[1])}`
+const PEEK = `return {tonumber(redis.call('GET', KEYS[1]) or '0'), redis.call('PTTL', KEYS[1])}`
+
+export class RedisCounterStore implements CounterStore {
+  private readonly redis: Redis
+
+  constructor(
+    url: string,
+    private readonly prefix: string,
+  ) {
+    // Fail fast while Redis is away (no offline queue, one retry): the limiter then lets requests
+    // through rather than holding them (see RateLimiter).
+    this.redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000, lazyConnect: false })
+    this.redis.on('error', () => {}) // reported per request by the limiter; reconnects by itself
+  }
+
+  ready(timeoutMs = 2000): Promise<void> {
+    if (this.redis.status === 'ready') return Promise.resolve()
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer)
+        this.redis.off('ready', done)
+        resolve()
+      }
+      const timer = setTimeout(done, timeoutMs)
+      this.redis.once('ready', done)
+    })
+  }
+
+  async hit(key: string, windowMs: number): Promise<{ count: number; resetMs: number }> {
+    const [count, ttl] = (await this.redis.eval(HIT, 1, `${this.prefix}${key}`, windowMs)) as [number, number]
+    return { count, resetMs: Math.max(ttl, 0) }
+  }
+
+  async peek(key: string): Promise<{ count: number; resetMs: number }> {
+    const [count, ttl] = (await this.redis.eval(PEEK, 1, `${this.prefix}${key}`)) as [number, number]
+    return { count, resetMs: Math.max(ttl, 0) }
+  }
+
+  async close(): Promise<void> {
+    this.redis.disconnect()
+  }
+}
+
+interface Policy {
+  /** The policy's name in RateLimit / RateLimit-Policy (draft-ietf-httpapi-ratelimit-headers). */
+  name: string
+  limit: number
+  windowMs: number
+}
+
+/**
+ * The two limits of the API: requests per API key, and failed authentications per client address
+ * (a guard against guessing keys). A limit of 0 is off. If the counter store fails (Redis away),
+ * requests are let through and the failure is logged: the limiter must not take the API down.
+ */
+export class RateLimiter {
+  private readonly perKey: Policy
+  private readonly authFailures: Policy
+
+  constructor(
+    private readonly counters: CounterStore,
+    limits: { perKeyPerMinute: number; authFailuresPerMinute: number },
+    private readonly log: FastifyBaseLogger,
+  ) {
+    this.perKey = { name: 'per-key', limit: limits.perKeyPerMinute, windowMs: 60_000 }
+    this.authFailures = { name: 'auth-failures', limit: limits.authFailuresPerMinute, windowMs: 60_000 }
+  }
+
+  /** 429 if this address has failed authentication too often in the current window. */
+  async checkAuthFailures(address: string): Promise<void> {
+    const policy = this.authFailures
+    if (policy.limit === 0) return
+    const window = await this.guard(() => this.counters.peek(`${policy.name}:${address}`))
+    if (window !== undefined && window.count >= policy.limit) throw limited(policy, window.resetMs)
+  }
+
+  async recordAuthFailure(address: string): Promise<void> {
+    const policy = this.authFailures
+    if (policy.limit === 0) return
+    await this.guard(() => this.counters.hit(`${policy.name}:${address}`, policy.windowMs))
+  }
+
+  /** Counts a request of this key; 429 past the limit. Returns the headers to send either way. */
+  async consume(keyId: bigint): Promise<Record<string, string>> {
+    const policy = this.perKey
+    if (policy.limit === 0) return {}
+    const window = await this.guard(() => this.counters.hit(`${policy.name}:${keyId}`, policy.windowMs))
+    if (window === undefined) return {}
+    if (window.count > policy.limit) throw limited(policy, window.resetMs)
+    return headers(policy, policy.limit - window.count, window.resetMs)
+  }
+
+  close(): Promise<void> {
+    return this.counters.close()
+  }
+
+  private async guard<T>(work: () => Promise<T>): Promise<T | undefined> {
+    try {
+      return await work()
+    } catch (error) {
+      this.log.warn({ err: error }, 'rate limit counters unavailable; request let through')
+      return undefined
+    }
+  }
+}
+
+function headers(policy: Policy, remaining: number, resetMs: number): Record<string, string> {
+  const seconds = Math.max(1, Math.ceil(resetMs / 1000))
+  return {
+    'ratelimit-policy': `"${policy.name}";q=${policy.limit};w=${policy.windowMs / 1000}`,
+    ratelimit: `"${policy.name}";r=${Math.max(remaining, 0)};t=${seconds}`,
+  }
+}
+
+function limited(policy: Policy, resetMs: number): ApiError {
+  const retryAfter = Math.max(1, Math.ceil(resetMs / 1000))
+  return new ApiError('rate_limited', undefined, { ...headers(policy, 0, resetMs), 'retry-after': String(retryAfter) })
+}
