@@ -51,10 +51,14 @@ export async function buildApp({ config, store, logger = false, processMetrics =
     clientErrorHandler: clientErrorResponse,
     http: {
       headersTimeout: config.http.headersTimeoutMs,
-      requestTimeout: config.http.requestTimeoutMs,
       maxHeaderSize: config.http.maxHeaderSize,
+      // How often Node checks the two timeouts above (default 30 s, which would let slow clients
+      // hold sockets for far longer than the timeouts say).
+      connectionsCheckingInterval: 1000,
     },
+    requestTimeout: config.http.requestTimeoutMs, // Fastify sets it on the server itself
     keepAliveTimeout: config.http.keepAliveTimeoutMs,
+    connectionTimeout: config.http.idleTimeoutMs, // a socket with no traffic either way is closed
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   const metrics = new Metrics({ processMetrics })

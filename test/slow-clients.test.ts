@@ -1,0 +1,59 @@
+import assert from 'node:assert/strict'
+import { connect, type Socket } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { it } from 'node:test'
+import { bearer, forEachStore, startTestServer } from './support/harness.js'
+
+const SLOW = 200 // slowloris connections: headers trickle in, never finish
+const SILENT = 200 // half-open connections: connected, never send a byte
+
+function open(origin: string): Promise<Socket> {
+  const { hostname, port } = new URL(origin)
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => resolve(socket))
+    socket.on('error', () => {}) // the server closing them is the point
+    socket.resume() // read (and drop) what the server answers, so its close is seen
+    socket.once('error', reject)
+  })
+}
+
+forEachStore('slow and half-open connections', (kind) => {
+  it(`${SLOW} slowloris and ${SILENT} silent connections do not delay other clients, and are cut off by the timeouts`, async () => {
+    const server = await startTestServer(kind, {
+      env: { HTTP_HEADERS_TIMEOUT_MS: '1500', HTTP_REQUEST_TIMEOUT_MS: '3000', RATE_LIMIT_PER_KEY: '0' },
+    })
+    const key = await server.createKey()
+    await server.importOrders(Array.from({ length: 100 }, (_, i) => ({ id: BigInt(i + 1) })))
+
+    const slow = await Promise.all(Array.from({ length: SLOW }, () => open(server.origin)))
+    const silent = await Promise.all(Array.from({ length: SILENT }, () => open(server.origin)))
+    const closed = new Set<Socket>()
+    for (const socket of [...slow, ...silent]) socket.on('close', () => closed.add(socket))
+    for (const socket of slow) socket.write('GET /v1/store/orders HTTP/1.1\r\nHost: x\r\n')
+    const drip = setInterval(() => {
+      for (const socket of slow) if (!socket.destroyed) socket.write('X-Drip: 1\r\n')
+    }, 200)
+
+    try {
+      // Meanwhile, ordinary clients are served promptly.
+      const latencies: number[] = []
+      for (let i = 0; i < 30; i++) {
+        const started = performance.now()
+        const response = await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })
+        assert.equal(response.status, 200)
+        await response.arrayBuffer()
+        latencies.push(performance.now() - started)
+      }
+      latencies.sort((a, b) => a - b)
+      assert.ok(latencies[latencies.length - 1]! < 500, `slowest ordinary request took ${latencies.at(-1)} ms`)
+
+      // And the slow ones are cut off by the header timeout (checked every second), not kept forever.
+      const deadline = Date.now() + 6000
+      while (closed.size < SLOW + SILENT && Date.now() < deadline) await sleep(100)
+      assert.equal(closed.size, SLOW + SILENT, `${SLOW + SILENT - closed.size} slow connections still open`)
+    } finally {
+      clearInterval(drip)
+      for (const socket of [...slow, ...silent]) socket.destroy()
+    }
+  })
+})
