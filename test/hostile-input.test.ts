@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, it } from 'node:test'
 import fc from 'fast-check'
-import { bearer, forEachStore, startTestServer, type TestServer } from './support/harness.js'
+import { forEachStore, startTestServer, type TestServer } from './support/harness.js'
 import { rawRequest } from './support/raw-http.js'
 
 // Property-based checks: whatever a client sends, the answer is never a 5xx, every error is an Error
