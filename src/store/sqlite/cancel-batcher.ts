@@ -1,7 +1,13 @@
 import type Database from 'better-sqlite3'
 import type { CancelOutcome, OrderStatus } from '../../domain/orders.js'
 
+// While another process holds the write lock (a CLI import, say), a batch is retried off the event
+// loop for this long before its cancels fail (503): the connection's own busy wait is kept short.
+const BUSY_RETRY_MS = 2000
+const BUSY_BACKOFF_MS = 25
+
 interface PendingCancel {
+  firstTriedAt?: number
   id: bigint
   cancelledByKey: bigint | null
   resolve: (outcome: CancelOutcome) => void
@@ -18,6 +24,8 @@ interface PendingCancel {
 export class CancelBatcher {
   private queue: PendingCancel[] = []
   private scheduled: Promise<void> | undefined
+  private retrying = 0
+  private retries: Promise<void> = Promise.resolve()
   private readonly commitBatch: Database.Transaction<(batch: PendingCancel[]) => CancelOutcome[]>
 
   constructor(db: Database.Database) {
@@ -56,20 +64,44 @@ export class CancelBatcher {
 
   /** Waits for the cancels already queued to settle. */
   async drain(): Promise<void> {
-    await this.scheduled
+    while (this.scheduled !== undefined || this.retrying > 0) {
+      await this.scheduled
+      await this.retries
+    }
   }
 
   private flush(): void {
     const batch = this.queue
     this.queue = []
     this.scheduled = undefined
+    if (batch.length === 0) return // a retry already took this turn's cancels
     let outcomes: CancelOutcome[]
     try {
       outcomes = this.commitBatch.immediate(batch)
     } catch (error) {
+      const now = Date.now()
+      if ((error as { code?: string }).code === 'SQLITE_BUSY') {
+        const retry = batch.filter((pending) => now - (pending.firstTriedAt ??= now) < BUSY_RETRY_MS)
+        for (const pending of batch) if (!retry.includes(pending)) pending.reject(error)
+        if (retry.length > 0) this.retryLater(retry)
+        return
+      }
       for (const pending of batch) pending.reject(error)
       return
     }
     batch.forEach((pending, i) => pending.resolve(outcomes[i]!))
+  }
+
+  private retryLater(batch: PendingCancel[]): void {
+    this.retrying++
+    const done = new Promise<void>((resolve) =>
+      setTimeout(() => {
+        this.retrying--
+        this.queue.unshift(...batch)
+        this.flush()
+        resolve()
+      }, BUSY_BACKOFF_MS),
+    )
+    this.retries = this.retries.then(() => done)
   }
 }

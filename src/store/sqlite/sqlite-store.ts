@@ -15,9 +15,9 @@ type Db = Database.Database
 const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|READONLY|IOERR|FULL|CANTOPEN|CORRUPT|NOTADB|PROTOCOL)/
 
 /** Opens a connection the way every connection of this store must be opened. */
-function connect(path: string, readonly = false): Db {
+function connect(path: string, readonly: boolean, busyTimeoutMs: number): Db {
   const db = new Database(path, { readonly, fileMustExist: readonly })
-  db.pragma('busy_timeout = 5000')
+  db.pragma(`busy_timeout = ${busyTimeoutMs}`)
   if (!readonly) db.pragma('journal_mode = WAL')
   // FULL, set on every connection: in WAL mode it syncs the WAL on every commit, so an acknowledged
   // cancel survives power loss, not only a crash of this process.
@@ -79,19 +79,30 @@ function classify(error: unknown): never {
   throw error
 }
 
+export interface SqliteStoreOptions {
+  /**
+   * How long one statement waits for another process's write lock, blocking the event loop
+   * meanwhile. The CLI can wait (default 5 s); the server waits briefly and retries cancels
+   * asynchronously instead (see CancelBatcher).
+   */
+  busyTimeoutMs?: number
+}
+
 export class SqliteStore implements Store {
   readonly kind = 'sqlite'
   readonly path: string
+  private readonly busyTimeoutMs: number
   private readonly db: Db
   private readonly idleReaders: Db[] = []
   private cancels: CancelBatcher | undefined // prepared on first use: the tables exist after migrate()
   private closed = false
 
-  constructor(path: string) {
+  constructor(path: string, options: SqliteStoreOptions = {}) {
     this.path = path
+    this.busyTimeoutMs = options.busyTimeoutMs ?? 5000
     mkdirSync(dirname(path), { recursive: true })
     try {
-      this.db = connect(path)
+      this.db = connect(path, false, this.busyTimeoutMs)
     } catch (error) {
       classify(error)
     }
@@ -339,7 +350,7 @@ export class SqliteStore implements Store {
 
   private acquireReader(): Db {
     try {
-      return this.idleReaders.pop() ?? connect(this.path, true)
+      return this.idleReaders.pop() ?? connect(this.path, true, this.busyTimeoutMs)
     } catch (error) {
       classify(error)
     }
