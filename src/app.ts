@@ -1,6 +1,6 @@
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import Fastify, { type FastifyReply, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyReply } from 'fastify'
 import type { Config } from './config.js'
 import { ApiError } from './errors.js'
 import type { ApiApp } from './http/api-app.js'
@@ -22,7 +22,8 @@ import type { Store } from './store/store.js'
 export interface AppOptions {
   config: Config
   store: Store
-  logger?: FastifyServerOptions['logger']
+  /** A pino logger; none by default (tests). */
+  logger?: FastifyBaseLogger
   /** Process-wide metrics (event loop, memory): on for the server, off for the many apps of tests. */
   processMetrics?: boolean
 }
@@ -32,9 +33,9 @@ const SECURITY_HEADERS = { 'x-content-type-options': 'nosniff', 'cache-control':
 const BODY_LIMIT = 16 * 1024 // no operation takes a body
 
 /** The HTTP application, ready to `listen` or `inject`. It does not own the store's lifecycle. */
-export async function buildApp({ config, store, logger = false, processMetrics = false }: AppOptions): Promise<ApiApp> {
+export async function buildApp({ config, store, logger, processMetrics = false }: AppOptions): Promise<ApiApp> {
   const app = Fastify({
-    logger,
+    ...(logger === undefined ? { logger: false } : { loggerInstance: logger }),
     genReqId: requestId,
     bodyLimit: BODY_LIMIT,
     routerOptions: { maxParamLength: 256 }, // long ids reach the int64 validator (400), not a 404
@@ -47,7 +48,9 @@ export async function buildApp({ config, store, logger = false, processMetrics =
         .headers({ ...headers, ...SECURITY_HEADERS, 'x-request-id': request.id })
         .send(body)
     },
-    return503OnClosing: true,
+    // While draining, requests that still arrive on open connections are served (with Connection:
+    // close) rather than refused with Fastify's own 503 body, which is not an Error.
+    return503OnClosing: false,
     clientErrorHandler: clientErrorResponse,
     http: {
       headersTimeout: config.http.headersTimeoutMs,

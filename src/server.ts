@@ -19,31 +19,36 @@ export async function startServer(config: Config, options: { onListening?: (url:
     redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
   })
   const store = await openStore(config.database)
+  let app: ApiApp | undefined
+  let url: string
   try {
     const applied = await store.migrate()
     if (applied.length > 0) logger.info({ applied }, 'database migrated')
+    app = await buildApp({ config, store, logger, processMetrics: true })
+    url = await app.listen({ host: config.host, port: config.port })
   } catch (error) {
+    // An open pool or Redis connection would keep the process alive after the failure.
+    await app?.close()
     await store.close()
     throw error
   }
-  const app = await buildApp({ config, store, logger, processMetrics: true })
-  const url = await app.listen({ host: config.host, port: config.port })
   options.onListening?.(url)
+  const running = app
 
   let closing: Promise<void> | undefined
   const close = (): Promise<void> =>
     (closing ??= (async () => {
       // Fastify stops accepting, answers new requests on kept-alive sockets with 503, and waits for
       // in-flight ones; the timeout bounds a client that never finishes reading a long list.
-      const timer = setTimeout(() => app.server.closeAllConnections(), config.shutdownTimeoutMs)
+      const timer = setTimeout(() => running.server.closeAllConnections(), config.shutdownTimeoutMs)
       try {
-        await app.close()
+        await running.close()
       } finally {
         clearTimeout(timer)
         await store.close()
       }
     })())
-  return { app, url, close }
+  return { app: running, url, close }
 }
 
 /** `petstore-orders serve`: run until SIGTERM or SIGINT, then shut down gracefully and exit 0. */

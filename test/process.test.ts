@@ -1,0 +1,142 @@
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { after, describe, it } from 'node:test'
+import { generateApiKey, SCOPES } from '../src/domain/api-keys.js'
+import { openStore } from '../src/store/open-store.js'
+import type { Store } from '../src/store/store.js'
+import { bearer, createDatabase, forEachStore, order, records, type TestDatabaseHandle } from './support/harness.js'
+import { BIN, spawnServer } from './support/server-process.js'
+
+async function prepare(database: TestDatabaseHandle, orders: number): Promise<{ store: Store; key: string }> {
+  const store = await openStore(database.config)
+  await store.migrate()
+  await store.importOrders(records(Array.from({ length: orders }, (_, i) => order({ id: BigInt(i + 1) }))))
+  const key = generateApiKey()
+  await store.createApiKey({ name: 'process test', hash: key.hash, displayPrefix: key.displayPrefix, scopes: [...SCOPES], expiresAt: null })
+  return { store, key: key.secret }
+}
+
+async function openIds(store: Store): Promise<Set<string>> {
+  const ids = new Set<string>()
+  for await (const batch of store.streamOrders()) for (const o of batch) ids.add(String(o.id))
+  return ids
+}
+
+forEachStore('the server process', (kind) => {
+  const cleanups: (() => Promise<void>)[] = []
+  after(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup()
+  })
+
+  it('loses no acknowledged cancel when SIGKILLed during a storm of concurrent cancels', async () => {
+    const database = await createDatabase(kind)
+    const { store, key } = await prepare(database, 3000)
+    cleanups.push(async () => {
+      await store.close()
+      await database.dispose()
+    })
+    const server = await spawnServer(database.url, { RATE_LIMIT_PER_KEY: '0' })
+    const acknowledged: string[] = []
+    let next = 1
+    let killed = false
+    const worker = async () => {
+      while (!killed && next <= 3000) {
+        const id = String(next++)
+        try {
+          const response = await fetch(`${server.origin}/v1/store/orders/${id}`, { method: 'DELETE', headers: bearer(key) })
+          if (response.status === 204) acknowledged.push(id)
+          else assert.fail(`cancel ${id}: ${response.status}`)
+        } catch {
+          return // the connection died with the server: this cancel was never acknowledged
+        }
+      }
+    }
+    const workers = Array.from({ length: 50 }, worker)
+    while (acknowledged.length < 300) await new Promise((resolve) => setTimeout(resolve, 5))
+    server.child.kill('SIGKILL')
+    killed = true
+    await Promise.all(workers)
+    assert.equal((await server.exited).signal, 'SIGKILL')
+
+    // Restart on the same database: every 204 is still a cancelled order.
+    const restarted = await spawnServer(database.url)
+    cleanups.push(async () => {
+      restarted.child.kill('SIGTERM')
+      await restarted.exited
+    })
+    const stillOpen = await openIds(store)
+    const lost = acknowledged.filter((id) => stillOpen.has(id))
+    assert.deepEqual(lost, [], `${lost.length} of ${acknowledged.length} acknowledged cancels were lost`)
+    for (const id of acknowledged.slice(0, 20)) {
+      const again = await fetch(`${restarted.origin}/v1/store/orders/${id}`, { method: 'DELETE', headers: bearer(key) })
+      assert.equal(again.status, 404)
+    }
+  })
+
+  it('drains in-flight requests on SIGTERM (no 5xx) and exits 0', async () => {
+    const database = await createDatabase(kind)
+    const { store, key } = await prepare(database, 2000)
+    cleanups.push(async () => {
+      await store.close()
+      await database.dispose()
+    })
+    const server = await spawnServer(database.url, { RATE_LIMIT_PER_KEY: '0' })
+    const statuses: number[] = []
+    let stop = false
+    let next = 1
+    const worker = async (i: number) => {
+      while (!stop) {
+        try {
+          const response =
+            i % 2 === 0
+              ? await fetch(`${server.origin}/v1/store/orders`, { headers: { ...bearer(key), 'accept-encoding': 'identity' } })
+              : await fetch(`${server.origin}/v1/store/orders/${next++}`, { method: 'DELETE', headers: bearer(key) })
+          await response.arrayBuffer()
+          statuses.push(response.status)
+        } catch {
+          return // refused: the server no longer accepts connections
+        }
+      }
+    }
+    const workers = Array.from({ length: 20 }, (_, i) => worker(i))
+    while (statuses.length < 200) await new Promise((resolve) => setTimeout(resolve, 5))
+    server.child.kill('SIGTERM')
+    const exit = await server.exited
+    stop = true
+    await Promise.all(workers)
+    assert.deepEqual(exit, { code: 0, signal: null }, server.output())
+    assert.ok(statuses.length >= 200)
+    assert.deepEqual(statuses.filter((s) => s >= 500), [], 'no request got a 5xx while draining')
+  })
+
+  it('exits 0 on SIGINT too', async () => {
+    const database = await createDatabase(kind)
+    cleanups.push(() => database.dispose())
+    const server = await spawnServer(database.url)
+    server.child.kill('SIGINT')
+    assert.deepEqual(await server.exited, { code: 0, signal: null })
+  })
+})
+
+describe('configuration is validated at start', () => {
+  for (const [variable, value] of [
+    ['PORT', 'eighty'],
+    ['PORT', '70000'],
+    ['DATABASE_URL', 'mysql://localhost/x'],
+    ['KEY_CACHE_TTL_MS', '-1'],
+    ['PETS_SUNSET_AT', 'next year'],
+    ['PUBLIC_BASE_URL', 'https://api.example.test/v2'],
+    ['RATE_LIMIT_PER_KEY', '1.5'],
+    ['REDIS_URL', 'http://localhost'],
+    ['LOG_LEVEL', 'loud'],
+  ] as const) {
+    it(`stops with a message naming ${variable} when it is "${value}"`, () => {
+      const result = spawnSync(process.execPath, [BIN, 'serve'], { env: { ...process.env, [variable]: value }, encoding: 'utf8', timeout: 20_000 })
+      assert.notEqual(result.status, 0)
+      assert.equal(result.stdout, '')
+      const lines = result.stderr.trim().split('\n')
+      assert.equal(lines.length, 1, result.stderr)
+      assert.match(lines[0]!, new RegExp(variable))
+    })
+  }
+})
