@@ -1,0 +1,380 @@
+/**
+ * Reading and validating the files of `orders import` and `pets import`.
+ *
+ * A file is a JSON array of records or NDJSON (one record a line), told apart by its first
+ * non-whitespace character (`[` means an array). Both are streamed: a record is parsed, validated
+ * and handed on before the next is read, so a file of millions of records never sits in memory.
+ * Both parsers hand numbers over as their source text, so an int64 id is never rounded through a
+ * JS `number`.
+ *
+ * The first problem stops the reading with an {@link ImportFileError} whose message names where it
+ * is (`line N` in NDJSON, `record N` in an array, `line N, column C` for malformed JSON) and why.
+ */
+import type { Readable } from 'node:stream'
+import { pipeline } from 'node:stream'
+import { pipeline as pipelineAsync } from 'node:stream/promises'
+import { createInterface } from 'node:readline'
+import { parse as parseLosslessJson } from 'lossless-json'
+import streamArray from 'stream-json/streamers/stream-array.js'
+import verifier from 'stream-json/utils/verifier.js'
+import type { Pet } from '../schemas/pet.js'
+import { INT64_MAX, toInt64 } from './int64.js'
+import { ORDER_STATUSES, type OrderRecord, type OrderStatus } from './orders.js'
+
+/** Where the records come from. `open` may be called more than once (once more to locate a syntax error). */
+export interface ImportSource {
+  open(): Readable
+}
+
+export type ImportFormat = 'json-array' | 'ndjson'
+
+/** A problem with one record or with the file; the message is `<position>: <reason>`. */
+export class ImportFileError extends Error {
+  readonly position: string | undefined
+  readonly reason: string
+  constructor(position: string | undefined, reason: string) {
+    super(position === undefined ? reason : `${position}: ${reason}`)
+    this.name = 'ImportFileError'
+    this.position = position
+    this.reason = reason
+  }
+}
+
+/** A record that breaks a rule; the reader adds its position. */
+export class InvalidRecordError extends Error {
+  constructor(reason: string) {
+    super(reason)
+    this.name = 'InvalidRecordError'
+  }
+}
+
+/** One parsed JSON value and where it was. Numbers are strings holding their source text. */
+export interface RawRecord {
+  position: string
+  value: unknown
+}
+
+export const MAX_QUANTITY = 2_147_483_647
+export const MAX_PET_NAME_LENGTH = 200
+export const MAX_PET_TAG_LENGTH = 200
+
+const ORDER_FIELDS = ['id', 'petId', 'quantity', 'shipDate', 'complete', 'status'] as const
+const PET_FIELDS = ['id', 'name', 'tag'] as const
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+const BOM = 0xfeff
+
+function isJsonWhitespace(code: number): boolean {
+  return code === 0x20 || code === 0x09 || code === 0x0a || code === 0x0d
+}
+
+/**
+ * `json-array` when the first character that is not whitespace (or a leading byte-order mark) is
+ * `[`; `ndjson` otherwise, including for an empty file (which holds no records).
+ */
+export async function detectFormat(source: ImportSource): Promise<ImportFormat> {
+  const stream = source.open()
+  stream.setEncoding('utf8')
+  let first = true
+  try {
+    for await (const chunk of stream as AsyncIterable<string>) {
+      for (let i = 0; i < chunk.length; i++) {
+        const code = chunk.charCodeAt(i)
+        if (first && i === 0 && code === BOM) continue
+        if (isJsonWhitespace(code)) continue
+        return code === 0x5b /* [ */ ? 'json-array' : 'ndjson'
+      }
+      first = false
+    }
+    return 'ndjson'
+  } finally {
+    stream.destroy()
+  }
+}
+
+/** Every JSON value of the file, in order, with its position. */
+export async function* readJsonRecords(source: ImportSource): AsyncGenerator<RawRecord> {
+  if ((await detectFormat(source)) === 'json-array') yield* readJsonArray(source)
+  else yield* readNdjson(source)
+}
+
+async function* readJsonArray(source: ImportSource): AsyncGenerator<RawRecord> {
+  const input = source.open()
+  // numberAsString: a number arrives as its source text, so 9223372036854775807 stays exact.
+  const items = streamArray.withParserAsStream({ numberAsString: true })
+  // Errors of either side come out of the iteration below; ending it early destroys both.
+  pipeline(input, items, () => {})
+  let index = 0
+  try {
+    for await (const item of items as AsyncIterable<{ key: number; value: unknown }>) {
+      index++
+      yield { position: `record ${index}`, value: item.value }
+    }
+  } catch (error) {
+    if (isParserError(error)) throw await locateSyntaxError(source, error, index)
+    throw error
+  }
+}
+
+function isParserError(error: unknown): error is Error {
+  return error instanceof Error && (error as NodeJS.ErrnoException).code === undefined && /cannot parse input/i.test(error.message)
+}
+
+/**
+ * The streaming parser says only what is wrong; a second pass with stream-json's verifier, which
+ * tracks lines and columns, says where. Only a malformed file pays for it.
+ */
+async function locateSyntaxError(source: ImportSource, parserError: Error, recordsRead: number): Promise<ImportFileError> {
+  const input = source.open()
+  let ended = false
+  input.once('end', () => (ended = true))
+  try {
+    await pipelineAsync(input, verifier.asStream())
+  } catch (error) {
+    const { line, pos } = error as { line?: unknown; pos?: unknown }
+    if (typeof line === 'number' && typeof pos === 'number') {
+      // An error found only once the input has ended is a file cut short.
+      const reason = ended ? 'unexpected end of file' : syntaxReason((error as Error).message)
+      return new ImportFileError(`line ${line}, column ${pos}`, `malformed JSON: ${reason}`)
+    }
+  }
+  return new ImportFileError(`after record ${recordsRead}`, `malformed JSON: ${syntaxReason(parserError.message)}`)
+}
+
+function syntaxReason(message: string): string {
+  return message.replace(/^.*cannot parse input:\s*/is, '').trim() || 'unexpected input'
+}
+
+async function* readNdjson(source: ImportSource): AsyncGenerator<RawRecord> {
+  const input = source.open()
+  const lines = createInterface({ input, crlfDelay: Infinity })
+  let lineNumber = 0
+  try {
+    for await (const text of lines) {
+      lineNumber++
+      const line = lineNumber === 1 && text.charCodeAt(0) === BOM ? text.slice(1) : text
+      if (isBlank(line)) continue // blank lines (a trailing newline, say) hold no record
+      let value: unknown
+      try {
+        value = parseLosslessJson(line, null, {
+          parseNumber: (digits) => digits, // the source text: exact, whatever its size
+          onDuplicateKey: ({ newValue }) => newValue, // the last one wins, as in JSON.parse (and the array reader)
+        })
+      } catch (error) {
+        const message = (error as Error).message
+        const at = / at position (\d+)\s*$/.exec(message)
+        const column = at === null ? '' : `, column ${Number(at[1]) + 1}`
+        throw new ImportFileError(`line ${lineNumber}${column}`, `malformed JSON: ${lowerFirst(message.replace(/ at position \d+\s*$/, ''))}`)
+      }
+      yield { position: `line ${lineNumber}`, value }
+    }
+  } finally {
+    lines.close()
+    input.destroy()
+  }
+}
+
+function isBlank(line: string): boolean {
+  for (let i = 0; i < line.length; i++) if (!isJsonWhitespace(line.charCodeAt(i))) return false
+  return true
+}
+
+/** The records of the file, validated; the first invalid one throws an ImportFileError naming its position. */
+export async function* readValidated<T>(
+  source: ImportSource,
+  validate: (value: unknown) => T,
+  onRecord?: (position: string) => void,
+): AsyncGenerator<T> {
+  for await (const { position, value } of readJsonRecords(source)) {
+    let record: T
+    try {
+      record = validate(value)
+    } catch (error) {
+      if (error instanceof InvalidRecordError) throw new ImportFileError(position, error.message)
+      throw error
+    }
+    onRecord?.(position)
+    yield record
+  }
+}
+
+export function readOrderRecords(source: ImportSource, onRecord?: (position: string) => void): AsyncGenerator<OrderRecord> {
+  return readValidated(source, validateOrderRecord, onRecord)
+}
+
+export function readPetRecords(source: ImportSource, onRecord?: (position: string) => void): AsyncGenerator<Pet> {
+  return readValidated(source, validatePetRecord, onRecord)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation. Values come from the readers above: numbers are strings of their source text.
+
+/**
+ * An order record: `{id, petId, quantity, shipDate, complete, status}`.
+ * - `id`: required; `petId`: optional — both integers from 1 to 2^63−1, as JSON integers or decimal strings.
+ * - `quantity`: optional, an integer from 1 to 2147483647.
+ * - `shipDate`: optional, RFC 3339 with a timezone; stored in UTC (`toISOString()`).
+ * - `complete`: optional boolean (false); true only when `status` is `shipped`.
+ * - `status`: optional, `pending` (default), `shipped` or `cancelled`.
+ * `null` is the same as absent. Any other field is refused.
+ */
+export function validateOrderRecord(value: unknown): OrderRecord {
+  const record = objectWith(value, ORDER_FIELDS, 'an order')
+  const id = positiveInt64(record.id, 'id', true)!
+  const petId = positiveInt64(record.petId, 'petId', false)
+  const quantity = optionalQuantity(record.quantity)
+  const shipDate = optionalDateTime(record.shipDate, 'shipDate')
+  const status = optionalStatus(record.status)
+  const complete = optionalBoolean(record.complete, 'complete')
+  if (complete && status !== 'shipped') {
+    throw new InvalidRecordError(`complete is true but status is "${status}"; only a shipped order can be complete`)
+  }
+  return { id, petId, quantity, shipDate, complete, status }
+}
+
+/** A pet record: `{id, name, tag?}`; `name` is 1 to 200 characters, not blank; `tag` 1 to 200 when given. */
+export function validatePetRecord(value: unknown): Pet {
+  const record = objectWith(value, PET_FIELDS, 'a pet')
+  const id = positiveInt64(record.id, 'id', true)!
+  const name = boundedString(record.name, 'name', MAX_PET_NAME_LENGTH, true)!
+  const tag = boundedString(record.tag, 'tag', MAX_PET_TAG_LENGTH, false)
+  return tag === undefined ? { id, name } : { id, name, tag }
+}
+
+function objectWith(value: unknown, fields: readonly string[], what: string): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidRecordError(`expected a JSON object, got ${describe(value)}`)
+  }
+  const record = value as Record<string, unknown>
+  for (const key of Object.keys(record)) {
+    if (!fields.includes(key)) {
+      throw new InvalidRecordError(`unknown field ${JSON.stringify(key)} (${what} has ${fields.join(', ')})`)
+    }
+  }
+  return record
+}
+
+function isAbsent(value: unknown): value is null | undefined {
+  return value === undefined || value === null
+}
+
+function positiveInt64(value: unknown, field: string, required: true): bigint
+function positiveInt64(value: unknown, field: string, required: false): bigint | null
+function positiveInt64(value: unknown, field: string, required: boolean): bigint | null {
+  if (isAbsent(value)) {
+    if (required) throw new InvalidRecordError(`${field} is required`)
+    return null
+  }
+  const id = typeof value === 'boolean' ? undefined : toInt64(value)
+  if (id === undefined || id < 1n) {
+    throw new InvalidRecordError(`${field} must be an integer from 1 to ${INT64_MAX}, got ${describe(value)}`)
+  }
+  return id
+}
+
+function optionalQuantity(value: unknown): number | null {
+  if (isAbsent(value)) return null
+  let quantity: number | undefined
+  if (typeof value === 'number' && Number.isSafeInteger(value)) quantity = value
+  else if (typeof value === 'string' && /^-?[0-9]{1,12}$/.test(value)) quantity = Number(value)
+  if (quantity === undefined || quantity < 1 || quantity > MAX_QUANTITY) {
+    throw new InvalidRecordError(`quantity must be an integer from 1 to ${MAX_QUANTITY}, got ${describe(value)}`)
+  }
+  return quantity
+}
+
+function optionalBoolean(value: unknown, field: string): boolean {
+  if (isAbsent(value)) return false
+  if (typeof value !== 'boolean') throw new InvalidRecordError(`${field} must be true or false, got ${describe(value)}`)
+  return value
+}
+
+function optionalStatus(value: unknown): OrderStatus {
+  if (isAbsent(value)) return 'pending'
+  if (typeof value !== 'string' || !(ORDER_STATUSES as readonly string[]).includes(value)) {
+    throw new InvalidRecordError(`status must be one of ${ORDER_STATUSES.join(', ')}, got ${describe(value)}`)
+  }
+  return value as OrderStatus
+}
+
+function boundedString(value: unknown, field: string, max: number, required: boolean): string | undefined {
+  if (isAbsent(value)) {
+    if (required) throw new InvalidRecordError(`${field} is required`)
+    return undefined
+  }
+  if (typeof value !== 'string') throw new InvalidRecordError(`${field} must be a string, got ${describe(value)}`)
+  const length = [...value].length // characters, not UTF-16 units
+  if (value.trim() === '' || length > max) {
+    throw new InvalidRecordError(`${field} must be 1 to ${max} characters and not blank, got ${describe(value)}`)
+  }
+  return value
+}
+
+// YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM), RFC 3339 §5.6 (T and Z in either case).
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/
+
+/**
+ * An RFC 3339 date-time with a timezone, as the same instant in UTC in `toISOString()` form
+ * (`2026-11-25T10:00:00.000Z`). Digits past milliseconds are dropped; leap seconds are refused
+ * (a JS Date cannot hold them).
+ */
+export function normalizeDateTime(text: string): string | undefined {
+  const m = RFC3339.exec(text)
+  if (m === null) return undefined
+  const [year, month, day, hour, minute, second] = [m[1], m[2], m[3], m[4], m[5], m[6]].map(Number) as [
+    number, number, number, number, number, number,
+  ]
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) return undefined
+  if (hour > 23 || minute > 59 || second > 59) return undefined
+  let offsetMinutes = 0
+  if (m[8] === undefined) {
+    const offsetHours = Number(m[10])
+    const offsetMins = Number(m[11])
+    if (offsetHours > 23 || offsetMins > 59) return undefined
+    offsetMinutes = (m[9] === '-' ? -1 : 1) * (offsetHours * 60 + offsetMins)
+  }
+  const millis = m[7] === undefined ? 0 : Number(m[7].slice(0, 3).padEnd(3, '0'))
+  const date = new Date(0)
+  date.setUTCFullYear(year, month - 1, day) // not Date.UTC: it maps years 0–99 to 1900–1999
+  date.setUTCHours(hour, minute, second, millis)
+  const instant = new Date(date.getTime() - offsetMinutes * 60_000)
+  const utcYear = instant.getUTCFullYear()
+  if (utcYear < 1 || utcYear > 9999) return undefined
+  return instant.toISOString()
+}
+
+function daysInMonth(year: number, month: number): number {
+  if (month === 2) return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28
+  return [4, 6, 9, 11].includes(month) ? 30 : 31
+}
+
+function optionalDateTime(value: unknown, field: string): string | null {
+  if (isAbsent(value)) return null
+  const normalized = typeof value === 'string' ? normalizeDateTime(value) : undefined
+  if (normalized === undefined) {
+    throw new InvalidRecordError(
+      `${field} must be an RFC 3339 date-time with a timezone, such as 2026-11-25T10:00:00Z, got ${describe(value)}`,
+    )
+  }
+  return normalized
+}
+
+/** A value as an error message shows it: short, and on one line. */
+function describe(value: unknown): string {
+  if (value === null) return 'null'
+  if (Array.isArray(value)) return 'an array'
+  if (typeof value === 'object') return 'an object'
+  if (typeof value === 'string') {
+    // The readers hand numbers over as their text; show those as written, strings quoted.
+    if (/^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$/.test(value) && value.length <= 40) return value
+    const shown = [...value].length > 40 ? `${[...value].slice(0, 40).join('')}…` : value
+    return JSON.stringify(shown)
+  }
+  return String(value)
+}
+
+function lowerFirst(text: string): string {
+  return text.charAt(0).toLowerCase() + text.slice(1)
+}
