@@ -1,0 +1,143 @@
+import { parseArgs } from 'node:util'
+import { loadDatabaseConfig } from '../config.js'
+import { openStore } from '../store/open-store.js'
+import type { Store } from '../store/store.js'
+
+export const PROGRAM = 'petstore-orders'
+
+/** The command line itself is wrong (unknown command or option, missing or bad argument): exit 2. */
+export class UsageError extends Error {
+  /** The command whose `--help` explains the right usage, e.g. `keys create`. */
+  readonly command: string | undefined
+  constructor(message: string, command?: string) {
+    super(message)
+    this.name = 'UsageError'
+    this.command = command
+  }
+}
+
+/** The command was understood but could not be done (not found, refused, bad file …): exit 1. */
+export class CommandError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'CommandError'
+  }
+}
+
+export interface OutputStream {
+  isTTY?: boolean
+  columns?: number
+  write(text: string): unknown
+}
+
+export interface Io {
+  stdout: OutputStream
+  stderr: OutputStream
+  env: Record<string, string | undefined>
+}
+
+export type OptionSpec = Record<string, { type: 'string' | 'boolean'; short?: string }>
+export type OptionValues = Record<string, string | boolean | undefined>
+
+export interface Command {
+  /** The words that name it: `['keys', 'create']`. */
+  name: string[]
+  /** How the list of commands shows it: the words and the required arguments. */
+  synopsis: string
+  /** One line for the list of commands. */
+  summary: string
+  /** The full `--help` text (without the common footer). */
+  help: string
+  options: OptionSpec
+  /** Names of the positional arguments, all required, e.g. `['ID']`. */
+  positionals: { name: string; describe: string }[]
+  /** The common footer (DATABASE_URL) applies: the command opens the store. */
+  usesDatabase: boolean
+  run(input: { values: OptionValues; positionals: string[] }, io: Io): Promise<void>
+}
+
+const HELP_OPTION = { help: { type: 'boolean', short: 'h' } } as const
+
+/** Parses a command's arguments strictly; any problem is a UsageError naming the command. */
+export function parseCommandArgs(command: Command, args: string[]): { values: OptionValues; positionals: string[] } {
+  const commandName = command.name.join(' ')
+  let parsed: { values: OptionValues; positionals: string[] }
+  try {
+    parsed = parseArgs({
+      args,
+      options: { ...command.options, ...HELP_OPTION },
+      strict: true,
+      allowPositionals: true,
+    }) as { values: OptionValues; positionals: string[] }
+  } catch (error) {
+    throw new UsageError(parseArgsProblem(error as Error & { code?: string }), commandName)
+  }
+  const expected = command.positionals
+  if (parsed.positionals.length < expected.length) {
+    const missing = expected[parsed.positionals.length]!
+    throw new UsageError(`missing ${missing.name} (${missing.describe})`, commandName)
+  }
+  if (parsed.positionals.length > expected.length) {
+    throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[expected.length])}`, commandName)
+  }
+  return parsed
+}
+
+/** node:util's messages, made short and lowercase to fit the one-line error. */
+function parseArgsProblem(error: Error & { code?: string }): string {
+  const first = error.message.split('\n')[0] ?? error.message
+  switch (error.code) {
+    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION': {
+      const option = /'([^']+)'/.exec(first)?.[1]
+      return option === undefined ? lowerFirst(first) : `unknown option ${option}`
+    }
+    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL': {
+      const argument = /'([^']*)'/.exec(first)?.[1]
+      return argument === undefined ? lowerFirst(first) : `unexpected argument ${JSON.stringify(argument)}`
+    }
+    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE': {
+      const option = /--[a-z-]+/.exec(first)?.[0] ?? 'an option'
+      if (/argument missing/.test(first)) return `option ${option} needs a value`
+      if (/does not take an argument/.test(first)) return `option ${option} does not take a value`
+      if (/ambiguous/.test(first)) return `the value of ${option} starts with "-"; write it as ${option}=VALUE`
+      return lowerFirst(first)
+    }
+    default:
+      return lowerFirst(first)
+  }
+}
+
+export function lowerFirst(text: string): string {
+  return text.charAt(0).toLowerCase() + text.slice(1)
+}
+
+/** An option's string value, or undefined when absent. */
+export function stringOption(values: OptionValues, name: string): string | undefined {
+  const value = values[name]
+  return typeof value === 'string' ? value : undefined
+}
+
+/**
+ * Opens the store DATABASE_URL names (a bad value is a ConfigError), migrates it, runs `work`
+ * and closes the store whatever happens.
+ */
+export async function withStore<T>(io: Io, work: (store: Store) => Promise<T>, options: { migrate?: boolean } = {}): Promise<T> {
+  const store = await openStore(loadDatabaseConfig(io.env))
+  try {
+    if (options.migrate !== false) await store.migrate()
+    return await work(store)
+  } finally {
+    await store.close()
+  }
+}
+
+/** One line: the error message of a thrown value, newlines folded. */
+export function oneLine(text: string): string {
+  return text.replace(/\s*[\r\n]+\s*/g, ' ').trim()
+}
+
+/** A name as one line of output: control characters escaped. */
+export function printable(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\u0000-\u001f\u007f]/g, (c) => JSON.stringify(c).slice(1, -1))
+}
