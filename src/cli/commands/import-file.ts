@@ -1,0 +1,67 @@
+import { constants, createReadStream, type ReadStream } from 'node:fs'
+import { access, stat } from 'node:fs/promises'
+import { ConfigError, loadDatabaseConfig } from '../../config.js'
+import { ImportFileError, type ImportSource } from '../../domain/import-records.js'
+import { ImportConflictError, type Store } from '../../store/store.js'
+import { CommandError, oneLine, withStore, type Io } from '../command.js'
+import { formatCount, percent, Progress } from '../progress.js'
+
+/** Refuses a FILE that cannot be read before anything else happens (the database is not even opened). */
+export async function checkReadableFile(file: string): Promise<number> {
+  try {
+    const info = await stat(file)
+    if (info.isDirectory()) throw new CommandError(`cannot read ${file}: it is a directory`)
+    await access(file, constants.R_OK)
+    return info.isFile() ? info.size : 0
+  } catch (error) {
+    if (error instanceof CommandError) throw error
+    const code = (error as NodeJS.ErrnoException).code
+    const reason =
+      code === 'ENOENT' ? 'no such file' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : oneLine((error as Error).message)
+    throw new CommandError(`cannot read ${file}: ${reason}`)
+  }
+}
+
+/**
+ * `orders import` and `pets import`: streams FILE through `read` into `write`, one transaction,
+ * with a progress line on a terminal. Any failure leaves the database as it was.
+ */
+export async function importFile<T>(
+  io: Io,
+  file: string,
+  what: 'orders' | 'pets',
+  read: (source: ImportSource) => AsyncIterable<T>,
+  write: (store: Store, records: AsyncIterable<T>, onProgress: (count: number) => void) => Promise<number>,
+): Promise<void> {
+  loadDatabaseConfig(io.env) // a bad DATABASE_URL is reported as such, before the file is read
+  const size = await checkReadableFile(file)
+  let current: ReadStream | undefined
+  const source: ImportSource = { open: () => (current = createReadStream(file)) }
+  const progress = new Progress(io.stderr)
+  const show = (count: number): void => {
+    const share = percent(current?.bytesRead ?? 0, size)
+    progress.update(`importing ${what} from ${file}: ${formatCount(count)} records${share === '' ? '' : ` (${share})`}`)
+  }
+  let recordsRead = 0
+  async function* counted(): AsyncGenerator<T> {
+    for await (const record of read(source)) {
+      recordsRead++
+      yield record
+    }
+    progress.update(`importing ${what} from ${file}: ${formatCount(recordsRead)} records read, committing…`, true)
+  }
+  progress.update(`importing ${what} from ${file}…`, true)
+  let count: number
+  try {
+    count = await withStore(io, (store) => write(store, counted(), show))
+  } catch (error) {
+    progress.clear()
+    if (error instanceof ConfigError) throw error
+    if (error instanceof ImportFileError || error instanceof ImportConflictError) {
+      throw new CommandError(`${file}: ${oneLine(error.message)}; nothing was imported`)
+    }
+    throw new CommandError(`${oneLine((error as Error).message)}; nothing was imported`, { cause: error })
+  }
+  progress.clear()
+  io.stdout.write(`imported ${count} ${count === 1 ? what.slice(0, -1) : what} from ${file}\n`)
+}

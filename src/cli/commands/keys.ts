@@ -1,0 +1,201 @@
+import { generateApiKey, parseDuration, parseScopes, SCOPES, type ApiKey, type Scope } from '../../domain/api-keys.js'
+import type { Store } from '../../store/store.js'
+import { CommandError, PROGRAM, printable, stringOption, UsageError, withStore, type Command } from '../command.js'
+
+export const MAX_KEY_NAME_LENGTH = 100
+
+export interface CreatedKey {
+  key: ApiKey
+  secret: string
+}
+
+/** Creates a key; the secret is returned once and never stored (the store keeps its SHA-256 hash). */
+export async function createKey(
+  store: Store,
+  options: { name: string; scopes?: Scope[]; expiresAt?: Date | null },
+): Promise<CreatedKey> {
+  const generated = generateApiKey()
+  const key = await store.createApiKey({
+    name: options.name,
+    hash: generated.hash,
+    displayPrefix: generated.displayPrefix,
+    scopes: options.scopes ?? [...SCOPES],
+    expiresAt: options.expiresAt ?? null,
+  })
+  return { key, secret: generated.secret }
+}
+
+function validName(name: string | undefined): string {
+  if (name === undefined) throw new UsageError('missing --name (a name for the key, e.g. the client that will use it)', 'keys create')
+  // eslint-disable-next-line no-control-regex
+  if (name.trim() === '' || [...name].length > MAX_KEY_NAME_LENGTH || /[\u0000-\u001f\u007f]/.test(name)) {
+    throw new UsageError(`--name must be 1 to ${MAX_KEY_NAME_LENGTH} characters, not blank, without control characters`, 'keys create')
+  }
+  return name
+}
+
+export const keysCreate: Command = {
+  name: ['keys', 'create'],
+  synopsis: 'keys create --name NAME',
+  summary: 'create an API key and print it (shown only this once)',
+  options: { name: { type: 'string' }, scopes: { type: 'string' }, 'expires-in': { type: 'string' } },
+  positionals: [],
+  usesDatabase: true,
+  help: `Usage: ${PROGRAM} keys create --name NAME [--scopes SCOPES] [--expires-in DURATION]
+
+Creates an API key and prints the key, alone on one line, on stdout; everything else goes to
+stderr. The key is shown only this once: the database keeps its SHA-256 hash and its display
+prefix (what 'keys list' shows and 'keys revoke' accepts).
+
+Options:
+  --name NAME              what the key is for, 1 to ${MAX_KEY_NAME_LENGTH} characters (required)
+  --scopes SCOPES          comma-separated, from ${SCOPES.join(', ')}
+                           (default: all of them)
+  --expires-in DURATION    the key stops working after this long: 45s, 90m, 12h, 30d, 2w
+                           (default: never)
+  -h, --help               show this help
+
+Examples:
+  ${PROGRAM} keys create --name billing-service
+  ${PROGRAM} keys create --name dashboard --scopes orders:read --expires-in 30d
+  KEY=$(${PROGRAM} keys create --name ci --expires-in 12h)`,
+  async run({ values }, io) {
+    const name = validName(stringOption(values, 'name'))
+    let scopes: Scope[] | undefined
+    let expiresInMs: number | undefined
+    try {
+      const scopesText = stringOption(values, 'scopes')
+      if (scopesText !== undefined) scopes = parseScopes(scopesText)
+      const expiresIn = stringOption(values, 'expires-in')
+      if (expiresIn !== undefined) expiresInMs = parseDuration(expiresIn)
+    } catch (error) {
+      throw new UsageError((error as Error).message.replace(/^invalid duration/, 'invalid --expires-in'), 'keys create')
+    }
+    const { key, secret } = await withStore(io, (store) =>
+      createKey(store, { name, scopes, expiresAt: expiresInMs === undefined ? null : new Date(Date.now() + expiresInMs) }),
+    )
+    io.stdout.write(`${secret}\n`)
+    io.stderr.write(
+      `created key ${key.id} "${printable(key.name)}" (${key.displayPrefix}), scopes ${key.scopes.join(',')}, ` +
+        `${key.expiresAt === null ? 'never expires' : `expires ${key.expiresAt.toISOString()}`}; ` +
+        'store it now: it cannot be shown again\n',
+    )
+  },
+}
+
+const COLUMNS = ['ID', 'NAME', 'PREFIX', 'SCOPES', 'CREATED', 'EXPIRES', 'REVOKED'] as const
+
+function keyColumns(key: ApiKey): string[] {
+  const date = (value: Date | null): string => (value === null ? '-' : value.toISOString())
+  return [
+    String(key.id),
+    printable(key.name),
+    key.displayPrefix,
+    key.scopes.join(','),
+    date(key.createdAt),
+    date(key.expiresAt),
+    date(key.revokedAt),
+  ]
+}
+
+/** The JSON of `keys list --json`: ids as exact integer literals; never the secret or its hash. */
+export function keysToJson(keys: ApiKey[]): string {
+  const items = keys.map((key) => {
+    const rest = JSON.stringify({
+      name: key.name,
+      displayPrefix: key.displayPrefix,
+      scopes: key.scopes,
+      createdAt: key.createdAt.toISOString(),
+      expiresAt: key.expiresAt?.toISOString() ?? null,
+      revokedAt: key.revokedAt?.toISOString() ?? null,
+    })
+    return `{"id":${key.id.toString()},${rest.slice(1)}`
+  })
+  return `[${items.join(',')}]`
+}
+
+export const keysList: Command = {
+  name: ['keys', 'list'],
+  synopsis: 'keys list',
+  summary: 'list API keys (never their secrets)',
+  options: { json: { type: 'boolean' } },
+  positionals: [],
+  usesDatabase: true,
+  help: `Usage: ${PROGRAM} keys list [--json]
+
+Lists every API key, oldest first, one a line: id, name, display prefix, scopes, created,
+expires, revoked (ISO 8601 dates in UTC, "-" for none). The key itself is never shown: it is not
+stored. On a terminal the columns are aligned under a header; piped, they are separated by tabs
+with no header, for cut/awk.
+
+Options:
+  --json       print a JSON array of {id, name, displayPrefix, scopes, createdAt, expiresAt,
+               revokedAt} instead (dates ISO 8601 or null)
+  -h, --help   show this help
+
+Examples:
+  ${PROGRAM} keys list
+  ${PROGRAM} keys list | awk -F'\\t' '$7 == "-" { print $1, $2 }'   # keys not revoked
+  ${PROGRAM} keys list --json`,
+  async run({ values }, io) {
+    const keys = await withStore(io, (store) => store.listApiKeys())
+    if (values.json === true) {
+      io.stdout.write(`${keysToJson(keys)}\n`)
+      return
+    }
+    const rows = keys.map(keyColumns)
+    if (io.stdout.isTTY !== true) {
+      for (const row of rows) io.stdout.write(`${row.join('\t')}\n`)
+      return
+    }
+    if (rows.length === 0) {
+      io.stderr.write(`no API keys yet; create one with '${PROGRAM} keys create --name NAME'\n`)
+      return
+    }
+    const table = [[...COLUMNS], ...rows]
+    const widths = COLUMNS.map((_, i) => Math.max(...table.map((row) => [...row[i]!].length)))
+    for (const row of table) {
+      io.stdout.write(`${row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ')}\n`)
+    }
+  },
+}
+
+export const keysRevoke: Command = {
+  name: ['keys', 'revoke'],
+  synopsis: 'keys revoke ID',
+  summary: 'revoke an API key by id or display prefix',
+  options: {},
+  positionals: [{ name: 'ID', describe: "the key's id or display prefix, as 'keys list' shows them" }],
+  usesDatabase: true,
+  help: `Usage: ${PROGRAM} keys revoke ID
+
+Revokes an API key: requests with it are refused (401) from then on — by every server within
+its key cache time (KEY_CACHE_TTL_MS, 2 seconds by default). ID is the numeric id or the display
+prefix (pso_ and 8 characters) that 'keys list' shows. Revoking a revoked key changes nothing and
+succeeds; an unknown ID fails.
+
+Options:
+  -h, --help   show this help
+
+Examples:
+  ${PROGRAM} keys revoke 3
+  ${PROGRAM} keys revoke pso_4fQx9LmZ`,
+  async run({ positionals }, io) {
+    const target = positionals[0]!
+    if (target.trim() === '') throw new UsageError('ID must be a key id or display prefix', 'keys revoke')
+    const message = await withStore(io, async (store) => {
+      const byId = /^[0-9]{1,19}$/.test(target)
+      const before = (await store.listApiKeys()).find((key) =>
+        byId ? key.id.toString() === BigInt(target).toString() : key.displayPrefix === target,
+      )
+      if (before === undefined) throw new CommandError(`no API key has the ${byId ? 'id' : 'display prefix'} ${JSON.stringify(target)}`)
+      const revoked = await store.revokeApiKey(target)
+      if (revoked === undefined) throw new CommandError(`no API key has the ${byId ? 'id' : 'display prefix'} ${JSON.stringify(target)}`)
+      const what = `key ${revoked.id} "${printable(revoked.name)}" (${revoked.displayPrefix})`
+      return before.revokedAt === null
+        ? `revoked ${what}`
+        : `${what} was already revoked at ${revoked.revokedAt?.toISOString() ?? before.revokedAt.toISOString()}`
+    })
+    io.stdout.write(`${message}\n`)
+  },
+}

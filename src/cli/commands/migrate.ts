@@ -1,0 +1,28 @@
+import { PROGRAM, withStore, type Command } from '../command.js'
+
+export const migrate: Command = {
+  name: ['migrate'],
+  synopsis: 'migrate',
+  summary: 'apply pending database migrations',
+  options: {},
+  positionals: [],
+  usesDatabase: true,
+  help: `Usage: ${PROGRAM} migrate
+
+Applies the database migrations this version has and the database lacks, and prints them. Every
+other command (and the server) does this by itself; run it on its own to migrate ahead of a
+deployment. Safe to run any number of times, from any number of processes at once. A database
+whose schema is newer than this version is refused, untouched.
+
+Options:
+  -h, --help   show this help
+
+Examples:
+  ${PROGRAM} migrate
+  DATABASE_URL=postgres://petstore@db.internal/petstore ${PROGRAM} migrate`,
+  async run(_input, io) {
+    const applied = await withStore(io, (store) => store.migrate(), { migrate: false })
+    if (applied.length === 0) io.stdout.write('the database schema is up to date\n')
+    for (const version of applied) io.stdout.write(`applied migration ${version}\n`)
+  },
+}

@@ -1,0 +1,96 @@
+import { parseInt64, INT64_MAX } from '../../domain/int64.js'
+import { readOrderRecords } from '../../domain/import-records.js'
+import { CommandError, PROGRAM, UsageError, withStore, type Command } from '../command.js'
+import { importFile } from './import-file.js'
+
+export const ordersImport: Command = {
+  name: ['orders', 'import'],
+  synopsis: 'orders import FILE',
+  summary: 'import orders from a JSON array or NDJSON file (all or nothing)',
+  options: {},
+  positionals: [{ name: 'FILE', describe: 'a JSON array or NDJSON file of orders' }],
+  usesDatabase: true,
+  help: `Usage: ${PROGRAM} orders import FILE
+
+Imports the orders of FILE in one transaction: every record is inserted or, when an order with
+its id exists, updated (the same id twice in a file: the last one wins) — or, at the first bad
+record, nothing at all is imported and the error names the record and what is wrong with it.
+The file is streamed: its size does not matter.
+
+FILE is a JSON array of orders, or NDJSON (one order a line; blank lines are skipped): a file
+whose first character (after whitespace) is "[" is read as an array. Positions in errors are
+"record N" (1-based) in an array and "line N" in NDJSON; malformed JSON is reported by line
+and column.
+
+An order record:
+  id         required; an integer from 1 to ${INT64_MAX}, written as a JSON
+             integer or a decimal string (ids are exact whatever their size)
+  petId      optional; an integer in the same range
+  quantity   optional; an integer from 1 to 2147483647
+  shipDate   optional; an RFC 3339 date-time with a timezone (2026-11-25T10:00:00Z,
+             2026-11-25T11:00:00+01:00), stored in UTC
+  complete   optional; true or false (default false); true only for a shipped order
+  status     optional; pending (default), shipped or cancelled
+null is the same as leaving a field out; any other field is refused. Status only moves forward:
+an import cannot make a shipped or cancelled order pending again, nor a cancelled one shipped.
+
+Shows progress on stderr when stderr is a terminal.
+
+Options:
+  -h, --help   show this help
+
+Examples:
+  ${PROGRAM} orders import orders.json
+  ${PROGRAM} orders import export-2026-11.ndjson
+
+  orders.json:    [{"id": 10, "petId": 198772, "quantity": 7,
+                    "shipDate": "2026-11-25T10:00:00Z", "status": "pending"}]
+  orders.ndjson:  {"id": 9223372036854775807, "petId": 1, "status": "shipped", "complete": true}`,
+  async run({ positionals }, io) {
+    await importFile(io, positionals[0]!, 'orders', (source) => readOrderRecords(source), (store, records, onProgress) =>
+      store.importOrders(records, onProgress),
+    )
+  },
+}
+
+export const ordersShip: Command = {
+  name: ['orders', 'ship'],
+  synopsis: 'orders ship ID',
+  summary: 'mark a pending order as shipped',
+  options: {},
+  positionals: [{ name: 'ID', describe: 'the id of the order to ship' }],
+  usesDatabase: true,
+  help: `Usage: ${PROGRAM} orders ship ID
+
+Marks the pending order ID as shipped: from then on it cannot be cancelled (cancelOrder answers
+409). An order that is already shipped is left as it is and the command succeeds (exit 0),
+saying so — shipping is idempotent. A cancelled order is never shipped: the command refuses it
+(exit 1), as it does an order that does not exist.
+
+Options:
+  -h, --help   show this help
+
+Examples:
+  ${PROGRAM} orders ship 10
+  ${PROGRAM} orders ship 9223372036854775807`,
+  async run({ positionals }, io) {
+    const text = positionals[0]!
+    const id = parseInt64(text)
+    if (id === undefined || id < 1n) {
+      throw new UsageError(`ID must be an order id, an integer from 1 to ${INT64_MAX}, got ${JSON.stringify(text)}`, 'orders ship')
+    }
+    const outcome = await withStore(io, (store) => store.shipOrder(id))
+    switch (outcome) {
+      case 'shipped':
+        io.stdout.write(`order ${id} shipped\n`)
+        return
+      case 'already_shipped':
+        io.stdout.write(`order ${id} was already shipped; nothing changed\n`)
+        return
+      case 'cancelled':
+        throw new CommandError(`order ${id} is cancelled; a cancelled order cannot be shipped`)
+      case 'not_found':
+        throw new CommandError(`order ${id} does not exist`)
+    }
+  },
+}

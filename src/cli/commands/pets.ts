@@ -1,0 +1,41 @@
+import { INT64_MAX } from '../../domain/int64.js'
+import { MAX_PET_NAME_LENGTH, MAX_PET_TAG_LENGTH, readPetRecords } from '../../domain/import-records.js'
+import { PROGRAM, type Command } from '../command.js'
+import { importFile } from './import-file.js'
+
+export const petsImport: Command = {
+  name: ['pets', 'import'],
+  synopsis: 'pets import FILE',
+  summary: 'import pets from a JSON array or NDJSON file (all or nothing)',
+  options: {},
+  positionals: [{ name: 'FILE', describe: 'a JSON array or NDJSON file of pets' }],
+  usesDatabase: true,
+  help: `Usage: ${PROGRAM} pets import FILE
+
+Imports the pets of FILE in one transaction, inserting each or replacing the pet with its id (the
+same id twice: the last one wins); at the first bad record nothing is imported and the error names
+the record ("record N" in a JSON array, "line N" in NDJSON) and the problem. The file is streamed.
+FILE is a JSON array (first character "[") or NDJSON, one pet a line.
+
+A pet record:
+  id     required; an integer from 1 to ${INT64_MAX} (JSON integer or decimal string)
+  name   required; 1 to ${MAX_PET_NAME_LENGTH} characters, not blank
+  tag    optional; 1 to ${MAX_PET_TAG_LENGTH} characters
+null is the same as leaving a field out; any other field is refused.
+
+Shows progress on stderr when stderr is a terminal.
+
+Options:
+  -h, --help   show this help
+
+Examples:
+  ${PROGRAM} pets import pets.json
+  ${PROGRAM} pets import pets.ndjson
+
+  pets.json:    [{"id": 198772, "name": "Rex", "tag": "dog"}, {"id": 2, "name": "Tom"}]`,
+  async run({ positionals }, io) {
+    await importFile(io, positionals[0]!, 'pets', (source) => readPetRecords(source), (store, records, onProgress) =>
+      store.importPets(records, onProgress),
+    )
+  },
+}

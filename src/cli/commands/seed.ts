@@ -1,0 +1,104 @@
+import { demoOrders, demoPetCount, demoPets, MAX_DEMO_ORDERS } from '../../domain/demo-data.js'
+import { INT64_MAX, parseInt64 } from '../../domain/int64.js'
+import { ImportConflictError, type Store } from '../../store/store.js'
+import { CommandError, oneLine, PROGRAM, stringOption, UsageError, withStore, type Command } from '../command.js'
+import { formatCount, percent, Progress } from '../progress.js'
+
+export interface SeedOptions {
+  orders: number
+  seed: number
+  firstOrderId: bigint
+  now?: Date
+}
+
+export interface SeedResult {
+  orders: number
+  pets: number
+}
+
+/**
+ * Writes the demo orders, then their pets: two transactions, orders first, because only orders can
+ * be refused (a status never moves back); pets are always accepted.
+ */
+export async function seedDemoData(store: Store, options: SeedOptions, progress?: Progress): Promise<SeedResult> {
+  const petCount = demoPetCount(options.orders)
+  const orders = await store.importOrders(
+    demoOrders({ orders: options.orders, seed: options.seed, firstOrderId: options.firstOrderId, now: options.now }),
+    (count) => progress?.update(`seeding: ${formatCount(count)} of ${formatCount(options.orders)} orders (${percent(count, options.orders)})`),
+  )
+  progress?.update(`seeding: ${formatCount(petCount)} pets…`, true)
+  const pets = await store.importPets(demoPets(petCount))
+  return { orders, pets }
+}
+
+function integerOption(text: string | undefined, name: string, min: number, max: number, fallback?: number): number {
+  if (text === undefined) {
+    if (fallback === undefined) throw new UsageError(`missing --${name}`, 'seed')
+    return fallback
+  }
+  if (!/^[0-9]{1,16}$/.test(text) || Number(text) < min || Number(text) > max) {
+    throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(text)}`, 'seed')
+  }
+  return Number(text)
+}
+
+export const seed: Command = {
+  name: ['seed'],
+  synopsis: 'seed --orders N',
+  summary: 'generate realistic demo orders and their pets',
+  options: { orders: { type: 'string' }, seed: { type: 'string' }, 'first-id': { type: 'string' } },
+  positionals: [],
+  usesDatabase: true,
+  help: `Usage: ${PROGRAM} seed --orders N [--seed S] [--first-id ID]
+
+Generates N demo orders and the pets they refer to (one pet for every four orders, at most
+100,000) and writes them, upserting by id: orders ID to ID+N-1, pets 1 to the pet count. About
+60% of the orders are pending (shipping within three weeks), 30% shipped (in the last two
+months; complete once a few days old) and 10% cancelled; quantities are 1 to 10.
+
+The same --seed gives the same orders (ship dates are counted from the start of the current UTC
+day), so running the same seed again changes nothing. Orders already shipped or cancelled in the
+database are never moved back: if the generated orders would do that, nothing is written — pick
+other ids with --first-id. Do not run it against data you care about: it replaces the pets and
+pending orders with those ids.
+
+Shows progress on stderr when stderr is a terminal. A million orders take about a minute and
+no more memory than a thousand.
+
+Options:
+  --orders N      how many orders, 1 to ${formatCount(MAX_DEMO_ORDERS)} (required)
+  --seed S        random seed, 0 to 4294967295 (default 1)
+  --first-id ID   id of the first order (default 1)
+  -h, --help      show this help
+
+Examples:
+  ${PROGRAM} seed --orders 1000
+  ${PROGRAM} seed --orders 1000000 --seed 42
+  ${PROGRAM} seed --orders 500 --first-id 1000001`,
+  async run({ values }, io) {
+    const orders = integerOption(stringOption(values, 'orders'), 'orders', 1, MAX_DEMO_ORDERS)
+    const seedValue = integerOption(stringOption(values, 'seed'), 'seed', 0, 4_294_967_295, 1)
+    const firstIdText = stringOption(values, 'first-id')
+    const firstOrderId = firstIdText === undefined ? 1n : parseInt64(firstIdText)
+    if (firstOrderId === undefined || firstOrderId < 1n || firstOrderId + BigInt(orders) - 1n > INT64_MAX) {
+      throw new UsageError(`--first-id must be an integer from 1 to ${INT64_MAX - BigInt(orders) + 1n}, got ${JSON.stringify(firstIdText)}`, 'seed')
+    }
+    const progress = new Progress(io.stderr)
+    progress.update('seeding…', true)
+    let result: SeedResult
+    try {
+      result = await withStore(io, (store) => seedDemoData(store, { orders, seed: seedValue, firstOrderId }, progress))
+    } catch (error) {
+      progress.clear()
+      if (error instanceof ImportConflictError) {
+        throw new CommandError(`${oneLine(error.message)}; nothing was seeded (use --first-id to seed other ids)`)
+      }
+      throw error
+    }
+    progress.clear()
+    const lastId = firstOrderId + BigInt(orders) - 1n
+    io.stdout.write(
+      `seeded ${result.orders} orders (ids ${firstOrderId} to ${lastId}) and ${result.pets} pets (ids 1 to ${result.pets}) with seed ${seedValue}\n`,
+    )
+  },
+}

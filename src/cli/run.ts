@@ -1,0 +1,170 @@
+import { readFileSync } from 'node:fs'
+import { ConfigError } from '../config.js'
+import { CommandError, oneLine, parseCommandArgs, PROGRAM, UsageError, type Command, type Io } from './command.js'
+import { keysCreate, keysList, keysRevoke } from './commands/keys.js'
+import { migrate } from './commands/migrate.js'
+import { ordersImport, ordersShip } from './commands/orders.js'
+import { petsImport } from './commands/pets.js'
+import { seed } from './commands/seed.js'
+import { serve } from './commands/serve.js'
+
+export const COMMANDS: Command[] = [serve, migrate, keysCreate, keysList, keysRevoke, ordersImport, ordersShip, petsImport, seed]
+
+const GROUPS: Record<string, string> = {
+  keys: 'API keys: create, list, revoke',
+  orders: 'orders: import a file, ship one',
+  pets: 'pets: import a file',
+}
+
+const ENVIRONMENT = `Environment:
+  DATABASE_URL   the database: postgres://… or postgresql://… for PostgreSQL, sqlite:PATH for
+                 a SQLite file; unset: the SQLite file ./data/petstore.db. Every command
+                 migrates the schema first.
+  PETSTORE_DEBUG set to 1: an unexpected error also prints its stack trace.`
+
+const EXIT_STATUS = `Exit status: 0 done; 1 failed (nothing half-done is left behind); 2 the command line is wrong.
+Errors are one line on stderr: "${PROGRAM}: <what is wrong>".`
+
+function commandList(commands: Command[]): string {
+  const width = Math.max(...commands.map((command) => usageLine(command).length))
+  return commands.map((command) => `  ${usageLine(command).padEnd(width)}   ${command.summary}`).join('\n')
+}
+
+function usageLine(command: Command): string {
+  return command.synopsis
+}
+
+function topHelp(): string {
+  return `Usage: ${PROGRAM} COMMAND [ARGUMENTS] [OPTIONS]
+
+Operates the Petstore Orders service: runs the HTTP API, migrates its database, manages API keys,
+imports orders and pets, and seeds demo data.
+
+Commands:
+${commandList(COMMANDS)}
+
+Run '${PROGRAM} COMMAND --help' (or '${PROGRAM} help COMMAND') for the details and examples of a command.
+
+Examples:
+  ${PROGRAM} serve --demo
+  ${PROGRAM} keys create --name billing-service
+  DATABASE_URL=postgres://petstore@db.internal/petstore ${PROGRAM} orders import orders.ndjson
+
+Options:
+  -h, --help     show this help
+  --version      print the version
+
+${ENVIRONMENT}
+
+${EXIT_STATUS}`
+}
+
+function groupHelp(group: string): string {
+  const commands = COMMANDS.filter((command) => command.name[0] === group)
+  return `Usage: ${PROGRAM} ${group} SUBCOMMAND …
+
+${GROUPS[group]!.replace(/^./, (c) => c.toUpperCase())}.
+
+Commands:
+${commandList(commands)}
+
+Run '${PROGRAM} ${group} SUBCOMMAND --help' for the details and examples of each.`
+}
+
+function commandHelp(command: Command): string {
+  return [command.help, ...(command.usesDatabase ? [ENVIRONMENT] : []), EXIT_STATUS].join('\n\n')
+}
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+  return pkg.version
+}
+
+/** What a command line names: a command, a group, or nothing known. */
+function resolve(words: string[]): { command?: Command; group?: string; used: number } {
+  const [first, second] = words
+  if (first === undefined) return { used: 0 }
+  const single = COMMANDS.find((command) => command.name.length === 1 && command.name[0] === first)
+  if (single !== undefined) return { command: single, used: 1 }
+  if (GROUPS[first] === undefined) return { used: 0 }
+  const sub = COMMANDS.find((command) => command.name[0] === first && command.name[1] === second)
+  return sub === undefined ? { group: first, used: 1 } : { command: sub, used: 2 }
+}
+
+const COMMAND_NAMES = [...new Set(COMMANDS.map((command) => command.name[0]!))].join(', ')
+
+async function dispatch(argv: string[], io: Io): Promise<number> {
+  const beforeTerminator = argv.includes('--') ? argv.slice(0, argv.indexOf('--')) : argv
+  const wantsHelp = beforeTerminator.some((arg) => arg === '--help' || arg === '-h')
+  const [first] = argv
+
+  if (first === undefined) {
+    io.stderr.write(`${topHelp()}\n`)
+    return 2
+  }
+  if (first === 'help') {
+    const { command, group, used } = resolve(argv.slice(1))
+    if (argv.length > 1 && used !== argv.length - 1) {
+      throw new UsageError(`no help for ${JSON.stringify(argv.slice(1).join(' '))}: unknown command (commands: ${COMMAND_NAMES})`)
+    }
+    io.stdout.write(`${command !== undefined ? commandHelp(command) : group !== undefined ? groupHelp(group) : topHelp()}\n`)
+    return 0
+  }
+  if (first === '--version' && argv.length === 1) {
+    io.stdout.write(`${version()}\n`)
+    return 0
+  }
+  if (first.startsWith('-')) {
+    if (first === '--help' || first === '-h') {
+      io.stdout.write(`${topHelp()}\n`)
+      return 0
+    }
+    throw new UsageError(`unknown option ${first.replace(/=.*$/, '')} (commands: ${COMMAND_NAMES})`)
+  }
+
+  const { command, group, used } = resolve(argv)
+  if (command === undefined && group === undefined) {
+    throw new UsageError(`unknown command ${JSON.stringify(first)} (commands: ${COMMAND_NAMES})`)
+  }
+  if (command === undefined) {
+    const next = argv[1]
+    if (wantsHelp && (next === '--help' || next === '-h')) {
+      io.stdout.write(`${groupHelp(group!)}\n`)
+      return 0
+    }
+    if (next === undefined) {
+      io.stderr.write(`${groupHelp(group!)}\n`)
+      return 2
+    }
+    const subcommands = COMMANDS.filter((c) => c.name[0] === group).map((c) => c.name[1]).join(', ')
+    throw new UsageError(`unknown ${group} command ${JSON.stringify(next)} (${group} commands: ${subcommands})`, group)
+  }
+  if (wantsHelp) {
+    io.stdout.write(`${commandHelp(command)}\n`)
+    return 0
+  }
+  const input = parseCommandArgs(command, argv.slice(used))
+  await command.run(input, io)
+  return 0
+}
+
+/** Runs one command line; returns the exit status. Every error ends as one line on stderr. */
+export async function runCli(argv: string[], io: Io): Promise<number> {
+  try {
+    return await dispatch(argv, io)
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error)
+    if (error instanceof UsageError) {
+      const helpFor = error.command === undefined ? '' : ` ${error.command}`
+      io.stderr.write(`${PROGRAM}: ${oneLine(message)}; see '${PROGRAM}${helpFor} --help'\n`)
+      return 2
+    }
+    if (error instanceof ConfigError || error instanceof CommandError) {
+      io.stderr.write(`${PROGRAM}: ${oneLine(message)}\n`)
+      return 1
+    }
+    io.stderr.write(`${PROGRAM}: ${oneLine(message) || 'failed'}\n`)
+    if (io.env.PETSTORE_DEBUG === '1' && error instanceof Error && error.stack !== undefined) io.stderr.write(`${error.stack}\n`)
+    return 1
+  }
+}
