@@ -4,8 +4,8 @@
  * A file is a JSON array of records or NDJSON (one record a line), told apart by its first
  * non-whitespace character (`[` means an array). Both are streamed: a record is parsed, validated
  * and handed on before the next is read, so a file of millions of records never sits in memory.
- * Both parsers hand numbers over as their source text, so an int64 id is never rounded through a
- * JS `number`.
+ * Both parsers hand a number over as a {@link JsonNumber} holding its source text: an int64 id is
+ * never rounded through a JS `number`, and a number is still told apart from a string.
  *
  * The first problem stops the reading with an {@link ImportFileError} whose message names where it
  * is (`line N` in NDJSON, `record N` in an array, `line N, column C` for malformed JSON) and why.
@@ -15,10 +15,13 @@ import { pipeline } from 'node:stream'
 import { pipeline as pipelineAsync } from 'node:stream/promises'
 import { createInterface } from 'node:readline'
 import { parse as parseLosslessJson } from 'lossless-json'
+import type { Token } from 'stream-json/parser.js'
 import streamArray from 'stream-json/streamers/stream-array.js'
+import type { StreamBaseOptions } from 'stream-json/streamers/stream-base.js'
+import withParser from 'stream-json/utils/with-parser.js'
 import verifier from 'stream-json/utils/verifier.js'
 import type { Pet } from '../schemas/pet.js'
-import { INT64_MAX, toInt64 } from './int64.js'
+import { INT64_MAX, parseInt64 } from './int64.js'
 import { ORDER_STATUSES, type OrderRecord, type OrderStatus } from './orders.js'
 
 /** Where the records come from. `open` may be called more than once (once more to locate a syntax error). */
@@ -48,7 +51,18 @@ export class InvalidRecordError extends Error {
   }
 }
 
-/** One parsed JSON value and where it was. Numbers are strings holding their source text. */
+/** A JSON number as written in the file: `text` is its source text, digit for digit. */
+export class JsonNumber {
+  readonly text: string
+  constructor(text: string) {
+    this.text = text
+  }
+  toString(): string {
+    return this.text
+  }
+}
+
+/** One parsed JSON value and where it was. Numbers are {@link JsonNumber}s. */
 export interface RawRecord {
   position: string
   value: unknown
@@ -102,8 +116,14 @@ export async function* readJsonRecords(source: ImportSource): AsyncGenerator<Raw
 
 async function* readJsonArray(source: ImportSource): AsyncGenerator<RawRecord> {
   const input = source.open()
-  // numberAsString: a number arrives as its source text, so 9223372036854775807 stays exact.
-  const items = streamArray.withParserAsStream({ numberAsString: true })
+  // streamArray.withParserAsStream({ numberAsString: true }), with one more stage: numberAsString
+  // keeps a number's source text (9223372036854775807 stays exact) but makes it a string, so each
+  // number token is wrapped in a JsonNumber first, and the assembler stores that as it is.
+  const options: StreamBaseOptions = { numberAsString: true }
+  const items = withParser.asStream(
+    (streamOptions?: StreamBaseOptions) => [markNumber, streamArray(streamOptions)] as unknown as ReturnType<typeof streamArray>,
+    options,
+  )
   // Errors of either side come out of the iteration below; ending it early destroys both.
   pipeline(input, items, () => {})
   let index = 0
@@ -118,6 +138,10 @@ async function* readJsonArray(source: ImportSource): AsyncGenerator<RawRecord> {
   }
 }
 
+function markNumber(token: Token): Token | { name: 'numberValue'; value: JsonNumber } {
+  return token.name === 'numberValue' ? { name: 'numberValue', value: new JsonNumber(token.value) } : token
+}
+
 function isParserError(error: unknown): error is Error {
   return error instanceof Error && (error as NodeJS.ErrnoException).code === undefined && /cannot parse input/i.test(error.message)
 }
@@ -128,15 +152,24 @@ function isParserError(error: unknown): error is Error {
  */
 async function locateSyntaxError(source: ImportSource, parserError: Error, recordsRead: number): Promise<ImportFileError> {
   const input = source.open()
-  let ended = false
-  input.once('end', () => (ended = true))
+  input.setEncoding('utf8')
+  let characters = 0
   try {
-    await pipelineAsync(input, verifier.asStream())
+    await pipelineAsync(
+      input,
+      async function* (chunks: AsyncIterable<string>) {
+        for await (const chunk of chunks) {
+          characters += chunk.length
+          yield chunk
+        }
+      },
+      verifier.asStream(),
+    )
   } catch (error) {
-    const { line, pos } = error as { line?: unknown; pos?: unknown }
+    const { line, pos, offset } = error as { line?: unknown; pos?: unknown; offset?: unknown }
     if (typeof line === 'number' && typeof pos === 'number') {
-      // An error found only once the input has ended is a file cut short.
-      const reason = ended ? 'unexpected end of file' : syntaxReason((error as Error).message)
+      // The verifier counts characters; an error at the very end is a file cut short.
+      const reason = offset === characters ? 'unexpected end of file' : syntaxReason((error as Error).message)
       return new ImportFileError(`line ${line}, column ${pos}`, `malformed JSON: ${reason}`)
     }
   }
@@ -144,7 +177,11 @@ async function locateSyntaxError(source: ImportSource, parserError: Error, recor
 }
 
 function syntaxReason(message: string): string {
-  return message.replace(/^.*cannot parse input:\s*/is, '').trim() || 'unexpected input'
+  const reason = message
+    .replace(/^ERROR at \d+ \(\d+, \d+\):\s*/, '')
+    .replace(/^(Verifier|Parser) (cannot parse input:|has)\s*/, '')
+    .trim()
+  return reason === '' ? 'unexpected input' : reason
 }
 
 async function* readNdjson(source: ImportSource): AsyncGenerator<RawRecord> {
@@ -158,10 +195,7 @@ async function* readNdjson(source: ImportSource): AsyncGenerator<RawRecord> {
       if (isBlank(line)) continue // blank lines (a trailing newline, say) hold no record
       let value: unknown
       try {
-        value = parseLosslessJson(line, null, {
-          parseNumber: (digits) => digits, // the source text: exact, whatever its size
-          onDuplicateKey: ({ newValue }) => newValue, // the last one wins, as in JSON.parse (and the array reader)
-        })
+        value = parseJsonText(line)
       } catch (error) {
         const message = (error as Error).message
         const at = / at position (\d+)\s*$/.exec(message)
@@ -174,6 +208,14 @@ async function* readNdjson(source: ImportSource): AsyncGenerator<RawRecord> {
     lines.close()
     input.destroy()
   }
+}
+
+/** One JSON text, the way NDJSON lines are parsed: numbers as JsonNumber, a repeated key's last value wins. */
+export function parseJsonText(text: string): unknown {
+  return parseLosslessJson(text, null, {
+    parseNumber: (digits) => new JsonNumber(digits), // the source text: exact, whatever its size
+    onDuplicateKey: ({ newValue }) => newValue, // as JSON.parse does, and the array reader
+  })
 }
 
 function isBlank(line: string): boolean {
@@ -209,11 +251,12 @@ export function readPetRecords(source: ImportSource, onRecord?: (position: strin
 }
 
 // ---------------------------------------------------------------------------------------------
-// Validation. Values come from the readers above: numbers are strings of their source text.
+// Validation. Values come from the readers above: numbers are JsonNumbers.
 
 /**
  * An order record: `{id, petId, quantity, shipDate, complete, status}`.
- * - `id`: required; `petId`: optional — both integers from 1 to 2^63−1, as JSON integers or decimal strings.
+ * - `id`: required; `petId`: optional — both integers from 1 to 2^63−1, as JSON integers or decimal
+ *   strings (int64 ids often travel as strings).
  * - `quantity`: optional, an integer from 1 to 2147483647.
  * - `shipDate`: optional, RFC 3339 with a timezone; stored in UTC (`toISOString()`).
  * - `complete`: optional boolean (false); true only when `status` is `shipped`.
@@ -244,7 +287,7 @@ export function validatePetRecord(value: unknown): Pet {
 }
 
 function objectWith(value: unknown, fields: readonly string[], what: string): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || value instanceof JsonNumber) {
     throw new InvalidRecordError(`expected a JSON object, got ${describe(value)}`)
   }
   const record = value as Record<string, unknown>
@@ -267,7 +310,7 @@ function positiveInt64(value: unknown, field: string, required: boolean): bigint
     if (required) throw new InvalidRecordError(`${field} is required`)
     return null
   }
-  const id = typeof value === 'boolean' ? undefined : toInt64(value)
+  const id = value instanceof JsonNumber ? parseInt64(value.text) : typeof value === 'string' ? parseInt64(value) : undefined
   if (id === undefined || id < 1n) {
     throw new InvalidRecordError(`${field} must be an integer from 1 to ${INT64_MAX}, got ${describe(value)}`)
   }
@@ -277,8 +320,7 @@ function positiveInt64(value: unknown, field: string, required: boolean): bigint
 function optionalQuantity(value: unknown): number | null {
   if (isAbsent(value)) return null
   let quantity: number | undefined
-  if (typeof value === 'number' && Number.isSafeInteger(value)) quantity = value
-  else if (typeof value === 'string' && /^-?[0-9]{1,12}$/.test(value)) quantity = Number(value)
+  if (value instanceof JsonNumber && /^-?[0-9]{1,12}$/.test(value.text)) quantity = Number(value.text)
   if (quantity === undefined || quantity < 1 || quantity > MAX_QUANTITY) {
     throw new InvalidRecordError(`quantity must be an integer from 1 to ${MAX_QUANTITY}, got ${describe(value)}`)
   }
@@ -364,15 +406,16 @@ function optionalDateTime(value: unknown, field: string): string | null {
 /** A value as an error message shows it: short, and on one line. */
 function describe(value: unknown): string {
   if (value === null) return 'null'
+  if (value instanceof JsonNumber) return shorten(value.text)
   if (Array.isArray(value)) return 'an array'
   if (typeof value === 'object') return 'an object'
-  if (typeof value === 'string') {
-    // The readers hand numbers over as their text; show those as written, strings quoted.
-    if (/^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$/.test(value) && value.length <= 40) return value
-    const shown = [...value].length > 40 ? `${[...value].slice(0, 40).join('')}…` : value
-    return JSON.stringify(shown)
-  }
+  if (typeof value === 'string') return JSON.stringify(shorten(value))
   return String(value)
+}
+
+function shorten(text: string): string {
+  const characters = [...text]
+  return characters.length > 40 ? `${characters.slice(0, 40).join('')}…` : text
 }
 
 function lowerFirst(text: string): string {
