@@ -1,6 +1,5 @@
 import { parseArgs } from 'node:util'
 import { loadDatabaseConfig } from '../config.js'
-import { openStore } from '../store/open-store.js'
 import type { Store } from '../store/store.js'
 
 export const PROGRAM = 'petstore-orders'
@@ -122,7 +121,10 @@ export function stringOption(values: OptionValues, name: string): string | undef
  * and closes the store whatever happens.
  */
 export async function withStore<T>(io: Io, work: (store: Store) => Promise<T>, options: { migrate?: boolean } = {}): Promise<T> {
-  const store = await openStore(loadDatabaseConfig(io.env))
+  const database = loadDatabaseConfig(io.env)
+  // Loaded when a command needs it: `--help` and usage errors stay fast.
+  const { openStore } = await import('../store/open-store.js')
+  const store = await openStore(database)
   try {
     if (options.migrate !== false) await store.migrate()
     return await work(store)

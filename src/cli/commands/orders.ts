@@ -1,7 +1,5 @@
 import { parseInt64, INT64_MAX } from '../../domain/int64.js'
-import { readOrderRecords } from '../../domain/import-records.js'
 import { CommandError, PROGRAM, UsageError, withStore, type Command } from '../command.js'
-import { importFile } from './import-file.js'
 
 export const ordersImport: Command = {
   name: ['orders', 'import'],
@@ -47,6 +45,8 @@ Examples:
                     "shipDate": "2026-11-25T10:00:00Z", "status": "pending"}]
   orders.ndjson:  {"id": 9223372036854775807, "petId": 1, "status": "shipped", "complete": true}`,
   async run({ positionals }, io) {
+    // The JSON parsers are loaded when a file is imported, not for --help.
+    const [{ importFile }, { readOrderRecords }] = await Promise.all([import('./import-file.js'), import('../../domain/import-records.js')])
     await importFile(io, positionals[0]!, 'orders', (source) => readOrderRecords(source), (store, records, onProgress) =>
       store.importOrders(records, onProgress),
     )

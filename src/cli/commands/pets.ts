@@ -1,7 +1,5 @@
 import { INT64_MAX } from '../../domain/int64.js'
-import { MAX_PET_NAME_LENGTH, MAX_PET_TAG_LENGTH, readPetRecords } from '../../domain/import-records.js'
 import { PROGRAM, type Command } from '../command.js'
-import { importFile } from './import-file.js'
 
 export const petsImport: Command = {
   name: ['pets', 'import'],
@@ -19,8 +17,8 @@ FILE is a JSON array (first character "[") or NDJSON, one pet a line.
 
 A pet record:
   id     required; an integer from 1 to ${INT64_MAX} (JSON integer or decimal string)
-  name   required; 1 to ${MAX_PET_NAME_LENGTH} characters, not blank
-  tag    optional; 1 to ${MAX_PET_TAG_LENGTH} characters
+  name   required; 1 to 200 characters, not blank
+  tag    optional; 1 to 200 characters
 null is the same as leaving a field out; any other field is refused.
 
 Shows progress on stderr when stderr is a terminal.
@@ -34,6 +32,7 @@ Examples:
 
   pets.json:    [{"id": 198772, "name": "Rex", "tag": "dog"}, {"id": 2, "name": "Tom"}]`,
   async run({ positionals }, io) {
+    const [{ importFile }, { readPetRecords }] = await Promise.all([import('./import-file.js'), import('../../domain/import-records.js')])
     await importFile(io, positionals[0]!, 'pets', (source) => readPetRecords(source), (store, records, onProgress) =>
       store.importPets(records, onProgress),
     )

@@ -1,5 +1,4 @@
 import { loadConfig } from '../../config.js'
-import { serve as runServer } from '../../server.js'
 import { ImportConflictError } from '../../store/store.js'
 import { PROGRAM, oneLine, withStore, type Command, type Io } from '../command.js'
 import { Progress } from '../progress.js'
@@ -61,6 +60,7 @@ Examples:
   ${PROGRAM} serve --demo`,
   async run({ values }, io) {
     const config = loadConfig(io.env)
+    const { serve: runServer } = await import('../../server.js') // the HTTP stack, only when serving
     if (values.demo !== true) {
       await runServer(config)
       return
