@@ -1,0 +1,594 @@
+import assert from 'node:assert/strict'
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, describe, test } from 'node:test'
+import { Progress } from '../src/cli/progress.js'
+import { hashApiKey } from '../src/domain/api-keys.js'
+import { openStore } from '../src/store/open-store.js'
+import type { Store } from '../src/store/store.js'
+import type { Order } from '../src/schemas/order.js'
+import { bearer, createDatabase, forEachStore, type StoreKind, type TestDatabaseHandle } from './support/harness.js'
+import { BIN, freePort } from './support/server-process.js'
+
+const MAX = 9223372036854775807n
+const BEYOND_2_53 = 9007199254740993n // 2^53 + 1: a JS number cannot hold it
+
+interface Result {
+  code: number | null
+  stdout: string
+  stderr: string
+}
+
+/** Runs the real binary, stdin closed, stdout and stderr piped. */
+function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<Result> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: { ...process.env, PETSTORE_DEBUG: undefined, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    child.on('error', reject)
+    child.on('close', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
+/** Exactly one line on stderr, `petstore-orders: …`, matching `pattern`; nothing on stdout. */
+function assertOneLineError(result: Result, code: 1 | 2, pattern: RegExp): void {
+  assert.equal(result.code, code, `exit status ${result.code}, expected ${code}; stderr: ${result.stderr}`)
+  assert.match(result.stderr, /^petstore-orders: [^\n]+\n$/, `not one error line: ${JSON.stringify(result.stderr)}`)
+  assert.match(result.stderr.slice(0, -1), pattern)
+  assert.equal(result.stdout, '')
+}
+
+function assertOk(result: Result): void {
+  assert.equal(result.code, 0, `exit status ${result.code}; stderr: ${result.stderr}; stdout: ${result.stdout}`)
+}
+
+const scratch = mkdtempSync(join(tmpdir(), 'petstore-cli-'))
+after(() => rmSync(scratch, { recursive: true, force: true }))
+let fileCount = 0
+
+/** A file in the scratch directory holding `text`. */
+function file(text: string, extension = 'json'): string {
+  const path = join(scratch, `input-${++fileCount}.${extension}`)
+  writeFileSync(path, text)
+  return path
+}
+
+function ndjson(records: unknown[]): string {
+  return records.map((record) => JSON.stringify(record)).join('\n') + '\n'
+}
+
+/** Every listed order, read through the store (ids and petIds as bigint: exact). */
+async function listOrders(database: TestDatabaseHandle): Promise<Order[]> {
+  return withStore(database, async (store) => {
+    const orders: Order[] = []
+    for await (const batch of store.streamOrders()) orders.push(...batch)
+    return orders
+  })
+}
+
+async function withStore<T>(database: TestDatabaseHandle, work: (store: Store) => Promise<T>): Promise<T> {
+  const store = await openStore(database.config)
+  try {
+    return await work(store)
+  } finally {
+    await store.close()
+  }
+}
+
+const COMMANDS = ['serve', 'migrate', 'keys create', 'keys list', 'keys revoke', 'orders import', 'orders ship', 'pets import', 'seed']
+
+describe('petstore-orders: help and usage (no database touched)', () => {
+  // A database that must never come to exist: usage errors do not open it.
+  const untouched = join(scratch, 'untouched', 'never.db')
+  const env = { DATABASE_URL: `sqlite:${untouched}` }
+  after(() => assert.equal(existsSync(untouched), false, 'a usage error created the database'))
+
+  test('--help lists every command, with examples, on stdout', async () => {
+    for (const args of [['--help'], ['-h'], ['help']]) {
+      const result = await cli(args, env)
+      assertOk(result)
+      assert.equal(result.stderr, '')
+      assert.match(result.stdout, /^Usage: petstore-orders COMMAND/)
+      for (const command of COMMANDS) assert.ok(result.stdout.includes(`  ${command}`), `${command} missing from --help`)
+      assert.match(result.stdout, /Examples:\n {2}petstore-orders /)
+      assert.match(result.stdout, /DATABASE_URL/)
+    }
+  })
+
+  test('every command has --help with usage and at least one example', async () => {
+    await Promise.all(COMMANDS.map(async (command) => {
+      const words = command.split(' ')
+      const result = await cli([...words, '--help'], env)
+      assertOk(result)
+      assert.equal(result.stderr, '')
+      assert.ok(result.stdout.startsWith(`Usage: petstore-orders ${command}`), `${command} --help: ${result.stdout.slice(0, 80)}`)
+      const examples = result.stdout.split('Examples:\n')[1] ?? ''
+      assert.ok(examples.includes(`petstore-orders ${command}`), `${command} --help has no example`)
+      assert.match(result.stdout, /Exit status: 0 done; 1 failed/)
+      // The same text from `help COMMAND`, and with -h after other arguments.
+      assert.equal((await cli(['help', ...words], env)).stdout, result.stdout)
+      assert.equal((await cli([...words, '--bogus', '-h'], env)).stdout, result.stdout)
+    }))
+    for (const group of ['keys', 'orders', 'pets']) {
+      const result = await cli([group, '--help'], env)
+      assertOk(result)
+      assert.match(result.stdout, new RegExp(`^Usage: petstore-orders ${group} SUBCOMMAND`))
+    }
+  })
+
+  test('documented decisions: ship of a shipped order succeeds; keys list is TSV when piped', async () => {
+    assert.match((await cli(['orders', 'ship', '--help'], env)).stdout, /already shipped is left as it is and the command succeeds \(exit 0\)/)
+    assert.match((await cli(['keys', 'list', '--help'], env)).stdout, /separated by tabs/)
+  })
+
+  test('no command: the help on stderr, exit 2; a group without its command likewise', async () => {
+    const bare = await cli([], env)
+    assert.equal(bare.code, 2)
+    assert.equal(bare.stdout, '')
+    assert.match(bare.stderr, /^Usage: petstore-orders COMMAND/)
+    const group = await cli(['keys'], env)
+    assert.equal(group.code, 2)
+    assert.match(group.stderr, /^Usage: petstore-orders keys SUBCOMMAND/)
+  })
+
+  test('--version', async () => {
+    const result = await cli(['--version'], env)
+    assertOk(result)
+    assert.match(result.stdout, /^\d+\.\d+\.\d+\n$/)
+  })
+
+  test('usage errors: one line naming the problem, exit 2', async () => {
+    const cases: [string[], RegExp][] = [
+      [['frobnicate'], /^petstore-orders: unknown command "frobnicate" \(commands: serve, migrate, keys, orders, pets, seed\)/],
+      [['--frobnicate'], /unknown option --frobnicate/],
+      [['keys', 'rotate'], /unknown keys command "rotate" \(keys commands: create, list, revoke\)/],
+      [['keys', 'create', '--name', 'x', '--bogus'], /unknown option --bogus; see 'petstore-orders keys create --help'/],
+      [['keys', 'list', '--csv'], /unknown option --csv/],
+      [['orders', 'import', '--force', 'x.json'], /unknown option --force/],
+      [['seed', '--orders', '5', '-x'], /unknown option -x/],
+      [['serve', '--port', '1'], /unknown option --port/],
+      [['migrate', 'now'], /unexpected argument "now"/],
+      [['keys', 'create'], /missing --name/],
+      [['keys', 'create', '--name'], /option --name needs a value/],
+      [['keys', 'create', '--name', ''], /--name must be 1 to 100 characters/],
+      [['keys', 'create', '--name', 'x'.repeat(101)], /--name must be 1 to 100 characters/],
+      [['keys', 'create', '--name', 'a\tb'], /without control characters/],
+      [['keys', 'create', '--name', 'x', '--scopes', 'orders:write'], /unknown scope "orders:write"/],
+      [['keys', 'create', '--name', 'x', '--scopes', ','], /--scopes must name at least one scope/],
+      [['keys', 'create', '--name', 'x', '--expires-in', '1y'], /invalid --expires-in "1y"/],
+      [['keys', 'list', '--json=yes'], /option --json does not take a value/],
+      [['keys', 'revoke'], /missing ID/],
+      [['keys', 'revoke', '1', '2'], /unexpected argument "2"/],
+      [['orders', 'import'], /missing FILE/],
+      [['orders', 'ship'], /missing ID/],
+      [['orders', 'ship', 'ten'], /ID must be an order id, an integer from 1 to 9223372036854775807, got "ten"/],
+      [['orders', 'ship', '9223372036854775808'], /ID must be an order id/],
+      [['orders', 'ship', '0'], /ID must be an order id/],
+      [['pets', 'import'], /missing FILE/],
+      [['seed'], /missing --orders/],
+      [['seed', '--orders', '0'], /--orders must be an integer from 1 to 10000000, got "0"/],
+      [['seed', '--orders', '1.5'], /--orders must be an integer/],
+      [['seed', '--orders', '10', '--seed', '-1'], /the value of --seed starts with "-"/],
+      [['seed', '--orders', '10', '--seed', '4294967296'], /--seed must be an integer from 0 to 4294967295/],
+      [['seed', '--orders', '10', '--first-id', '9223372036854775800'], /--first-id must be an integer from 1 to 9223372036854775798/],
+    ]
+    const results = await Promise.all(cases.map(([args]) => cli(args, env)))
+    for (const [i, [args, pattern]] of cases.entries()) {
+      assert.doesNotThrow(() => assertOneLineError(results[i]!, 2, pattern), `petstore-orders ${args.join(' ')}`)
+    }
+  })
+
+  test('a bad DATABASE_URL: one line naming it, exit 1', async () => {
+    for (const args of [['migrate'], ['keys', 'list'], ['orders', 'import', file('[]')], ['serve']]) {
+      const result = await cli(args, { DATABASE_URL: 'mysql://db/petstore' })
+      assertOneLineError(result, 1, /^petstore-orders: DATABASE_URL: must be a postgres:\/\/, postgresql:\/\/ or sqlite: URL/)
+    }
+    assertOneLineError(await cli(['migrate'], { DATABASE_URL: 'sqlite:' }), 1, /DATABASE_URL: sqlite: needs a file path/)
+    // serve validates all of its configuration.
+    assertOneLineError(await cli(['serve'], { ...env, PORT: 'eighty' }), 1, /^petstore-orders: PORT: must be an integer/)
+  })
+
+  test('an unreadable FILE: one line, exit 1, the database not even opened', async () => {
+    assertOneLineError(await cli(['orders', 'import', join(scratch, 'missing.json')], env), 1, /cannot read .*missing\.json: no such file$/)
+    assertOneLineError(await cli(['pets', 'import', scratch], env), 1, /cannot read .*: it is a directory$/)
+  })
+})
+
+describe('progress line', () => {
+  test('rewritten in place on a terminal, throttled, cleared; nothing when not a terminal', () => {
+    let clock = 0
+    const written: string[] = []
+    const tty = new Progress({ isTTY: true, columns: 40, write: (text: string) => written.push(text) }, { intervalMs: 100, now: () => clock })
+    tty.update('one')
+    clock = 50
+    tty.update('two') // too soon
+    tty.update('three', true)
+    clock = 200
+    tty.update('x'.repeat(100))
+    tty.clear()
+    assert.deepEqual(written, ['\r\x1b[2Kone', '\r\x1b[2Kthree', `\r\x1b[2K${'x'.repeat(38)}…`, '\r\x1b[2K'])
+
+    const piped: string[] = []
+    const quiet = new Progress({ isTTY: false, write: (text: string) => piped.push(text) })
+    quiet.update('one', true)
+    quiet.clear()
+    assert.deepEqual(piped, [])
+  })
+
+  const hasScript = spawnSync('script', ['--version']).status === 0
+  test('import and seed show it on a terminal (a pseudo-terminal from script(1))', { skip: hasScript ? false : 'script(1) is not installed' }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'petstore-cli-tty-'))
+    try {
+      const run = (args: string): string =>
+        spawnSync('script', ['-qfec', `${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} ${args}`, '/dev/null'], {
+          env: { ...process.env, DATABASE_URL: `sqlite:${join(dir, 'x.db')}` },
+          encoding: 'utf8',
+        }).stdout
+      const clear = '\r\x1b[2K' // carriage return, erase the line
+      const seeded = run('seed --orders 30000')
+      assert.ok(seeded.includes(`${clear}seeding`), JSON.stringify(seeded))
+      assert.ok(seeded.includes(`${clear}seeded 30000 orders`), JSON.stringify(seeded)) // cleared before the result
+      const input = join(dir, 'orders.ndjson')
+      writeFileSync(input, ndjson(Array.from({ length: 20_000 }, (_, i) => ({ id: 100_000 + i }))))
+      const imported = run(`orders import ${JSON.stringify(input)}`)
+      assert.ok(imported.includes(`${clear}importing orders from ${input}`), JSON.stringify(imported))
+      assert.ok(imported.includes(`${clear}imported 20000 orders`), JSON.stringify(imported))
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
+
+forEachStore('petstore-orders CLI', (kind: StoreKind) => {
+  // Each test has a database of its own: they run side by side.
+  describe('commands', { concurrency: 4 }, () => commandTests(kind))
+})
+
+function commandTests(kind: StoreKind): void {
+  /** A fresh database for one test; `env` points the CLI at it. */
+  async function fresh(): Promise<{ database: TestDatabaseHandle; env: Record<string, string> }> {
+    const database = await createDatabase(kind)
+    cleanups.push(() => database.dispose())
+    return { database, env: { DATABASE_URL: database.url } }
+  }
+  const cleanups: (() => Promise<void>)[] = []
+  after(async () => {
+    for (const cleanup of cleanups.splice(0)) await cleanup()
+  })
+
+  test('migrate: applies, then says the schema is up to date', async () => {
+    const { env } = await fresh()
+    const first = await cli(['migrate'], env)
+    assertOk(first)
+    assert.match(first.stdout, /^(applied migration \d+\n)+$/)
+    const second = await cli(['migrate'], env)
+    assertOk(second)
+    assert.equal(second.stdout, 'the database schema is up to date\n')
+  })
+
+  test('keys create prints the key alone; keys list never shows it; revoke by id and by prefix', async () => {
+    const { database, env } = await fresh()
+    const created = await cli(['keys', 'create', '--name', 'billing service'], env)
+    assertOk(created)
+    assert.match(created.stdout, /^pso_[0-9A-Za-z]{32,}\n$/)
+    const secret = created.stdout.trim()
+    assert.match(created.stderr, /^created key 1 "billing service" \(pso_[0-9A-Za-z]{8}\)/)
+    assert.ok(!created.stderr.includes(secret))
+
+    const limited = await cli(['keys', 'create', '--name', 'dashboard', '--scopes', 'orders:read', '--expires-in', '30d'], env)
+    assertOk(limited)
+    const limitedSecret = limited.stdout.trim()
+    await cli(['keys', 'create', '--name', 'third'], env)
+
+    // The stored hash is of exactly the printed key.
+    await withStore(database, async (store) => {
+      const key = await store.findApiKeyByHash(hashApiKey(secret))
+      assert.equal(key?.name, 'billing service')
+    })
+
+    const list = await cli(['keys', 'list'], env)
+    assertOk(list)
+    const rows = list.stdout.trimEnd().split('\n').map((line) => line.split('\t'))
+    assert.equal(rows.length, 3)
+    for (const row of rows) assert.equal(row.length, 7, row.join(' | '))
+    const [first, second] = rows as [string[], string[]]
+    assert.deepEqual(first.slice(0, 2), ['1', 'billing service'])
+    assert.equal(first[2], secret.slice(0, 12))
+    assert.equal(first[3], 'orders:read,orders:cancel,pets:read')
+    assert.match(first[4]!, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
+    assert.deepEqual(first.slice(5), ['-', '-'])
+    assert.equal(second[3], 'orders:read')
+    const expires = Date.parse(second[5]!) - Date.parse(second[4]!)
+    assert.ok(Math.abs(expires - 30 * 86_400_000) < 60_000, `expires ${second[5]} for created ${second[4]}`)
+    for (const text of [list.stdout, list.stderr]) {
+      assert.ok(!text.includes(secret) && !text.includes(limitedSecret), 'keys list shows a secret')
+      assert.ok(!text.includes(hashApiKey(secret)), 'keys list shows a hash')
+    }
+
+    const json = await cli(['keys', 'list', '--json'], env)
+    assertOk(json)
+    assert.ok(json.stdout.startsWith('[{"id":1,"name":"billing service",'), json.stdout.slice(0, 60))
+    const parsed = JSON.parse(json.stdout) as Record<string, unknown>[]
+    assert.deepEqual(Object.keys(parsed[0]!), ['id', 'name', 'displayPrefix', 'scopes', 'createdAt', 'expiresAt', 'revokedAt'])
+    assert.deepEqual(parsed.map((key) => key.id), [1, 2, 3])
+    assert.equal(parsed[0]!.expiresAt, null)
+    assert.equal(parsed[1]!.expiresAt, second[5])
+    assert.ok(!json.stdout.includes(secret.slice(12)))
+
+    // By id, then by the display prefix of another.
+    const byId = await cli(['keys', 'revoke', '1'], env)
+    assertOk(byId)
+    assert.equal(byId.stdout, `revoked key 1 "billing service" (${secret.slice(0, 12)})\n`)
+    const byPrefix = await cli(['keys', 'revoke', limitedSecret.slice(0, 12)], env)
+    assertOk(byPrefix)
+    assert.equal(byPrefix.stdout, `revoked key 2 "dashboard" (${limitedSecret.slice(0, 12)})\n`)
+    const again = await cli(['keys', 'revoke', '1'], env)
+    assertOk(again)
+    assert.match(again.stdout, /^key 1 "billing service" \(pso_\w{8}\) was already revoked at \d{4}-/)
+
+    const revoked = (await cli(['keys', 'list'], env)).stdout.trimEnd().split('\n').map((line) => line.split('\t'))
+    assert.match(revoked[0]![6]!, /^\d{4}-\d{2}-\d{2}T/)
+    assert.match(revoked[1]![6]!, /^\d{4}-\d{2}-\d{2}T/)
+    assert.equal(revoked[2]![6], '-')
+    assert.equal(revoked[0]![6], again.stdout.match(/revoked at (\S+)$/m)![1]) // the first time is kept
+
+    assertOneLineError(await cli(['keys', 'revoke', '99'], env), 1, /^petstore-orders: no API key has the id "99"$/)
+    assertOneLineError(await cli(['keys', 'revoke', 'pso_AAAAAAAA'], env), 1, /no API key has the display prefix "pso_AAAAAAAA"$/)
+    assertOneLineError(await cli(['keys', 'revoke', secret], env), 1, /no API key has the display prefix/) // the full key is not a prefix
+  })
+
+  test('keys list on an empty database prints nothing; --json prints []', async () => {
+    const { env } = await fresh()
+    const list = await cli(['keys', 'list'], env)
+    assertOk(list)
+    assert.equal(list.stdout, '')
+    assert.equal((await cli(['keys', 'list', '--json'], env)).stdout, '[]\n')
+  })
+
+  test('orders import: a JSON array and NDJSON, int64 ids exact, upsert by id, the last duplicate wins', async () => {
+    const { database, env } = await fresh()
+    const array = file(
+      `[\n  {"id": ${BEYOND_2_53}, "petId": ${MAX}, "quantity": 7, "shipDate": "2026-11-25T11:00:00+01:00", "complete": false, "status": "pending"},\n` +
+        `  {"id": "${MAX}", "petId": "${BEYOND_2_53}", "status": "shipped", "complete": true},\n` +
+        '  {"id": 3, "status": "cancelled"}\n]\n',
+    )
+    const imported = await cli(['orders', 'import', array], env)
+    assertOk(imported)
+    assert.equal(imported.stdout, `imported 3 orders from ${array}\n`)
+    assert.equal(imported.stderr, '') // no progress when stderr is not a terminal
+
+    const lines = file(
+      `{"id": 10, "petId": 1, "quantity": 1}\n\r\n{"id": 11}\r\n{"id": 10, "petId": 2, "quantity": 2, "shipDate": "2026-12-01T08:00:00Z"}\n` +
+        `{"id": ${MAX}, "petId": ${MAX}, "status": "shipped", "complete": true}\n`,
+      'ndjson',
+    )
+    const second = await cli(['orders', 'import', lines], env)
+    assertOk(second)
+    assert.equal(second.stdout, `imported 4 orders from ${lines}\n`)
+
+    assert.deepEqual(await listOrders(database), [
+      { id: 10n, petId: 2n, quantity: 2, shipDate: '2026-12-01T08:00:00.000Z', complete: false },
+      { id: 11n, complete: false },
+      { id: BEYOND_2_53, petId: MAX, quantity: 7, shipDate: '2026-11-25T10:00:00.000Z', complete: false },
+      { id: MAX, petId: MAX, complete: true },
+    ])
+  })
+
+  test('orders import: a bad record in the middle aborts everything, naming its position', async () => {
+    const { database, env } = await fresh()
+    // 25,000 good records first: the store has written (uncommitted) rows when the bad one comes.
+    const good = Array.from({ length: 25_000 }, (_, i) => ({ id: i + 1, petId: 7, quantity: 1 }))
+    const bad = { id: 25_001, quantity: 0 }
+    const array = file(JSON.stringify([...good, bad, { id: 25_002 }]))
+    assertOneLineError(
+      await cli(['orders', 'import', array], env),
+      1,
+      /^petstore-orders: .*\.json: record 25001: quantity must be an integer from 1 to 2147483647, got 0; nothing was imported$/,
+    )
+    const lines = file(ndjson([...good.slice(0, 3), { id: 4, status: 'lost' }, { id: 5 }]), 'ndjson')
+    assertOneLineError(
+      await cli(['orders', 'import', lines], env),
+      1,
+      /\.ndjson: line 4: status must be one of pending, shipped, cancelled, got "lost"; nothing was imported$/,
+    )
+    assertOneLineError(
+      await cli(['orders', 'import', file(ndjson([{ id: 1 }, { id: 2, price: 3 }]), 'ndjson')], env),
+      1,
+      /line 2: unknown field "price" \(an order has id, petId, quantity, shipDate, complete, status\); nothing was imported$/,
+    )
+    assertOneLineError(
+      await cli(['orders', 'import', file('[{"id": 1, "complete": true}]')], env),
+      1,
+      /record 1: complete is true but status is "pending"; only a shipped order can be complete/,
+    )
+    assert.deepEqual(await listOrders(database), [])
+  })
+
+  test('orders import: an id of 2^63 is refused', async () => {
+    const { database, env } = await fresh()
+    for (const text of ['[{"id": 1}, {"id": 9223372036854775808}]', '{"id": 1}\n{"id": "9223372036854775808"}\n']) {
+      assertOneLineError(
+        await cli(['orders', 'import', file(text)], env),
+        1,
+        /(record|line) 2: id must be an integer from 1 to 9223372036854775807, got "?9223372036854775808"?; nothing was imported$/,
+      )
+    }
+    assertOneLineError(await cli(['orders', 'import', file('[{"id": 1, "petId": -5}]')], env), 1, /record 1: petId must be an integer/)
+    assert.deepEqual(await listOrders(database), [])
+  })
+
+  test('orders import: malformed JSON is reported by line and column; nothing imported', async () => {
+    const { database, env } = await fresh()
+    assertOneLineError(
+      await cli(['orders', 'import', file('[\n  {"id": 1},\n  {"id": 2,, "petId": 3}\n]\n')], env),
+      1,
+      /\.json: line 3, column 12: malformed JSON: expected an object key; nothing was imported$/,
+    )
+    assertOneLineError(
+      await cli(['orders', 'import', file('{"id": 1}\n{"id": 2\n{"id": 3}\n', 'ndjson')], env),
+      1,
+      /\.ndjson: line 2, column 9: malformed JSON: .*; nothing was imported$/,
+    )
+    assertOneLineError(
+      await cli(['orders', 'import', file('[{"id": 1}, {"id": 2}')], env),
+      1,
+      /line 1, column 22: malformed JSON: unexpected end of file; nothing was imported$/,
+    )
+    assertOneLineError(await cli(['orders', 'import', file('not json\n')], env), 1, /line 1, column 1: malformed JSON/)
+    assert.deepEqual(await listOrders(database), [])
+  })
+
+  test('orders import: a status that would move back aborts the import; an empty file imports nothing', async () => {
+    const { database, env } = await fresh()
+    assertOk(await cli(['orders', 'import', file('[{"id": 1, "status": "cancelled"}, {"id": 2, "status": "shipped"}]')], env))
+    assertOneLineError(
+      await cli(['orders', 'import', file(ndjson([{ id: 5 }, { id: 1, status: 'pending' }, { id: 6 }]), 'ndjson')], env),
+      1,
+      /: order 1 is cancelled and cannot become pending; nothing was imported$/,
+    )
+    assert.deepEqual((await listOrders(database)).map((o) => o.id), [2n])
+    const empty = await cli(['orders', 'import', file('')], env)
+    assertOk(empty)
+    assert.match(empty.stdout, /^imported 0 orders from /)
+  })
+
+  test('orders ship: pending → shipped; again: says so, exit 0; cancelled: refused; unknown: error', async () => {
+    const { database, env } = await fresh()
+    assertOk(await cli(['orders', 'import', file(`[{"id": 1}, {"id": 2, "status": "cancelled"}, {"id": ${MAX}}]`)], env))
+    const shipped = await cli(['orders', 'ship', '1'], env)
+    assertOk(shipped)
+    assert.equal(shipped.stdout, 'order 1 shipped\n')
+    const again = await cli(['orders', 'ship', '1'], env)
+    assertOk(again)
+    assert.equal(again.stdout, 'order 1 was already shipped; nothing changed\n')
+    assertOk(await cli(['orders', 'ship', MAX.toString()], env))
+    assertOneLineError(await cli(['orders', 'ship', '2'], env), 1, /^petstore-orders: order 2 is cancelled; a cancelled order cannot be shipped$/)
+    assertOneLineError(await cli(['orders', 'ship', '404'], env), 1, /^petstore-orders: order 404 does not exist$/)
+    await withStore(database, async (store) => {
+      assert.equal(await store.cancelOrder(1n, null), 'already_shipped')
+      assert.equal(await store.cancelOrder(MAX, null), 'already_shipped')
+    })
+  })
+
+  test('pets import: JSON array and NDJSON, ids exact; a bad pet aborts the import', async () => {
+    const { database, env } = await fresh()
+    const array = await cli(['pets', 'import', file(`[{"id": ${MAX}, "name": "Rex", "tag": "dog"}, {"id": 2, "name": "Tom"}]`)], env)
+    assertOk(array)
+    assert.match(array.stdout, /^imported 2 pets from /)
+    assertOk(await cli(['pets', 'import', file(ndjson([{ id: BEYOND_2_53.toString(), name: 'Zoë 🐈' }, { id: 2, name: 'Tom', tag: 'cat' }]), 'ndjson')], env))
+    assertOneLineError(
+      await cli(['pets', 'import', file(ndjson([{ id: 3, name: 'Kit' }, { id: 4, name: '' }]), 'ndjson')], env),
+      1,
+      /line 2: name must be 1 to 200 characters and not blank, got ""; nothing was imported$/,
+    )
+    assertOneLineError(await cli(['pets', 'import', file('[{"id": 5, "name": 5}]')], env), 1, /record 1: name must be a string, got 5/)
+    await withStore(database, async (store) => {
+      assert.deepEqual(await store.findPet(MAX), { id: MAX, name: 'Rex', tag: 'dog' })
+      assert.deepEqual(await store.findPet(BEYOND_2_53), { id: BEYOND_2_53, name: 'Zoë 🐈' })
+      assert.deepEqual(await store.findPet(2n), { id: 2n, name: 'Tom', tag: 'cat' })
+      assert.equal(await store.findPet(3n), undefined)
+    })
+  })
+
+  test('seed: demo orders and their pets, deterministic, idempotent, refused rather than moving a status back', async () => {
+    const { database, env } = await fresh()
+    const seeded = await cli(['seed', '--orders', '2000', '--seed', '7'], env)
+    assertOk(seeded)
+    assert.equal(seeded.stdout, 'seeded 2000 orders (ids 1 to 2000) and 500 pets (ids 1 to 500) with seed 7\n')
+    assert.equal(seeded.stderr, '')
+    const orders = await listOrders(database)
+    // About 10% are cancelled, so not listed.
+    assert.ok(orders.length > 1700 && orders.length < 1900, `${orders.length} orders listed`)
+    assert.ok(orders.some((o) => o.complete) && orders.some((o) => !o.complete))
+    for (const order of orders) {
+      assert.ok(order.quantity! >= 1 && order.quantity! <= 10)
+      assert.ok(order.petId! >= 1n && order.petId! <= 500n)
+    }
+    await withStore(database, async (store) => {
+      assert.ok((await store.findPet(500n)) !== undefined)
+      assert.equal(await store.findPet(501n), undefined)
+    })
+    // Again with the same seed: nothing changes.
+    assertOk(await cli(['seed', '--orders', '2000', '--seed', '7'], env))
+    assert.deepEqual(await listOrders(database), orders)
+    // Another seed on the same ids would revive cancelled orders: refused, nothing written.
+    assertOneLineError(
+      await cli(['seed', '--orders', '2000', '--seed', '8'], env),
+      1,
+      /^petstore-orders: order \d+ is (cancelled|shipped) and cannot become \w+; nothing was seeded \(use --first-id to seed other ids\)$/,
+    )
+    assert.deepEqual(await listOrders(database), orders)
+    // Other ids, up to the largest: accepted.
+    const more = await cli(['seed', '--orders', '10', '--first-id', (MAX - 9n).toString(), '--seed', '8'], env)
+    assertOk(more)
+    assert.equal(more.stdout, `seeded 10 orders (ids ${MAX - 9n} to ${MAX}) and 3 pets (ids 1 to 3) with seed 8\n`)
+  })
+
+  test('serve --demo: seeds an empty store, creates a demo key, prints a working curl line; exits 0 on SIGTERM', async () => {
+    const { database, env } = await fresh()
+    const first = await startDemo(env)
+    assert.match(first.output, /1000 demo orders seeded/)
+    const response = await fetch(first.url, { headers: bearer(first.key) })
+    assert.equal(response.status, 200)
+    const listed = (await response.json()) as unknown[]
+    assert.ok(listed.length > 800 && listed.length < 1000, `${listed.length} orders`)
+    assert.equal(await first.stop(), 0)
+
+    // Orders present: kept as they are; a new key each time.
+    const second = await startDemo(env)
+    assert.match(second.output, /orders: the ones already in the database/)
+    assert.notEqual(second.key, first.key)
+    assert.equal((await fetch(second.url, { headers: bearer(second.key) })).status, 200)
+    assert.equal(await second.stop(), 0)
+    await withStore(database, async (store) => {
+      assert.deepEqual((await store.listApiKeys()).map((key) => key.name), ['demo', 'demo'])
+    })
+  })
+}
+
+/** `serve --demo` on a free port; resolves with the key and URL of its curl line once it is printed. */
+async function startDemo(env: Record<string, string>): Promise<{ key: string; url: string; output: string; stop(): Promise<number | null> }> {
+  const port = await freePort()
+  const child = spawn(process.execPath, [BIN, 'serve', '--demo'], {
+    env: { ...process.env, ...env, PORT: String(port), LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  const curl = await new Promise<RegExpExecArray>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`no curl line in 20 s; stdout: ${stdout}; stderr: ${stderr}`))
+    }, 20_000)
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString()
+      const match = /curl -H "Authorization: Bearer (pso_[0-9A-Za-z]+)" (http:\/\/\S+\/v1\/store\/orders)\n/.exec(stdout)
+      if (match !== null) {
+        clearTimeout(timer)
+        resolve(match)
+      }
+    })
+    void exited.then((code) => reject(new Error(`serve --demo exited with ${code}: ${stdout} ${stderr}`)))
+  })
+  assert.equal(curl[2], `http://127.0.0.1:${port}/v1/store/orders`)
+  assert.match(stdout, new RegExp(`listening on http://127\\.0\\.0\\.1:${port}/v1\\n`))
+  assert.match(stdout, new RegExp(`demo API key: ${curl[1]}\\n`))
+  return {
+    key: curl[1]!,
+    url: curl[2]!,
+    output: stdout,
+    async stop() {
+      child.kill('SIGTERM')
+      return exited
+    },
+  }
+}
