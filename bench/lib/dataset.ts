@@ -1,0 +1,69 @@
+import type { OrderRecord } from '../../src/domain/orders.js'
+import type { Pet } from '../../src/schemas/pet.js'
+
+/**
+ * The bench's data set: orders 1..N, deterministic, shaped like real ones. Every fourth order is
+ * shipped (half of those complete), the rest pending; none is cancelled, so the list has all N.
+ * About 1 in 50 has no ship date and 1 in 200 no pet (omitted fields). 1,000,000 orders are ~93 MB
+ * of JSON.
+ */
+const SHIP_DATE_ORIGIN = Date.UTC(2026, 0, 1)
+
+export function isPending(id: number): boolean {
+  return id % 4 !== 0
+}
+
+export function orderRecord(id: number): OrderRecord {
+  const shipped = !isPending(id)
+  return {
+    id: BigInt(id),
+    petId: id % 200 === 0 ? null : BigInt(1 + ((id * 7919) % PETS)),
+    quantity: 1 + (id % 5),
+    // Spread over about a year, with milliseconds, as Date#toISOString() writes it.
+    shipDate: id % 50 === 0 ? null : new Date(SHIP_DATE_ORIGIN + ((id * 31_536_017) % 31_536_000_000)).toISOString(),
+    complete: shipped && id % 8 === 0,
+    status: shipped ? 'shipped' : 'pending',
+  }
+}
+
+export const PETS = 1000
+
+/** Lazily generated: memory does not depend on `count`. */
+export async function* orderRecords(count: number): AsyncGenerator<OrderRecord> {
+  for (let id = 1; id <= count; id++) yield orderRecord(id)
+}
+
+export async function* petRecords(count: number): AsyncGenerator<Pet> {
+  const names = ['doggie', 'kitty', 'goldie', 'polly', 'rex']
+  for (let id = 1; id <= count; id++) {
+    const pet: Pet = { id: BigInt(id), name: `${names[id % names.length]!}-${id}` }
+    if (id % 3 !== 0) pet.tag = id % 2 === 0 ? 'dog' : 'cat'
+    yield pet
+  }
+}
+
+/**
+ * Hands out pending order ids, each once, in ascending order: the version bumps of the list benches
+ * and the cancel benches never cancel the same order twice.
+ */
+export class PendingIds {
+  private next = 1
+
+  constructor(private readonly orders: number) {}
+
+  /** Up to `count` pending ids not handed out before (fewer when the data set runs out). */
+  take(count: number): number[] {
+    const ids: number[] = []
+    while (ids.length < count && this.next <= this.orders) {
+      if (isPending(this.next)) ids.push(this.next)
+      this.next++
+    }
+    return ids
+  }
+
+  remaining(): number {
+    let count = 0
+    for (let id = this.next; id <= this.orders; id++) if (isPending(id)) count++
+    return count
+  }
+}

@@ -1,0 +1,108 @@
+import autocannon from 'autocannon'
+
+/** What the benches read from an autocannon run. */
+export interface LoadResult {
+  requests: number
+  seconds: number
+  perSecond: number
+  ok: number
+  non2xx: number
+  errors: number
+  timeouts: number
+  p50Ms: number
+  p99Ms: number
+  maxMs: number
+}
+
+function summarize(result: autocannon.Result): LoadResult {
+  const requests = result['1xx'] + result['2xx'] + result['3xx'] + result['4xx'] + result['5xx']
+  return {
+    requests,
+    seconds: result.duration,
+    perSecond: requests / result.duration,
+    ok: result['2xx'],
+    non2xx: result.non2xx,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    maxMs: result.latency.max,
+  }
+}
+
+/** autocannon's callback form: the instance (to stop it) and its result. */
+function start(options: autocannon.Options): { instance: autocannon.Instance; result: Promise<LoadResult> } {
+  let instance: autocannon.Instance | undefined
+  const result = new Promise<LoadResult>((resolve, reject) => {
+    instance = autocannon(options, (error: unknown, outcome: autocannon.Result) => {
+      if (error !== null && error !== undefined) reject(error instanceof Error ? error : new Error(String(error)))
+      else resolve(summarize(outcome))
+    })
+  })
+  return { instance: instance!, result }
+}
+
+/** Throws when any request failed or was not answered 2xx: a bench never counts errors as work. */
+export function requireAllOk<T extends LoadResult>(what: string, result: T): T {
+  if (result.non2xx > 0 || result.errors > 0) {
+    throw new Error(`${what}: ${result.non2xx} non-2xx answers and ${result.errors} errors (${result.timeouts} timeouts) of ${result.requests}`)
+  }
+  return result
+}
+
+/**
+ * As many requests as `connections` concurrent clients (one request in flight each) get answered in
+ * `seconds`, after `warmupSeconds` of the same load that are not counted.
+ */
+export async function closedLoop(options: {
+  url: string
+  headers?: Record<string, string>
+  connections: number
+  seconds: number
+  warmupSeconds: number
+}): Promise<LoadResult> {
+  const base = { url: options.url, headers: options.headers, connections: options.connections }
+  if (options.warmupSeconds > 0) await start({ ...base, duration: options.warmupSeconds }).result
+  return start({ ...base, duration: options.seconds }).result
+}
+
+/**
+ * `connections` concurrent clients, each sending DELETE /v1/store/orders/{id} with the next id of
+ * `ids` (each id once), until `ids.length - connections` are answered or `maxSeconds` passed.
+ * autocannon builds each client's next request before the current one is answered, so up to
+ * `connections` ids are drawn but never sent: they are the reserve that keeps every sent id distinct.
+ */
+export async function cancelLoad(options: {
+  origin: string
+  headers: Record<string, string>
+  ids: number[]
+  connections: number
+  maxSeconds: number
+}): Promise<LoadResult & { lastIdDrawn: number }> {
+  const amount = options.ids.length - options.connections
+  if (amount < options.connections) throw new Error(`too few pending orders left for ${options.connections} clients`)
+  let next = 0
+  const { instance, result } = start({
+    url: options.origin,
+    headers: options.headers,
+    connections: options.connections,
+    amount,
+    timeout: 30,
+    requests: [
+      {
+        method: 'DELETE',
+        setupRequest: (request: autocannon.Request) => {
+          const id = options.ids[next++]
+          if (id === undefined) throw new Error('cancel load: ran out of order ids')
+          return { ...request, path: `/v1/store/orders/${id}` }
+        },
+      },
+    ],
+  })
+  const timer = setTimeout(() => instance.stop(), options.maxSeconds * 1000)
+  try {
+    return { ...(await result), lastIdDrawn: options.ids[Math.min(next, options.ids.length) - 1]! }
+  } finally {
+    clearTimeout(timer)
+  }
+}

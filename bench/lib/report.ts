@@ -1,0 +1,99 @@
+import { writeFileSync, mkdirSync } from 'node:fs'
+import { dirname } from 'node:path'
+
+export type Verdict = 'PASS' | 'MISS' | 'info' | 'ERROR'
+
+export interface Row {
+  measure: string
+  project: string
+  baseline?: string
+  ratio?: string
+  target?: string
+  result: Verdict
+}
+
+export interface Section {
+  title: string
+  store: string
+  baselineName: string
+  notes: string[]
+  rows: Row[]
+}
+
+const HEADER = ['measure', 'project', 'baseline', 'ratio', 'target', 'result']
+
+function table(rows: string[][]): string {
+  const widths = HEADER.map((_, i) => Math.max(...rows.map((row) => (row[i] ?? '').length)))
+  const line = (row: string[]): string => `| ${row.map((cell, i) => cell.padEnd(widths[i]!)).join(' | ')} |`
+  return [line(rows[0]!), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.slice(1).map(line)].join('\n')
+}
+
+/** The figures of one run: printed as each comparison finishes, then summarized and saved. */
+export class Report {
+  readonly sections: Section[] = []
+
+  /** Starts a comparison's table; `print()` it when its rows are in. */
+  section(title: string, store: string, baselineName: string): Section {
+    const section: Section = { title, store, baselineName, notes: [], rows: [] }
+    this.sections.push(section)
+    return section
+  }
+
+  render(section: Section): string {
+    const head = [...HEADER]
+    head[2] = section.baselineName
+    const rows = section.rows.map((row) => [row.measure, row.project, row.baseline ?? '', row.ratio ?? '', row.target ?? '', row.result])
+    const notes = section.notes.map((note) => `\n- ${note}`).join('')
+    return `### ${section.title} — ${section.store}\n\n${table([head, ...rows])}\n${notes}\n`
+  }
+
+  print(section: Section): void {
+    console.log(`\n${this.render(section)}`)
+  }
+
+  /** Every row with a target, across comparisons and stores. */
+  summary(): string {
+    const rows = [['store', 'comparison', 'measure', 'value', 'ratio', 'target', 'result']]
+    for (const section of this.sections) {
+      for (const row of section.rows) {
+        if (row.result === 'info') continue
+        rows.push([section.store, section.title, row.measure, row.project, row.ratio ?? '', row.target ?? '', row.result])
+      }
+    }
+    const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)))
+    const line = (row: string[]): string => `| ${row.map((cell, i) => cell.padEnd(widths[i]!)).join(' | ')} |`
+    return [line(rows[0]!), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.slice(1).map(line)].join('\n')
+  }
+
+  verdicts(): Verdict[] {
+    return this.sections.flatMap((section) => section.rows.map((row) => row.result))
+  }
+
+  save(path: string, header: string): void {
+    mkdirSync(dirname(path), { recursive: true })
+    const body = this.sections.map((section) => this.render(section)).join('\n')
+    writeFileSync(path, `${header}\n\n## Summary\n\n${this.summary()}\n\n## Tables\n\n${body}`)
+    writeFileSync(path.replace(/\.md$/, '.json'), JSON.stringify(this.sections, null, 2))
+  }
+}
+
+export function verdict(pass: boolean): Verdict {
+  return pass ? 'PASS' : 'MISS'
+}
+
+// Formats. Memory in MiB (what /proc reports is KiB); sizes of responses in MB (10^6 bytes).
+export const fmt = {
+  ms: (ms: number): string => (ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : ms >= 10 ? `${ms.toFixed(0)} ms` : `${ms.toFixed(1)} ms`),
+  seconds: (s: number): string => `${s.toFixed(1)} s`,
+  mib: (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(0)} MiB`,
+  mb: (bytes: number): string => `${(bytes / 1e6).toFixed(1)} MB`,
+  rate: (perSecond: number, unit = 'req/s'): string => `${Math.round(perSecond).toLocaleString('en-US')} ${unit}`,
+  ratio: (ratio: number): string => `${ratio.toFixed(2)}×`,
+  count: (n: number): string => n.toLocaleString('en-US'),
+}
+
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
+}

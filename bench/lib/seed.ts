@@ -1,0 +1,54 @@
+/**
+ * Child process: migrates the database of DATABASE_URL and imports the bench's data set through the
+ * store's own importOrders (one transaction, records from a lazy generator), timing the import and
+ * sampling this process's RSS every 10,000 orders. Then imports the pets and, when asked, creates an
+ * API key with every scope. argv: <orders> <pets> <create-key: 0|1>.
+ */
+import { loadDatabaseConfig } from '../../src/config.js'
+import { generateApiKey, SCOPES } from '../../src/domain/api-keys.js'
+import { openStore } from '../../src/store/open-store.js'
+import { failed, tell } from './child-side.js'
+import { orderRecords, petRecords } from './dataset.js'
+import { memoryOf } from './proc.js'
+
+export interface SeedResult {
+  type: 'seeded'
+  orders: number
+  importSeconds: number
+  /** [orders imported so far, RSS in bytes] every 10,000 orders. */
+  rssSamples: [number, number][]
+  rssBefore: number
+  peakRss: number
+  secret: string | null
+}
+
+try {
+  const [orders, pets, createKey] = process.argv.slice(2).map(Number) as [number, number, number]
+  const store = await openStore(loadDatabaseConfig())
+  try {
+    await store.migrate()
+    const rssSamples: [number, number][] = []
+    const rssBefore = process.memoryUsage.rss()
+    const started = process.hrtime.bigint()
+    const imported = await store.importOrders(orderRecords(orders), (count) => {
+      rssSamples.push([count, process.memoryUsage.rss()])
+    })
+    const importSeconds = Number(process.hrtime.bigint() - started) / 1e9
+    const { peakRss } = memoryOf('self')
+    if (imported !== orders) throw new Error(`imported ${imported} orders, expected ${orders}`)
+    if (pets > 0) await store.importPets(petRecords(pets))
+    let secret: string | null = null
+    if (createKey === 1) {
+      const key = generateApiKey()
+      await store.createApiKey({ name: 'bench', hash: key.hash, displayPrefix: key.displayPrefix, scopes: [...SCOPES], expiresAt: null })
+      secret = key.secret
+    }
+    const result: SeedResult = { type: 'seeded', orders: imported, importSeconds, rssSamples, rssBefore, peakRss, secret }
+    tell({ ...result })
+  } finally {
+    await store.close()
+  }
+  process.exit(0)
+} catch (error) {
+  failed(error)
+}

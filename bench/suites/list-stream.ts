@@ -1,0 +1,152 @@
+import { bearer } from '../lib/client.js'
+import { steadyProbe, type ProbeResult } from '../lib/probe.js'
+import { PROJECT_ENV, startServerChild, type RunningChild } from '../lib/processes.js'
+import { fmt, median, verdict } from '../lib/report.js'
+import { bigDataset, bumpVersion, type StoreContext } from './context.js'
+
+const TIMED_GETS = 3
+const GETS_UNDER_SMALL_LOAD = 2
+const SMALL_RATE = 200 // requests per second
+
+/**
+ * Comparison 1: the full list streamed by the project's server versus the naive baseline
+ * (baselines/naive-list-server.ts) that reads every row and builds one string. Every timed GET of the
+ * project is a cache miss: an order is cancelled through the API first, so the list streams from the
+ * database (and is collected for the cache, as in production). Also: small requests' p99 while big
+ * lists stream, and the project's memory with its list cache off.
+ */
+export async function listStream(context: StoreContext): Promise<void> {
+  const big = await bigDataset(context)
+  const { downloader } = context
+  const env = { DATABASE_URL: big.database.url }
+  const headers = bearer(big.secret)
+  const section = context.report.section('1. Full list, streamed (cache miss)', context.label, 'naive baseline')
+  section.notes.push(`${fmt.count(big.orders)} orders; GET /v1/store/orders read to its last byte by a separate client process.`)
+
+  // Naive: a reference body, the timed GETs, then GETs under a small-request load.
+  const naive = await startServerChild('naive list server', 'baselines/naive-list-server.ts', env)
+  let naiveRun: { ms: number[]; small: ProbeResult; peakRss: number; idleRss: number; sha256: string; bytes: number }
+  try {
+    const idleRss = naive.child.memory().rss
+    const reference = await downloader.request(`${naive.url}/v1/store/orders`, { headers, hash: 'raw' })
+    const ms: number[] = []
+    for (let i = 0; i < TIMED_GETS; i++) ms.push((await downloader.request(`${naive.url}/v1/store/orders`, { headers })).ms)
+    const small = await smallRequestsDuring(naive, headers, async () => {
+      for (let i = 0; i < GETS_UNDER_SMALL_LOAD; i++) await downloader.request(`${naive.url}/v1/store/orders`, { headers })
+    })
+    naiveRun = { ms, small, idleRss, peakRss: naive.child.memory().peakRss, sha256: reference.sha256!, bytes: reference.bytes }
+  } finally {
+    await naive.child.stop()
+  }
+
+  const project = await startServerChild('project server', 'lib/project-server.ts', { ...env, ...PROJECT_ENV })
+  let projectRun: { ms: number[]; small: ProbeResult; peakRss: number; idleRss: number }
+  try {
+    const idleRss = project.child.memory().rss
+    // Same data as the naive server's: the bodies must be the same bytes.
+    const check = await downloader.request(`${project.url}/v1/store/orders`, { headers, hash: 'raw' })
+    if (check.sha256 !== naiveRun.sha256) {
+      throw new Error(`the project's list (${check.bytes} bytes) differs from the naive one (${naiveRun.bytes} bytes)`)
+    }
+    const ms: number[] = []
+    for (let i = 0; i < TIMED_GETS; i++) {
+      await bumpVersion(context, project.url)
+      ms.push((await downloader.request(`${project.url}/v1/store/orders`, { headers })).ms)
+    }
+    const small = await smallRequestsDuring(project, headers, async () => {
+      for (let i = 0; i < GETS_UNDER_SMALL_LOAD; i++) {
+        await bumpVersion(context, project.url)
+        await downloader.request(`${project.url}/v1/store/orders`, { headers })
+      }
+    })
+    projectRun = { ms, small, idleRss, peakRss: project.child.memory().peakRss }
+  } finally {
+    await project.child.stop()
+  }
+
+  // The same streaming with LIST_CACHE_MAX_BYTES=0: what the cache's copy of the list costs in memory.
+  const uncached = await startServerChild('project server, no list cache', 'lib/project-server.ts', { ...env, ...PROJECT_ENV, LIST_CACHE_MAX_BYTES: '0' })
+  let uncachedRun: { ms: number; peakRss: number; small: ProbeResult }
+  try {
+    const ms: number[] = []
+    const small = await smallRequestsDuring(uncached, headers, async () => {
+      for (let i = 0; i < GETS_UNDER_SMALL_LOAD; i++) {
+        await bumpVersion(context, uncached.url)
+        ms.push((await downloader.request(`${uncached.url}/v1/store/orders`, { headers })).ms)
+      }
+    })
+    uncachedRun = { ms: median(ms), peakRss: uncached.child.memory().peakRss, small }
+  } finally {
+    await uncached.child.stop()
+  }
+
+  const projectMs = median(projectRun.ms)
+  const naiveMs = median(naiveRun.ms)
+  const speedup = naiveMs / projectMs
+  const memoryRatio = projectRun.peakRss / naiveRun.peakRss
+  section.rows.push(
+    {
+      measure: `time to last byte (median of ${TIMED_GETS})`,
+      project: fmt.ms(projectMs),
+      baseline: fmt.ms(naiveMs),
+      ratio: `${fmt.ratio(speedup)} faster`,
+      target: '≥ 3× faster',
+      result: verdict(speedup >= 3),
+    },
+    {
+      measure: 'server peak RSS (VmHWM)',
+      project: fmt.mib(projectRun.peakRss),
+      baseline: fmt.mib(naiveRun.peakRss),
+      ratio: fmt.ratio(memoryRatio),
+      target: '≤ 0.15×',
+      result: verdict(memoryRatio <= 0.15),
+    },
+    {
+      measure: `small-request p99 during big lists (${SMALL_RATE}/s)`,
+      project: fmt.ms(projectRun.small.p99Ms),
+      baseline: fmt.ms(naiveRun.small.p99Ms),
+      target: '< 50 ms',
+      result: verdict(projectRun.small.p99Ms < 50),
+    },
+    { measure: 'server RSS when idle, after start', project: fmt.mib(projectRun.idleRss), baseline: fmt.mib(naiveRun.idleRss), result: 'info' },
+    { measure: 'list size', project: fmt.mb(naiveRun.bytes), baseline: fmt.mb(naiveRun.bytes), result: 'info' },
+    {
+      measure: 'throughput of one stream',
+      project: `${(naiveRun.bytes / 1e6 / (projectMs / 1000)).toFixed(0)} MB/s`,
+      baseline: `${(naiveRun.bytes / 1e6 / (naiveMs / 1000)).toFixed(0)} MB/s`,
+      result: 'info',
+    },
+    {
+      measure: `LIST_CACHE_MAX_BYTES=0: time (median of ${GETS_UNDER_SMALL_LOAD})`,
+      project: fmt.ms(uncachedRun.ms),
+      ratio: `${fmt.ratio(naiveMs / uncachedRun.ms)} faster`,
+      result: 'info',
+    },
+    {
+      measure: 'LIST_CACHE_MAX_BYTES=0: peak RSS',
+      project: fmt.mib(uncachedRun.peakRss),
+      ratio: fmt.ratio(uncachedRun.peakRss / naiveRun.peakRss),
+      result: 'info',
+    },
+    { measure: 'LIST_CACHE_MAX_BYTES=0: small-request p99', project: fmt.ms(uncachedRun.small.p99Ms), result: 'info' },
+  )
+  section.notes.push(
+    `Each timed project GET follows a cancel through the API, so it is a cache miss; the default LIST_CACHE_MAX_BYTES (256 MiB) lets the response be collected for the cache while it streams.`,
+    `Small requests: authenticated GET /v1/pets/{id} (one indexed read) sent at a steady ${SMALL_RATE}/s (open loop, each timed from when it was due) while ${GETS_UNDER_SMALL_LOAD} full lists are read back to back. ` +
+      `Project: ${fmt.count(projectRun.small.requests)} requests, p50 ${fmt.ms(projectRun.small.p50Ms)}, max ${fmt.ms(projectRun.small.maxMs)}; naive: ${fmt.count(naiveRun.small.requests)} requests, p50 ${fmt.ms(naiveRun.small.p50Ms)}, max ${fmt.ms(naiveRun.small.maxMs)}.`,
+    `All timings (ms): project ${projectRun.ms.map((ms) => ms.toFixed(0)).join(', ')}; naive ${naiveRun.ms.map((ms) => ms.toFixed(0)).join(', ')}.`,
+  )
+}
+
+/** Small authenticated requests at a steady rate for as long as `work` runs. */
+async function smallRequestsDuring(server: RunningChild, headers: Record<string, string>, work: () => Promise<void>): Promise<ProbeResult> {
+  const probe = steadyProbe({ url: `${server.url}/v1/pets/42`, headers, rate: SMALL_RATE })
+  let result: ProbeResult
+  try {
+    await work()
+  } finally {
+    result = await probe.stop()
+  }
+  if (result.failures > 0) throw new Error(`${result.failures} of ${result.requests} small requests failed during big lists`)
+  return result
+}

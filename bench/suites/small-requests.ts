@@ -1,0 +1,111 @@
+import { mkdirSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { bearer } from '../lib/client.js'
+import { closedLoop, requireAllOk, type LoadResult } from '../lib/load.js'
+import { WORK_DIR } from '../lib/paths.js'
+import { PROJECT_ENV, startServerChild, type RunningChild } from '../lib/processes.js'
+import { fmt, verdict } from '../lib/report.js'
+import { createDatabase, seed, type StoreContext } from './context.js'
+
+const ORDERS = 100
+const CONNECTIONS = 10
+const ROUNDS = 2
+const SECONDS = 5
+const WARMUP_SECONDS = 1
+
+/**
+ * Comparison 4: requests/s of an authenticated GET of a 100-order list, the project's server versus a
+ * raw node:http server returning the same bytes from memory, under the same autocannon load, in
+ * alternating rounds. On PostgreSQL, also the database transactions per request (from the server's
+ * own statistics), which shows whether authentication costs a round trip.
+ */
+export async function smallRequests(context: StoreContext): Promise<void> {
+  const { downloader } = context
+  const database = await createDatabase(context.kind)
+  const section = context.report.section('4. Small requests (100-order list)', context.label, 'raw node:http')
+  mkdirSync(WORK_DIR, { recursive: true })
+  const bodyFile = join(WORK_DIR, `small-${context.kind}.json`)
+  try {
+    const { secret } = await seed(database, ORDERS, { pets: 0, key: true })
+    const headers = bearer(secret!)
+    const transactionsBefore = await database.transactions?.()
+
+    const project = await startServerChild('project server', 'lib/project-server.ts', { DATABASE_URL: database.url, ...PROJECT_ENV })
+    const raw: { child?: RunningChild } = {}
+    const projectRuns: LoadResult[] = []
+    const rawRuns: LoadResult[] = []
+    let projectRequests = 0
+    let bodyBytes = 0
+    try {
+      const first = await downloader.request(`${project.url}/v1/store/orders`, { headers, hash: 'raw', saveTo: bodyFile })
+      projectRequests++
+      bodyBytes = first.bytes
+      raw.child = await startServerChild('raw node:http server', 'baselines/raw-bytes-server.ts', { BODY_FILE: bodyFile })
+      const check = await downloader.request(`${raw.child.url}/v1/store/orders`, { headers, hash: 'raw' })
+      if (check.sha256 !== first.sha256) throw new Error('the raw server does not send the same bytes')
+      for (let round = 0; round < ROUNDS; round++) {
+        const load = { headers, connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS }
+        rawRuns.push(requireAllOk('raw server', await closedLoop({ ...load, url: `${raw.child.url}/v1/store/orders` })))
+        const run = requireAllOk('project server', await closedLoop({ ...load, url: `${project.url}/v1/store/orders` }))
+        projectRuns.push(run)
+        // The warm-up's requests reach the database as much as the measured ones.
+        projectRequests += run.requests * (1 + WARMUP_SECONDS / SECONDS)
+      }
+    } finally {
+      await raw.child?.child.stop()
+      await project.child.stop()
+    }
+
+    // Not a target: the same load on the project's server with request logging off (LOG_LEVEL=warn),
+    // to show what the default per-request info logs cost.
+    const quiet = await startServerChild('project server, LOG_LEVEL=warn', 'lib/project-server.ts', { DATABASE_URL: database.url, ...PROJECT_ENV, LOG_LEVEL: 'warn' })
+    let quietRun: LoadResult
+    try {
+      quietRun = requireAllOk('project server, LOG_LEVEL=warn', await closedLoop({ url: `${quiet.url}/v1/store/orders`, headers, connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS }))
+      projectRequests += quietRun.requests * (1 + WARMUP_SECONDS / SECONDS)
+    } finally {
+      await quiet.child.stop()
+    }
+
+    const rate = (runs: LoadResult[]): number => runs.reduce((sum, run) => sum + run.requests, 0) / runs.reduce((sum, run) => sum + run.seconds, 0)
+    const projectRate = rate(projectRuns)
+    const rawRate = rate(rawRuns)
+    const ratio = projectRate / rawRate
+    section.rows.push(
+      {
+        measure: `authenticated GET, ${CONNECTIONS} connections`,
+        project: fmt.rate(projectRate),
+        baseline: fmt.rate(rawRate),
+        ratio: fmt.ratio(ratio),
+        target: '≥ 0.7×',
+        result: verdict(ratio >= 0.7),
+      },
+      {
+        measure: 'same, LOG_LEVEL=warn (no request logs)',
+        project: fmt.rate(quietRun.perSecond),
+        ratio: fmt.ratio(quietRun.perSecond / rawRate),
+        result: 'info',
+      },
+      {
+        measure: 'latency p50 / p99',
+        project: `${projectRuns.at(-1)!.p50Ms} / ${projectRuns.at(-1)!.p99Ms} ms`,
+        baseline: `${rawRuns.at(-1)!.p50Ms} / ${rawRuns.at(-1)!.p99Ms} ms`,
+        result: 'info',
+      },
+    )
+    if (transactionsBefore !== undefined && database.transactions !== undefined) {
+      // Read once the server has closed its pool: a backend reports its statistics when it ends.
+      const perRequest = ((await database.transactions()) - transactionsBefore) / projectRequests
+      section.rows.push({ measure: 'database transactions per request', project: perRequest.toFixed(2), result: 'info' })
+      section.notes.push(
+        'Transactions per request counts every statement the server sent to PostgreSQL during the rounds (warm-ups and start-up included), from pg_stat_database.',
+      )
+    }
+    section.notes.push(
+      `${ROUNDS} rounds of ${SECONDS} s each (after ${WARMUP_SECONDS} s of warm-up), raw then project; the body is ${fmt.count(bodyBytes)} bytes. Per round (req/s): project ${projectRuns.map((run) => Math.round(run.perSecond)).join(', ')}; raw ${rawRuns.map((run) => Math.round(run.perSecond)).join(', ')}.`,
+    )
+  } finally {
+    rmSync(bodyFile, { force: true })
+    await database.drop()
+  }
+}
