@@ -1,6 +1,6 @@
 import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import type { Config } from '../config.js'
-import { ERRORS } from '../errors.js'
+import { ERROR_CODES, ERRORS, errorBody } from '../errors.js'
 
 const errorCodeTable = Object.entries(ERRORS)
   .map(([code, { status, message }]) => `| \`${code}\` | ${status} | ${message} |`)
@@ -20,7 +20,10 @@ export function openApiDocument(config: Config): FastifyDynamicSwaggerOptions {
         description:
           'Orders placed in the pet store: list every order, cancel one. Every operation needs a bearer API key ' +
           '(`Authorization: Bearer <API_KEY>`). int64 ids are exact JSON integer literals — parse them losslessly.\n\n' +
-          'Every error, of every status, has the body `{code, message, status}`. Error codes:\n\n' +
+          'Every error, of every status, has the body `{code, message, status}`. Each operation lists the errors ' +
+          'of its own, with an example of each code; any request may also get a code of the table below that ' +
+          'is about the request itself (malformed, too large, too slow), and 429 (with `Retry-After`), 500 or ' +
+          '503. Error codes:\n\n' +
           `| code | status | meaning |\n|---|---|---|\n${errorCodeTable}`,
         license: { name: 'MIT', url: 'https://opensource.org/licenses/MIT' },
       },
@@ -43,5 +46,45 @@ export function openApiDocument(config: Config): FastifyDynamicSwaggerOptions {
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
     // The servers end in /v1, so the paths are relative to it.
     transform: ({ schema, url }) => ({ schema, url: url.replace(/^\/v1(?=\/)/, '') }),
+    transformObject: (document) => {
+      if (!('openapiObject' in document)) throw new Error('an OpenAPI 3 document is expected')
+      return withErrorExamples(document.openapiObject as OperationsOf) as typeof document.openapiObject
+    },
   }
+}
+
+/** The part of the document read here. */
+interface OperationsOf {
+  paths?: Record<string, Record<string, { responses?: Record<string, ResponseOf> } | undefined>>
+}
+interface ResponseOf {
+  description?: string
+  content?: Record<string, { examples?: Record<string, { summary: string; value: unknown }> } | undefined>
+}
+
+/**
+ * Gives every error response an example of each code it names. A response description names its
+ * codes in backticks (`order_not_found`): the reference then shows the exact body of every error an
+ * operation answers, not the Error schema's one example. A description that names none of the codes
+ * of its status is a mistake, refused here (and so by the OpenAPI tests).
+ */
+function withErrorExamples(document: OperationsOf): OperationsOf {
+  for (const [path, item] of Object.entries(document.paths ?? {})) {
+    for (const [method, operation] of Object.entries(item)) {
+      for (const [status, response] of Object.entries(operation?.responses ?? {})) {
+        const media = response.content?.['application/json']
+        if (Number(status) < 400 || media === undefined) continue
+        const codes = ERROR_CODES.filter(
+          (code) => ERRORS[code].status === Number(status) && (response.description ?? '').includes(`\`${code}\``),
+        )
+        if (codes.length === 0) {
+          throw new Error(`${method.toUpperCase()} ${path}: the ${status} response names none of the codes of its status`)
+        }
+        media.examples = Object.fromEntries(
+          codes.map((code) => [code, { summary: ERRORS[code].message, value: errorBody(code) }]),
+        )
+      }
+    }
+  }
+  return document
 }

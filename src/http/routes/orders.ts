@@ -29,7 +29,10 @@ export function ordersRoutes(app: ApiApp): void {
         'x-stability': 'stable',
         response: {
           200: Type.Array(OrderRef, { description: 'Every order that is not cancelled, ascending id' }),
-          ...errorResponses({ 401: 'The API key is missing or invalid', 403: 'The API key lacks the orders:read scope' }),
+          ...errorResponses({
+            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
+            403: 'The API key lacks the `orders:read` scope (`insufficient_scope`)',
+          }),
         },
       },
     },
@@ -82,11 +85,11 @@ export function ordersRoutes(app: ApiApp): void {
         response: {
           204: Type.Null({ description: 'Order cancelled; no body' }),
           ...errorResponses({
-            400: 'orderId is not an int64 (code invalid_order_id)',
-            401: 'The API key is missing or invalid',
-            403: 'The API key lacks the orders:cancel scope',
-            404: 'The order does not exist or is already cancelled (code order_not_found)',
-            409: 'The order has already shipped (code order_already_shipped)',
+            400: '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`)',
+            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
+            403: 'The API key lacks the `orders:cancel` scope (`insufficient_scope`)',
+            404: 'The order does not exist or is already cancelled (`order_not_found`)',
+            409: 'The order has already shipped and cannot be cancelled (`order_already_shipped`)',
           }),
         },
       },

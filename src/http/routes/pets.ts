@@ -37,11 +37,11 @@ export function petsRoutes(app: ApiApp): void {
         response: {
           200: { ...PetRef, description: 'The pet' },
           ...errorResponses({
-            400: 'petId is not an int64 (code invalid_pet_id)',
-            401: 'The API key is missing or invalid',
-            403: 'The API key lacks the pets:read scope',
-            404: 'No pet has this id (code pet_not_found)',
-            410: 'The operation is past its sunset date (code gone)',
+            400: '`petId` is not a decimal integer in the int64 range (`invalid_pet_id`)',
+            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
+            403: 'The API key lacks the `pets:read` scope (`insufficient_scope`)',
+            404: 'No pet has this id (`pet_not_found`)',
+            410: 'The operation is past its sunset date (`gone`)',
           }),
         },
       },
