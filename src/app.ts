@@ -11,6 +11,7 @@ import { Metrics } from './http/metrics.js'
 import { openApiDocument } from './http/openapi.js'
 import { MemoryCounterStore, RateLimiter, RedisCounterStore, type CounterStore } from './http/rate-limiter.js'
 import { requestId } from './http/request-id.js'
+import { docsRoutes } from './http/routes/docs.js'
 import { healthRoutes } from './http/routes/health.js'
 import { ordersRoutes } from './http/routes/orders.js'
 import { petsRoutes } from './http/routes/pets.js'
@@ -121,6 +122,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   })
 
   healthRoutes(app)
+  docsRoutes(app, config) // GET /docs: the API reference, public
   await app.register(
     async (v1) => {
       const api = v1 as unknown as ApiApp

@@ -1,0 +1,129 @@
+import { readFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import { promisify } from 'node:util'
+import { gzip as gzipCallback } from 'node:zlib'
+import { Negotiator } from '@fastify/accept-negotiator'
+import { errorBody } from '../../errors.js'
+import type { Config } from '../../config.js'
+import type { ApiApp } from '../api-app.js'
+
+/**
+ * `GET /docs`: an interactive API reference (Swagger UI) rendered from `/v1/openapi.json`. Public,
+ * like the document, and hidden from it.
+ *
+ * Why Swagger UI, and why these few routes rather than a plugin's:
+ * - Swagger UI renders everything a reader needs from the document alone (operations with their
+ *   summaries and operationIds, deprecation, schemas, the bearer scheme, per-status examples) and
+ *   ships as two static files: no framework, no peer dependencies, no fonts or scripts from a CDN.
+ * - The files come from @fastify/swagger-ui's `static/` folder: a copy of swagger-ui-dist made by
+ *   the Fastify team without the install-time analytics dependency swagger-ui-dist carries and
+ *   without source-map references. Its plugin routes are not used: its `/docs/` trailing-slash
+ *   variant escapes the onRoute hook that builds the 405 handlers, and it would serve a second copy
+ *   of the document at `/docs/json`. The page here loads the canonical `/v1/openapi.json`.
+ * - Every path is relative to the page, so the reference also works behind a path prefix; the CSP
+ *   lets the page load nothing that this server does not serve. "Try it out" may call the two
+ *   servers the document names (and nothing else).
+ */
+export function docsRoutes(app: ApiApp, config: Config): void {
+  const serverOrigins = [config.publicBaseUrl, config.stagingBaseUrl].map((url) => new URL(url).origin)
+  const csp = [
+    "default-src 'none'",
+    "script-src 'self'",
+    "style-src 'self' 'unsafe-inline'", // the UI sets inline style attributes
+    "img-src 'self' data:",
+    "font-src 'self' data:",
+    `connect-src 'self' ${[...new Set(serverOrigins)].join(' ')}`,
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; ')
+  const page = { 'content-security-policy': csp, 'referrer-policy': 'no-referrer' }
+
+  app.get('/docs', { schema: { hide: true } }, async (_request, reply) =>
+    reply.headers(page).type('text/html; charset=utf-8').send(INDEX_HTML),
+  )
+  // A common way to type it; relative, so that it also works behind a path prefix.
+  app.get('/docs/', { schema: { hide: true } }, async (_request, reply) => reply.redirect('../docs', 301))
+  app.get('/docs/init.js', { schema: { hide: true } }, async (_request, reply) =>
+    reply.headers(page).type('text/javascript; charset=utf-8').send(INIT_JS),
+  )
+  app.get<{ Params: { file: string } }>('/docs/assets/:file', { schema: { hide: true } }, async (request, reply) => {
+    const asset = ASSETS[request.params.file]
+    if (asset === undefined) return reply.code(404).send(errorBody('not_found'))
+    const { identity, gzip } = await loadAsset(request.params.file, asset)
+    // The files change only with the package version, which the server's own version pins.
+    reply.headers({ ...page, 'cache-control': 'public, max-age=86400', vary: 'Accept-Encoding' }).type(asset.type)
+    if (gzip !== undefined && negotiator.negotiate(request.headers['accept-encoding'] ?? '') === 'gzip') {
+      return reply.header('content-encoding', 'gzip').send(gzip)
+    }
+    return reply.send(identity)
+  })
+}
+
+const INDEX_HTML = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Petstore Orders — API reference</title>
+<link rel="stylesheet" href="docs/assets/swagger-ui.css">
+<link rel="icon" type="image/png" sizes="32x32" href="docs/assets/favicon-32x32.png">
+<link rel="icon" type="image/png" sizes="16x16" href="docs/assets/favicon-16x16.png">
+</head>
+<body>
+<noscript>This reference needs JavaScript. The document it renders is <a href="v1/openapi.json">/v1/openapi.json</a>.</noscript>
+<div id="swagger-ui"></div>
+<script src="docs/assets/swagger-ui-bundle.js"></script>
+<script src="docs/init.js"></script>
+</body>
+</html>
+`
+
+// Runs in the browser. validatorUrl: null keeps the page from calling the public validator.
+const INIT_JS = `window.addEventListener('load', function () {
+  window.ui = SwaggerUIBundle({
+    url: new URL('v1/openapi.json', document.baseURI).href,
+    dom_id: '#swagger-ui',
+    layout: 'BaseLayout',
+    presets: [SwaggerUIBundle.presets.apis],
+    deepLinking: true,
+    displayOperationId: true,
+    defaultModelsExpandDepth: 1,
+    defaultModelExpandDepth: 2,
+    docExpansion: 'list',
+    validatorUrl: null,
+  })
+})
+`
+
+interface Asset {
+  type: string
+  compress: boolean
+}
+
+const ASSETS: Partial<Record<string, Asset>> = {
+  'swagger-ui-bundle.js': { type: 'text/javascript; charset=utf-8', compress: true },
+  'swagger-ui.css': { type: 'text/css; charset=utf-8', compress: true },
+  'favicon-32x32.png': { type: 'image/png', compress: false },
+  'favicon-16x16.png': { type: 'image/png', compress: false },
+}
+
+const gzip = promisify(gzipCallback)
+const negotiator = new Negotiator<'gzip' | 'identity'>({ supportedValues: ['gzip', 'identity'] })
+const STATIC_DIR = join(dirname(createRequire(import.meta.url).resolve('@fastify/swagger-ui/package.json')), 'static')
+// Read (and compressed) on first use, once per process: most apps built in tests never serve them.
+const loaded = new Map<string, Promise<{ identity: Buffer; gzip: Buffer | undefined }>>()
+
+function loadAsset(file: string, asset: Asset): Promise<{ identity: Buffer; gzip: Buffer | undefined }> {
+  let entry = loaded.get(file)
+  if (entry === undefined) {
+    entry = readFile(join(STATIC_DIR, file)).then(async (identity) => ({
+      identity,
+      gzip: asset.compress ? await gzip(identity, { level: 9 }) : undefined,
+    }))
+    entry.catch(() => loaded.delete(file)) // a failed read is retried by the next request
+    loaded.set(file, entry)
+  }
+  return entry
+}
