@@ -1,9 +1,11 @@
 import type { DatabaseConfig } from '../config.js'
-import { SqliteStore } from './sqlite/sqlite-store.js'
+import { SqliteStore, type SqliteStoreOptions } from './sqlite/sqlite-store.js'
 import type { Store } from './store.js'
 
 /** The store DATABASE_URL names. */
-export async function openStore(database: DatabaseConfig): Promise<Store> {
-  if (database.kind === 'sqlite') return new SqliteStore(database.path)
-  throw new Error('DATABASE_URL: the PostgreSQL store is not built yet')
+export async function openStore(database: DatabaseConfig, sqlite: SqliteStoreOptions = {}): Promise<Store> {
+  if (database.kind === 'sqlite') return new SqliteStore(database.path, sqlite)
+  // Loaded only when used: a SQLite deployment never loads pg.
+  const { PostgresStore } = await import('./postgres/postgres-store.js')
+  return new PostgresStore(database.url, { poolSize: database.poolSize })
 }
