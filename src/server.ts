@@ -4,6 +4,8 @@ import type { Config } from './config.js'
 import type { ApiApp } from './http/api-app.js'
 import { openStore } from './store/open-store.js'
 
+export const SERVER_SQLITE_OPTIONS = { busyTimeoutMs: 50 }
+
 export interface RunningServer {
   app: ApiApp
   url: string
@@ -18,7 +20,8 @@ export async function startServer(config: Config, options: { onListening?: (url:
     // Fastify's request serializer does not log headers; this keeps keys out even if a future one does.
     redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
   })
-  const store = await openStore(config.database)
+  // The server must not block its event loop waiting for another process's SQLite write lock.
+  const store = await openStore(config.database, SERVER_SQLITE_OPTIONS)
   let app: ApiApp | undefined
   let url: string
   try {

@@ -8,6 +8,7 @@ import { loadConfig, type Config, type DatabaseConfig } from '../../src/config.j
 import { generateApiKey, SCOPES, type Scope } from '../../src/domain/api-keys.js'
 import type { OrderRecord, OrderStatus } from '../../src/domain/orders.js'
 import type { ApiApp } from '../../src/http/api-app.js'
+import { SERVER_SQLITE_OPTIONS } from '../../src/server.js'
 import { openStore } from '../../src/store/open-store.js'
 import type { Store } from '../../src/store/store.js'
 import { createTestDatabase, postgresSkipReason } from './postgres.js'
@@ -89,7 +90,7 @@ export interface TestServerOptions {
 export async function startTestServer(kind: StoreKind, options: TestServerOptions = {}): Promise<TestServer> {
   const database = options.database ?? (await createDatabase(kind))
   const config: Config = { ...loadConfig({ PORT: '0', ...options.env }), database: database.config }
-  const store = await openStore(config.database)
+  const store = await openStore(config.database, SERVER_SQLITE_OPTIONS)
   await store.migrate()
   const app = await buildApp({ config, store })
   const address = await app.listen({ host: '127.0.0.1', port: 0 })
