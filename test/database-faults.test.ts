@@ -1,0 +1,126 @@
+import assert from 'node:assert/strict'
+import { after, describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import Database from 'better-sqlite3'
+import pg from 'pg'
+import { bearer, createDatabase, expectError, startTestServer, type TestServer } from './support/harness.js'
+import { postgresSkipReason } from './support/postgres.js'
+import { privatePostgresUnavailable, startPrivatePostgres } from './support/private-postgres.js'
+
+/** Polls until `check` passes or `ms` is up; returns how long it took. */
+async function within(ms: number, check: () => Promise<boolean>): Promise<number> {
+  const started = Date.now()
+  while (!(await check())) {
+    if (Date.now() - started > ms) assert.fail(`not recovered within ${ms} ms`)
+    await sleep(100)
+  }
+  return Date.now() - started
+}
+
+describe('PostgreSQL going away [postgres]', async () => {
+  const reason = (await postgresSkipReason()) ?? privatePostgresUnavailable()
+  if (reason !== undefined && process.env.REQUIRE_POSTGRES === '1') throw new Error(`REQUIRE_POSTGRES=1 but ${reason}`)
+  if (reason !== undefined) console.log(`# skipping database fault tests: ${reason}`)
+
+  it('answers 503 (and /readyz 503) while the server is down, and recovers by itself when it is back', { skip: reason }, async () => {
+    const postgres = await startPrivatePostgres()
+    after(() => postgres.destroy())
+    const server = await startTestServer('postgres', {
+      database: { kind: 'postgres', config: { kind: 'postgres', url: postgres.url, poolSize: 4 }, url: postgres.url, dispose: async () => {} },
+    })
+    const key = await server.createKey()
+    await server.importOrders([{ id: 1n }, { id: 2n }])
+    assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200)
+
+    postgres.stop()
+    // The list is cached in memory by data version, but the version itself needs the database.
+    await expectError(await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) }), 503, 'service_unavailable')
+    const cancel = await fetch(`${server.origin}/v1/store/orders/1`, { method: 'DELETE', headers: bearer(key) })
+    assert.equal(cancel.headers.get('retry-after'), '1')
+    await expectError(cancel, 503, 'service_unavailable')
+    await expectError(await fetch(`${server.origin}/readyz`), 503, 'service_unavailable')
+    assert.equal((await fetch(`${server.origin}/healthz`)).status, 200, 'the process itself is still up')
+
+    postgres.start()
+    await within(10_000, async () => (await fetch(`${server.origin}/readyz`)).status === 200)
+    assert.equal((await fetch(`${server.origin}/v1/store/orders/1`, { method: 'DELETE', headers: bearer(key) })).status, 204)
+    assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200)
+  })
+
+  it('survives pg_terminate_backend of its connections under load: 503 at worst, then recovery', { skip: reason }, async () => {
+    const server = await startTestServer('postgres', { env: { RATE_LIMIT_PER_KEY: '0' } })
+    const key = await server.createKey()
+    await server.importOrders(Array.from({ length: 500 }, (_, i) => ({ id: BigInt(i + 1) })))
+    const statuses: number[] = []
+    let stop = false
+    let next = 1
+    const load = Array.from({ length: 10 }, async (_, i) => {
+      while (!stop) {
+        const response =
+          i % 2 === 0
+            ? await fetch(`${server.origin}/v1/store/orders`, { headers: { ...bearer(key), 'if-none-match': '"x"' } })
+            : await fetch(`${server.origin}/v1/store/orders/${next++}`, { method: 'DELETE', headers: bearer(key) })
+        await response.arrayBuffer()
+        statuses.push(response.status)
+      }
+    })
+    const admin = new pg.Client({ connectionString: server.database.url })
+    await admin.connect()
+    for (let round = 0; round < 5; round++) {
+      await sleep(100)
+      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()')
+    }
+    await admin.end()
+    await sleep(300)
+    stop = true
+    await Promise.all(load)
+    assert.deepEqual(statuses.filter((s) => s >= 500 && s !== 503), [], 'only 503 while connections are cut')
+    assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200)
+    assert.equal((await fetch(`${server.origin}/readyz`)).status, 200)
+  })
+})
+
+describe('SQLite locked by another process [sqlite]', () => {
+  it('answers cancels 503 while another connection holds the write lock, keeps reads working, and recovers', async () => {
+    const database = await createDatabase('sqlite')
+    const server: TestServer = await startTestServer('sqlite', { database })
+    after(() => database.dispose())
+    const key = await server.createKey()
+    await server.importOrders([{ id: 1n }, { id: 2n }])
+
+    const other = new Database((database.config as { path: string }).path)
+    other.pragma('busy_timeout = 5000')
+    other.exec('BEGIN IMMEDIATE') // the write lock, as a long CLI import would hold it
+    try {
+      const started = Date.now()
+      const pending = fetch(`${server.origin}/v1/store/orders/1`, { method: 'DELETE', headers: bearer(key) })
+      // The event loop is not blocked meanwhile: other requests are answered at once.
+      const health = Date.now()
+      assert.equal((await fetch(`${server.origin}/healthz`)).status, 200)
+      assert.ok(Date.now() - health < 500)
+      assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200, 'WAL readers are not blocked')
+      assert.equal((await fetch(`${server.origin}/readyz`)).status, 200)
+      await expectError(await pending, 503, 'service_unavailable')
+      assert.ok(Date.now() - started >= 1900, 'the cancel was retried for about 2 s first')
+    } finally {
+      other.exec('ROLLBACK')
+      other.close()
+    }
+    assert.equal((await fetch(`${server.origin}/v1/store/orders/1`, { method: 'DELETE', headers: bearer(key) })).status, 204)
+  })
+
+  it('commits a cancel that was waiting when the lock is released within the retry window', async () => {
+    const database = await createDatabase('sqlite')
+    const server = await startTestServer('sqlite', { database })
+    after(() => database.dispose())
+    const key = await server.createKey()
+    await server.importOrders([{ id: 1n }])
+    const other = new Database((database.config as { path: string }).path)
+    other.exec('BEGIN IMMEDIATE')
+    const pending = fetch(`${server.origin}/v1/store/orders/1`, { method: 'DELETE', headers: bearer(key) })
+    await sleep(500)
+    other.exec('COMMIT')
+    other.close()
+    assert.equal((await pending).status, 204)
+  })
+})
