@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { bearer, createDatabase, forEachStore, type TestDatabaseHandle } from './support/harness.js'
+import { BIN, spawnServer, type ServerProcess } from './support/server-process.js'
+
+const KEY_CACHE_TTL_MS = 2000 // the documented revocation bound (the default)
+
+function cli(database: TestDatabaseHandle, ...args: string[]): string {
+  const result = spawnSync(process.execPath, [BIN, ...args], {
+    env: { ...process.env, DATABASE_URL: database.url },
+    encoding: 'utf8',
+    timeout: 30_000,
+  })
+  assert.equal(result.status, 0, `petstore-orders ${args.join(' ')}: ${result.stderr}`)
+  return result.stdout
+}
+
+forEachStore('several instances on one database', (kind) => {
+  let database: TestDatabaseHandle
+  let servers: ServerProcess[]
+
+  before(async () => {
+    database = await createDatabase(kind)
+    cli(database, 'migrate')
+    servers = await Promise.all([0, 1].map(() => spawnServer(database.url, { RATE_LIMIT_PER_KEY: '0' })))
+  })
+
+  after(async () => {
+    for (const server of servers ?? []) server.child.kill('SIGTERM')
+    await Promise.all((servers ?? []).map((server) => server.exited))
+    await database?.dispose()
+  })
+
+  it('accepts a key created by the CLI on both instances at once', async () => {
+    const key = cli(database, 'keys', 'create', '--name', 'shared').trim()
+    const statuses = await Promise.all(servers.map((s) => fetch(`${s.origin}/v1/store/orders`, { headers: bearer(key) }).then((r) => r.status)))
+    assert.deepEqual(statuses, [200, 200])
+  })
+
+  it('gives exactly one 204 per order when concurrent cancels of the same orders hit both instances', async () => {
+    const key = cli(database, 'keys', 'create', '--name', 'cancels').trim()
+    const ids = Array.from({ length: 40 }, (_, i) => 1000 + i)
+    const lines = ids.map((id) => JSON.stringify({ id, status: 'pending' })).join('\n')
+    const file = join(mkdtempSync(join(tmpdir(), 'petstore-orders-')), 'orders.ndjson')
+    writeFileSync(file, lines)
+    cli(database, 'orders', 'import', file)
+    // 10 cancels of each order, alternating between the two instances, all in flight together.
+    const attempts = ids.flatMap((id) => Array.from({ length: 10 }, (_, i) => ({ id, origin: servers[i % 2]!.origin })))
+    const results = await Promise.all(
+      attempts.map(async ({ id, origin }) => {
+        const response = await fetch(`${origin}/v1/store/orders/${id}`, { method: 'DELETE', headers: bearer(key) })
+        return { id, status: response.status }
+      }),
+    )
+    for (const id of ids) {
+      const statuses = results.filter((r) => r.id === id).map((r) => r.status)
+      assert.equal(statuses.filter((s) => s === 204).length, 1, `order ${id}: ${statuses}`)
+      assert.equal(statuses.filter((s) => s === 404).length, 9, `order ${id}: ${statuses}`)
+    }
+  })
+
+  it(`refuses a key revoked by the CLI on both instances within ${KEY_CACHE_TTL_MS} ms`, async () => {
+    const key = cli(database, 'keys', 'create', '--name', 'to revoke').trim()
+    for (const server of servers) assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200)
+    cli(database, 'keys', 'revoke', key.slice(0, 12))
+    const revokedAt = Date.now()
+    const refusedAfter = await Promise.all(
+      servers.map(async (server) => {
+        for (;;) {
+          const response = await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })
+          await response.arrayBuffer()
+          if (response.status === 401) return Date.now() - revokedAt
+          if (Date.now() - revokedAt > KEY_CACHE_TTL_MS * 3) return Infinity
+          await sleep(50)
+        }
+      }),
+    )
+    for (const elapsed of refusedAfter) assert.ok(elapsed <= KEY_CACHE_TTL_MS + 250, `refused after ${elapsed} ms`)
+  })
+})
