@@ -1,0 +1,157 @@
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { after, before, describe, it } from 'node:test'
+// The package's own export, as a user imports it: the built dist/client (npm run build first).
+import { createClient, PetstoreApiError, type Order, type PetstoreClient } from 'petstore-orders/client'
+import { CLIENT_TYPES_FILE, clientTypesFrom } from '../scripts/generate-client-types.js'
+import { startTestServer, type TestServer } from './support/harness.js'
+
+const MAX = 9223372036854775807n
+const TWO_53 = 2n ** 53n
+
+/** Runs `call`, expecting it to reject with a PetstoreApiError of this status and code. */
+async function expectApiError(call: Promise<unknown>, status: number, code: string): Promise<PetstoreApiError> {
+  const error = await call.then(
+    () => assert.fail(`expected ${status} ${code}, the call succeeded`),
+    (error: unknown) => error,
+  )
+  assert.ok(error instanceof PetstoreApiError, `not a PetstoreApiError: ${String(error)}`)
+  assert.ok(error instanceof Error)
+  assert.equal(error.name, 'PetstoreApiError')
+  assert.equal(error.status, status, error.message)
+  assert.equal(error.code, code, error.message)
+  assert.equal(typeof error.message, 'string')
+  assert.ok(error.message.length > 0)
+  return error
+}
+
+// The client does not depend on the store, so one store is enough.
+describe('TypeScript client (petstore-orders/client) against a real server', () => {
+  let server: TestServer
+  let client: PetstoreClient
+
+  before(async () => {
+    server = await startTestServer('sqlite')
+    client = createClient({ baseUrl: `${server.origin}/v1`, apiKey: await server.createKey() })
+    await server.importOrders([
+      { id: MAX, petId: MAX - 1n, quantity: 3, shipDate: '2026-11-25T10:00:00.000Z', status: 'pending' },
+      { id: TWO_53 + 1n, petId: TWO_53 + 1n, quantity: 1, status: 'pending' },
+      { id: TWO_53, petId: TWO_53, quantity: 2, status: 'shipped', complete: true },
+      { id: 7n, status: 'cancelled' },
+      { id: 3n, petId: 11n, quantity: 5, shipDate: '2026-12-01T08:30:00.000Z', status: 'shipped' },
+      { id: 4n, petId: 12n, quantity: 1, status: 'pending' },
+    ])
+  })
+
+  it('listOrders returns the orders with exact bigint ids, absent fields left out', async () => {
+    const orders: Order[] = await client.listOrders()
+    assert.deepEqual(orders, [
+      { id: 3n, petId: 11n, quantity: 5, shipDate: '2026-12-01T08:30:00.000Z', complete: false },
+      { id: 4n, petId: 12n, quantity: 1, complete: false },
+      { id: TWO_53, petId: TWO_53, quantity: 2, complete: true },
+      { id: TWO_53 + 1n, petId: TWO_53 + 1n, quantity: 1, complete: false },
+      { id: MAX, petId: MAX - 1n, quantity: 3, shipDate: '2026-11-25T10:00:00.000Z', complete: false },
+    ])
+    const id: bigint | undefined = orders[4]?.id // typed bigint, not number
+    assert.equal(id, 9223372036854775807n)
+    assert.equal(typeof orders[3]!.quantity, 'number')
+  })
+
+  it('cancelOrder takes a bigint or a decimal string, resolves with nothing, and the order leaves the list', async () => {
+    assert.equal(await client.cancelOrder(TWO_53 + 1n), undefined)
+    assert.equal(await client.cancelOrder('9223372036854775807'), undefined)
+    const ids = (await client.listOrders()).map((order) => order.id)
+    assert.deepEqual(ids, [3n, 4n, TWO_53])
+  })
+
+  it('a failed call throws a PetstoreApiError with the status, code and message of the Error body', async () => {
+    const notFound = await expectApiError(client.cancelOrder(MAX), 404, 'order_not_found')
+    assert.equal(notFound.message, 'The order does not exist or has been cancelled.')
+    assert.match(notFound.requestId ?? '', /.+/, 'carries the X-Request-Id')
+    await expectApiError(client.cancelOrder(7n), 404, 'order_not_found') // cancelled before
+    await expectApiError(client.cancelOrder(123456789n), 404, 'order_not_found') // never existed
+    await expectApiError(client.cancelOrder(3n), 409, 'order_already_shipped')
+    await expectApiError(client.cancelOrder('abc'), 400, 'invalid_order_id')
+    await expectApiError(client.cancelOrder(String(MAX + 1n)), 400, 'invalid_order_id')
+    await expectApiError(client.cancelOrder('1/../../4'), 400, 'invalid_order_id') // encoded, not a path
+    assert.deepEqual((await client.listOrders()).map((order) => order.id), [3n, 4n, TWO_53], 'order 4 untouched')
+  })
+
+  it('401 for a missing, unknown or revoked key; 403 for a key without the scope', async () => {
+    const unknown = createClient({ baseUrl: `${server.origin}/v1`, apiKey: 'pso_0000000000000000000000000000000000000000' })
+    await expectApiError(unknown.listOrders(), 401, 'unauthorized')
+    await expectApiError(unknown.cancelOrder(4n), 401, 'unauthorized')
+    const readOnly = createClient({ baseUrl: `${server.origin}/v1`, apiKey: await server.createKey({ scopes: ['orders:read'] }) })
+    assert.equal((await readOnly.listOrders()).length, 3)
+    await expectApiError(readOnly.cancelOrder(4n), 403, 'insufficient_scope')
+    const cancelOnly = createClient({ baseUrl: `${server.origin}/v1`, apiKey: await server.createKey({ scopes: ['orders:cancel'] }) })
+    await expectApiError(cancelOnly.listOrders(), 403, 'insufficient_scope')
+  })
+
+  it('429 carries Retry-After as retryAfter', async () => {
+    const limited = await startTestServer('sqlite', { env: { RATE_LIMIT_PER_KEY: '1' } })
+    const limitedClient = createClient({ baseUrl: new URL('/v1/', limited.origin), apiKey: await limited.createKey() })
+    await limitedClient.listOrders()
+    const error = await expectApiError(limitedClient.listOrders(), 429, 'rate_limited')
+    assert.ok(error.retryAfter !== undefined && error.retryAfter > 0, `retryAfter ${error.retryAfter}`)
+  })
+
+  it('refuses a number id (not exact past 2^53), a baseUrl that is not a server of the API, and no key', async () => {
+    await assert.rejects(client.cancelOrder(4 as unknown as bigint), TypeError)
+    assert.throws(() => createClient({ baseUrl: server.origin, apiKey: 'pso_x' }), /ending in \/v1/)
+    assert.throws(() => createClient({ baseUrl: 'not a url', apiKey: 'pso_x' }), TypeError)
+    assert.throws(() => createClient({ baseUrl: `${server.origin}/v1`, apiKey: '' }), TypeError)
+    // With or without the trailing slash.
+    const slash = createClient({ baseUrl: `${server.origin}/v1/`, apiKey: await server.createKey() })
+    assert.equal((await slash.listOrders()).length, 3)
+  })
+})
+
+describe('TypeScript client: responses that are not the API', () => {
+  let origin: string
+  let fake: Server
+  const answers: Record<string, { status: number; type: string; body: string }> = {
+    '/proxy/v1/store/orders': { status: 502, type: 'text/html', body: '<html>Bad Gateway</html>' },
+    '/fraction/v1/store/orders': { status: 200, type: 'application/json', body: '[{"id":1.5}]' },
+    '/object/v1/store/orders': { status: 200, type: 'application/json', body: '{"id":1}' },
+    '/broken/v1/store/orders': { status: 200, type: 'application/json', body: '[{"id":1' },
+    '/html/v1/store/orders': { status: 200, type: 'text/html', body: '[]' },
+  }
+
+  before(async () => {
+    fake = createServer((request, response) => {
+      const answer = answers[request.url ?? ''] ?? { status: 404, type: 'text/plain', body: 'no' }
+      response.writeHead(answer.status, { 'content-type': answer.type }).end(answer.body)
+    })
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve))
+    origin = `http://127.0.0.1:${(fake.address() as AddressInfo).port}`
+  })
+  after(() => new Promise<void>((resolve) => fake.close(() => resolve())))
+
+  it('an error status without an Error body is unexpected_response with that status', async () => {
+    const error = await expectApiError(createClient({ baseUrl: `${origin}/proxy/v1`, apiKey: 'k' }).listOrders(), 502, 'unexpected_response')
+    assert.match(error.message, /502/)
+  })
+
+  it('a 200 that is not a JSON array of orders is unexpected_response, never a wrong value', async () => {
+    for (const prefix of ['fraction', 'object', 'broken', 'html']) {
+      await expectApiError(createClient({ baseUrl: `${origin}/${prefix}/v1`, apiKey: 'k' }).listOrders(), 200, 'unexpected_response')
+    }
+  })
+})
+
+describe('generated client types', () => {
+  it('src/client/openapi-types.ts is what openapi-typescript makes of the served /v1/openapi.json', async () => {
+    const server = await startTestServer('sqlite') // the default configuration, as npm run generate:client uses
+    const response = await fetch(`${server.origin}/v1/openapi.json`)
+    assert.equal(response.status, 200)
+    const expected = await clientTypesFrom((await response.json()) as object)
+    const committed = readFileSync(CLIENT_TYPES_FILE, 'utf8')
+    assert.ok(
+      committed === expected,
+      'src/client/openapi-types.ts and the served document have drifted apart: run `npm run generate:client` and review the diff',
+    )
+  })
+})
