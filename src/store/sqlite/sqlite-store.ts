@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database from 'better-sqlite3'
 import type { ApiKey, NewApiKey, Scope } from '../../domain/api-keys.js'
+import { parseInt64 } from '../../domain/int64.js'
 import { canMoveTo, toApiOrder, type CancelOutcome, type OrderRecord, type OrderStatus, type ShipOutcome } from '../../domain/orders.js'
 import type { Order } from '../../schemas/order.js'
 import type { Pet } from '../../schemas/pet.js'
@@ -303,9 +304,11 @@ export class SqliteStore implements Store {
   async revokeApiKey(idOrPrefix: string): Promise<ApiKey | undefined> {
     const db = this.db
     const revoke = db.transaction((): ApiKey | undefined => {
+      // Digits are an id (one beyond int64 matches no key); anything else is a display prefix.
+      const id = /^[0-9]+$/.test(idOrPrefix) ? (parseInt64(idOrPrefix) ?? null) : undefined
       const matches = (
-        /^[0-9]{1,19}$/.test(idOrPrefix)
-          ? db.prepare(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE id = ?`).all(BigInt(idOrPrefix))
+        id !== undefined
+          ? db.prepare(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE id = ?`).all(id)
           : db.prepare(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE display_prefix = ?`).all(idOrPrefix)
       ) as KeyRow[]
       if (matches.length > 1) throw new Error(`"${idOrPrefix}" matches ${matches.length} keys; revoke by id`)

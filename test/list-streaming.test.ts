@@ -1,0 +1,112 @@
+import assert from 'node:assert/strict'
+import { request } from 'node:http'
+import { before, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import Database from 'better-sqlite3'
+import pg from 'pg'
+import type { OrderRecord } from '../src/domain/orders.js'
+import { bearer, forEachStore, order, startTestServer, type TestServer } from './support/harness.js'
+
+const COUNT = 150_000
+
+/** What a naive implementation sends: every open order, ascending id, built as one string. */
+function naiveList(orders: OrderRecord[]): string {
+  const open = orders.filter((o) => o.status !== 'cancelled').sort((a, b) => (a.id < b.id ? -1 : 1))
+  return `[${open
+    .map((o) => {
+      const fields = [`"id":${o.id}`]
+      if (o.petId !== null) fields.push(`"petId":${o.petId}`)
+      if (o.quantity !== null) fields.push(`"quantity":${o.quantity}`)
+      if (o.shipDate !== null) fields.push(`"shipDate":"${o.shipDate}"`)
+      fields.push(`"complete":${o.complete}`)
+      return `{${fields.join(',')}}`
+    })
+    .join(',')}]`
+}
+
+forEachStore('listOrders streaming', (kind) => {
+  let server: TestServer
+  let key: string
+  const orders: OrderRecord[] = Array.from({ length: COUNT }, (_, i) => {
+    const status = (['pending', 'shipped', 'cancelled'] as const)[i % 3]!
+    return order({
+      id: BigInt(COUNT - i) * 1_000_000_007n, // far beyond 2^53 for most, inserted out of order
+      petId: i % 5 === 0 ? null : BigInt(i) * 97n + 2n ** 53n,
+      quantity: i % 7 === 0 ? null : (i % 10) + 1,
+      shipDate: i % 4 === 0 ? null : new Date(Date.UTC(2026, 10, 1) + i * 60_000).toISOString(),
+      complete: status === 'shipped' && i % 2 === 0,
+      status,
+    })
+  })
+
+  before(async () => {
+    server = await startTestServer(kind, { env: { LIST_CACHE_MAX_BYTES: '0', RATE_LIMIT_PER_KEY: '0' } })
+    key = await server.createKey()
+    await server.importOrders(orders)
+  })
+
+  it(`streams exactly what a naive implementation builds (${COUNT} orders, many batches)`, async () => {
+    const response = await fetch(`${server.origin}/v1/store/orders`, { headers: { ...bearer(key), 'accept-encoding': 'identity' } })
+    assert.equal(response.headers.get('transfer-encoding'), 'chunked')
+    assert.equal(await response.text(), naiveList(orders))
+  })
+
+  it('stops the work and releases the cursor when the client disconnects', async () => {
+    const released = kind === 'sqlite' ? sqliteReaderReleased(server) : postgresCursorReleased(server)
+    const pending = orders.filter((o) => o.status === 'pending')
+    const cancel = (o: OrderRecord) => fetch(`${server.origin}/v1/store/orders/${o.id}`, { method: 'DELETE', headers: bearer(key) })
+    let req: ReturnType<typeof request> | undefined
+    await new Promise<void>((resolve) => {
+      req = request(`${server.origin}/v1/store/orders`, { headers: { ...bearer(key), 'accept-encoding': 'identity' } }, (res) => {
+        res.once('data', () => {
+          res.pause() // a slow reader: backpressure holds the stream where it is
+          resolve()
+        })
+      })
+      req.on('error', () => {})
+      req.end()
+    })
+    // Control: while the client is connected but not reading, the cursor is held.
+    assert.equal((await cancel(pending[0]!)).status, 204) // a write past the stream's snapshot
+    await sleep(300)
+    assert.equal(await released(), false, 'a paused stream should still hold its cursor')
+
+    req!.destroy() // the client goes away mid-list
+    assert.equal((await cancel(pending[1]!)).status, 204)
+    const deadline = Date.now() + 3000
+    while (!(await released())) {
+      assert.ok(Date.now() < deadline, 'the cursor was not released within 3 s of the disconnect')
+      await sleep(50)
+    }
+  })
+})
+
+/** SQLite: a checkpoint can reset the WAL only when no reader holds an old snapshot. */
+function sqliteReaderReleased(server: TestServer): () => Promise<boolean> {
+  return async () => {
+    const db = new Database((server.database.config as { path: string }).path, { timeout: 0 }) // answer, don't wait
+    try {
+      const [result] = db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[]
+      return result!.busy === 0
+    } finally {
+      db.close()
+    }
+  }
+}
+
+/** PostgreSQL: no connection of the service is left inside the list's transaction. */
+function postgresCursorReleased(server: TestServer): () => Promise<boolean> {
+  return async () => {
+    const client = new pg.Client({ connectionString: server.database.url })
+    await client.connect()
+    try {
+      const { rows } = await client.query(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = 'petstore-orders' AND state <> 'idle'`,
+      )
+      return rows[0].n === 0
+    } finally {
+      await client.end()
+    }
+  }
+}
