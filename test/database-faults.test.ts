@@ -123,4 +123,32 @@ describe('SQLite locked by another process [sqlite]', () => {
     other.close()
     assert.equal((await pending).status, 204)
   })
+
+  it('fails a whole group-committed batch exactly: every cancel in it gets 503 and none of them commits', async () => {
+    const database = await createDatabase('sqlite')
+    const server = await startTestServer('sqlite', { database, env: { RATE_LIMIT_PER_KEY: '0' } })
+    after(() => database.dispose())
+    const key = await server.createKey()
+    const ids = Array.from({ length: 20 }, (_, i) => BigInt(i + 1))
+    await server.importOrders(ids.map((id) => ({ id })))
+    const other = new Database((database.config as { path: string }).path)
+    other.exec('BEGIN IMMEDIATE')
+    let statuses: number[]
+    try {
+      statuses = await Promise.all(
+        ids.map((id) => fetch(`${server.origin}/v1/store/orders/${id}`, { method: 'DELETE', headers: bearer(key) }).then((r) => r.status)),
+      )
+    } finally {
+      other.exec('ROLLBACK')
+      other.close()
+    }
+    assert.deepEqual(statuses, ids.map(() => 503))
+    const list = (await (await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).json()) as { id: number }[]
+    assert.deepEqual(list.map((o) => BigInt(o.id)), ids, 'no cancel of the failed batch committed')
+    // And each can be cancelled now, exactly once.
+    const again = await Promise.all(
+      ids.map((id) => fetch(`${server.origin}/v1/store/orders/${id}`, { method: 'DELETE', headers: bearer(key) }).then((r) => r.status)),
+    )
+    assert.deepEqual(again, ids.map(() => 204))
+  })
 })
