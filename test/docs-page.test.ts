@@ -1,0 +1,139 @@
+import assert from 'node:assert/strict'
+import { existsSync } from 'node:fs'
+import { after, before, describe, it } from 'node:test'
+import { chromium, type Browser, type Page } from 'playwright-core'
+import { startTestServer, type TestServer } from './support/harness.js'
+
+// Debian's chromium (apt-get install chromium), driven by playwright-core: no browser download.
+const CHROMIUM = '/usr/bin/chromium'
+const browserSkipReason = existsSync(CHROMIUM)
+  ? undefined
+  : `${CHROMIUM} is missing (apt-get install -y --no-install-recommends chromium); REQUIRE_BROWSER=1 makes this a failure`
+
+describe('/docs over HTTP', () => {
+  let server: TestServer
+
+  before(async () => {
+    server = await startTestServer('sqlite')
+  })
+
+  it('is public, HTML, with a CSP that keeps the page on this server, and not in the OpenAPI document', async () => {
+    const response = await fetch(`${server.origin}/docs`) // no key
+    assert.equal(response.status, 200)
+    assert.match(response.headers.get('content-type') ?? '', /^text\/html/)
+    assert.equal(response.headers.get('x-content-type-options'), 'nosniff')
+    const csp = response.headers.get('content-security-policy') ?? ''
+    assert.match(csp, /default-src 'none'/)
+    assert.match(csp, /script-src 'self'(;|$)/)
+    const html = await response.text()
+    assert.doesNotMatch(html, /(src|href)="(https?:)?\/\//, 'no asset from another host')
+    const doc = (await (await fetch(`${server.origin}/v1/openapi.json`)).json()) as { paths: Record<string, unknown> }
+    assert.ok(!Object.keys(doc.paths).some((path) => path.includes('docs')))
+  })
+
+  it('serves its assets compressed when asked, redirects /docs/ and refuses other methods and files', async () => {
+    const bundle = await fetch(`${server.origin}/docs/assets/swagger-ui-bundle.js`, { headers: { 'accept-encoding': 'gzip' } })
+    assert.equal(bundle.status, 200)
+    assert.match(bundle.headers.get('content-type') ?? '', /^text\/javascript/)
+    assert.equal(bundle.headers.get('content-encoding'), 'gzip')
+    assert.ok((await bundle.text()).includes('SwaggerUIBundle'))
+    const slash = await fetch(`${server.origin}/docs/`, { redirect: 'manual' })
+    assert.equal(slash.status, 301)
+    assert.equal(new URL(slash.headers.get('location')!, `${server.origin}/docs/`).href, `${server.origin}/docs`)
+    const post = await fetch(`${server.origin}/docs`, { method: 'POST' })
+    assert.equal(post.status, 405)
+    assert.match(post.headers.get('allow') ?? '', /GET/)
+    for (const path of ['/docs/assets/index.html', '/docs/assets/..%2Fpackage.json', '/docs/assets/swagger-ui.js.map']) {
+      const response = await fetch(`${server.origin}${path}`)
+      assert.equal(response.status, 404, path)
+      assert.equal(((await response.json()) as { code: string }).code, 'not_found')
+    }
+  })
+})
+
+describe('/docs in headless Chromium', { skip: process.env.REQUIRE_BROWSER === '1' ? false : browserSkipReason }, () => {
+  let server: TestServer
+  let browser: Browser
+  let page: Page
+  const requests: string[] = []
+  const failures: string[] = []
+
+  before(async () => {
+    assert.ok(existsSync(CHROMIUM), `REQUIRE_BROWSER=1 but ${browserSkipReason}`)
+    server = await startTestServer('sqlite')
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+    })
+    const context = await browser.newContext({ serviceWorkers: 'block' })
+    // Every request is recorded; one to another origin would also be refused, so that the test
+    // proves the page works offline rather than waiting on a network that is not there.
+    await context.route('**/*', (route) =>
+      new URL(route.request().url()).origin === server.origin ? route.continue() : route.abort('blockedbyclient'),
+    )
+    page = await context.newPage()
+    page.on('request', (request) => requests.push(request.url()))
+    page.on('response', (response) => {
+      if (response.status() >= 400) failures.push(`${response.status()} ${response.url()}`)
+    })
+    page.on('pageerror', (error) => failures.push(`page error: ${error.message}`))
+    page.on('console', (message) => {
+      if (message.type() === 'error') failures.push(`console error: ${message.text()}`)
+    })
+    await page.goto(`${server.origin}/docs`, { waitUntil: 'load' })
+    await page.locator('.opblock').nth(2).waitFor({ timeout: 30_000 })
+  })
+
+  after(async () => {
+    await browser?.close()
+  })
+
+  it('loads everything from the server itself, the document from /v1/openapi.json, with no error', () => {
+    const network = requests.filter((url) => !url.startsWith('data:'))
+    assert.ok(network.length > 0)
+    for (const url of network) assert.equal(new URL(url).origin, server.origin, `request left the server: ${url}`)
+    assert.ok(network.includes(`${server.origin}/v1/openapi.json`), network.join('\n'))
+    assert.deepEqual(failures, [])
+  })
+
+  it('shows both order operations, with their operationIds and summaries', async () => {
+    const list = page.locator('.opblock', { hasText: '/store/orders' }).filter({ hasText: 'listOrders' })
+    await list.waitFor()
+    assert.match(await list.innerText(), /GET[\s\S]*\/store\/orders[\s\S]*List all orders[\s\S]*listOrders/)
+    const cancel = page.locator('.opblock', { hasText: 'cancelOrder' })
+    assert.match(await cancel.innerText(), /DELETE[\s\S]*\/store\/orders\/\{orderId\}[\s\S]*Cancel an order[\s\S]*cancelOrder/)
+    // Opened, an operation shows its description and every error status with its code.
+    await cancel.locator('.opblock-summary').first().click()
+    await cancel.getByText('order_already_shipped').first().waitFor()
+    const opened = await cancel.innerText()
+    for (const text of ['Cancels a pending order', '204', '400', '401', '403', '404', '409', 'order_not_found']) {
+      assert.ok(opened.includes(text), text)
+    }
+  })
+
+  it('marks showPetById as deprecated', async () => {
+    const pet = page.locator('.opblock.opblock-deprecated')
+    assert.equal(await pet.count(), 1)
+    assert.match(await pet.innerText(), /\/pets\/\{petId\}[\s\S]*showPetById/)
+    await pet.locator('.opblock-summary').first().click()
+    await pet.getByText('Warning: Deprecated').waitFor()
+  })
+
+  it('shows the Error model with its three fields and its example', async () => {
+    const model = page.locator('.models [id="model-Error"]')
+    await model.waitFor()
+    await model.locator('.model-box-control').first().click()
+    await model.getByText('example').first().waitFor()
+    const text = await model.innerText()
+    for (const field of ['code', 'message', 'status']) assert.match(text, new RegExp(`\\b${field}\\*`), field)
+    assert.ok(text.includes('order_not_found'), text)
+  })
+
+  it('shows the bearer authentication', async () => {
+    await page.locator('.auth-wrapper .authorize').click()
+    const dialog = page.locator('.dialog-ux .modal-ux')
+    await dialog.getByText('bearerAuth').first().waitFor()
+    assert.match(await dialog.innerText(), /bearerAuth\s*\(http, Bearer\)/)
+    await dialog.locator('.close-modal').click()
+  })
+})
