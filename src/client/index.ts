@@ -3,7 +3,8 @@
  *
  * Its types come from the OpenAPI document the service serves (./openapi-types.ts, generated). int64
  * ids are `bigint`, exact to the last digit: responses are parsed with lossless-json, never through a
- * JS `number` (exact only up to 2^53). It needs nothing but `fetch` (Node 20, browsers, Deno, Bun).
+ * JS `number` (exact only up to 2^53). It needs nothing but `fetch` (Node.js 20+, or any runtime
+ * that has it).
  */
 import { isInteger, isLosslessNumber, parse } from 'lossless-json'
 import type { components, operations } from './openapi-types.js'
