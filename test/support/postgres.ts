@@ -11,16 +11,22 @@ let reachable: Promise<string | undefined> | undefined
 /** Undefined when PostgreSQL answers, else the reason it cannot be used. */
 export function postgresUnavailable(): Promise<string | undefined> {
   reachable ??= (async () => {
-    const client = new pg.Client({ connectionString: POSTGRES_ADMIN_URL, connectionTimeoutMillis: 2000 })
-    try {
-      await client.connect()
-      await client.query('SELECT 1')
-      return undefined
-    } catch (error) {
-      return `PostgreSQL is not reachable at ${POSTGRES_ADMIN_URL}: ${(error as Error).message}`
-    } finally {
-      await client.end().catch(() => {})
+    // A loaded machine can be slow to accept a connection: give it a few tries before calling
+    // PostgreSQL unreachable.
+    let reason: string | undefined
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const client = new pg.Client({ connectionString: POSTGRES_ADMIN_URL, connectionTimeoutMillis: 5000 })
+      try {
+        await client.connect()
+        await client.query('SELECT 1')
+        return undefined
+      } catch (error) {
+        reason = `PostgreSQL is not reachable at ${POSTGRES_ADMIN_URL}: ${(error as Error).message}`
+      } finally {
+        await client.end().catch(() => {})
+      }
     }
+    return reason
   })()
   return reachable
 }
