@@ -16,7 +16,7 @@ import { cpus, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { Downloader } from './lib/client.js'
 import { dropAllDatabases, postgresUnavailable, type StoreKind } from './lib/databases.js'
-import { describeLoad, otherLoad } from './lib/machine.js'
+import { describeForeignLoad, ForeignCpu, waitForQuiet } from './lib/machine.js'
 import { ROOT } from './lib/paths.js'
 import { killAllChildren } from './lib/processes.js'
 import { Report } from './lib/report.js'
@@ -79,6 +79,7 @@ async function main(): Promise<number> {
   const report = new Report()
   const downloader = await Downloader.start()
   let failures = 0
+  const busy: string[] = []
   try {
     for (const kind of stores) {
       const label = kind === 'sqlite' ? 'SQLite' : 'PostgreSQL'
@@ -94,14 +95,20 @@ async function main(): Promise<number> {
       try {
         for (const name of selected) {
           console.log(`\n[${label}] ${name} …`)
-          const load = await otherLoad()
+          await waitForQuiet()
           const started = Date.now()
           const sections = report.sections.length
+          const foreign = new ForeignCpu()
           try {
             await SUITES[name]!(context)
-            for (const section of report.sections.slice(sections)) section.notes.push(describeLoad(load))
+            const load = foreign.stop()
+            if (load > 0.1) busy.push(`${label} ${name}`)
+            for (const section of report.sections.slice(sections)) section.notes.push(describeForeignLoad(load))
           } catch (error) {
+            foreign.stop()
             failures++
+            // A comparison that failed half-way reports its error, not half a table.
+            report.sections.splice(sections)
             console.error(`[${label}] ${name} FAILED: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`)
             const section = report.section(name, label, '')
             section.rows.push({ measure: 'the bench itself', project: String(error instanceof Error ? error.message : error).split('\n')[0]!, result: 'ERROR' })
@@ -117,9 +124,10 @@ async function main(): Promise<number> {
     await downloader.close()
   }
 
-  console.log(`\n## Summary\n\n${report.summary()}\n`)
+  const busyNote = busy.length === 0 ? '' : `\nWARNING: other processes used this machine's CPU during: ${busy.join('; ')}. Those figures are unreliable; run again on a quiet machine.\n`
+  console.log(`\n## Summary\n\n${report.summary()}\n${busyNote}`)
   const saved = join(ROOT, '.bench', 'results.md')
-  report.save(saved, header)
+  report.save(saved, header + busyNote)
   console.log(`(saved to ${saved})`)
   const verdicts = report.verdicts()
   const missed = verdicts.filter((v) => v === 'MISS').length

@@ -96,13 +96,25 @@ export async function createPostgresDatabase(): Promise<BenchDatabase> {
       }),
     // Counted by the server's statistics, which a backend reports when it ends or goes idle: read
     // them once the server under test has closed its connections.
+    // Backends report their counts when they exit, a moment after their client closed the
+    // connection: read until two readings 300 ms apart agree (at most 5 s).
     transactions: () =>
       withClient(POSTGRES_ADMIN_URL, async (client) => {
-        const { rows } = await client.query<{ n: string }>(
-          'SELECT (xact_commit + xact_rollback)::text AS n FROM pg_stat_database WHERE datname = $1',
-          [name],
-        )
-        return Number(rows[0]!.n)
+        const read = async (): Promise<number> => {
+          const { rows } = await client.query<{ n: string }>(
+            'SELECT (xact_commit + xact_rollback)::text AS n FROM pg_stat_database WHERE datname = $1',
+            [name],
+          )
+          return Number(rows[0]!.n)
+        }
+        let previous = await read()
+        for (let i = 0; i < 16; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 300))
+          const now = await read()
+          if (now === previous) break
+          previous = now
+        }
+        return previous
       }),
     async drop() {
       if (dropped) return

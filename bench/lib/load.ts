@@ -60,10 +60,10 @@ export async function closedLoop(options: {
   connections: number
   seconds: number
   warmupSeconds: number
-}): Promise<LoadResult> {
+}): Promise<LoadResult & { warmupRequests: number }> {
   const base = { url: options.url, headers: options.headers, connections: options.connections }
-  if (options.warmupSeconds > 0) await start({ ...base, duration: options.warmupSeconds }).result
-  return start({ ...base, duration: options.seconds }).result
+  const warmup = options.warmupSeconds > 0 ? await start({ ...base, duration: options.warmupSeconds }).result : undefined
+  return { ...(await start({ ...base, duration: options.seconds }).result), warmupRequests: warmup?.requests ?? 0 }
 }
 
 /**

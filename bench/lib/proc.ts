@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 
 /**
@@ -12,4 +13,44 @@ export function memoryOf(pid: number | 'self'): { peakRss: number; rss: number }
     return Number(match[1]) * 1024
   }
   return { peakRss: kb('VmHWM'), rss: kb('VmRSS') }
+}
+
+let ticksPerSecond: number | undefined
+
+export function clockTicks(): number {
+  if (ticksPerSecond === undefined) {
+    try {
+      ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
+    } catch {
+      ticksPerSecond = 100
+    }
+  }
+  return ticksPerSecond
+}
+
+/** The fields of /proc/<pid>/stat after the command name (field 3, the state, is index 0). */
+export function statFields(pid: number | 'self'): string[] | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  } catch {
+    return undefined // gone
+  }
+}
+
+/** CPU time (user + system) a live process has used so far, in seconds; 0 once it is gone. */
+export function cpuSeconds(pid: number | 'self'): number {
+  const fields = statFields(pid)
+  if (fields === undefined) return 0
+  return (Number(fields[11]) + Number(fields[12])) / clockTicks()
+}
+
+/** Measures the CPU that `pids` use while `work` runs, as a share of one core each. */
+export async function cpuDuring<T>(pids: Record<string, number | 'self'>, work: () => Promise<T>): Promise<{ result: T; cores: Record<string, number> }> {
+  const before = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuSeconds(pid)]))
+  const started = performance.now()
+  const result = await work()
+  const seconds = (performance.now() - started) / 1000
+  const cores = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, (cpuSeconds(pid) - before[name]!) / seconds]))
+  return { result, cores }
 }

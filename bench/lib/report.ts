@@ -88,7 +88,7 @@ export const fmt = {
   mib: (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(0)} MiB`,
   mb: (bytes: number): string => `${(bytes / 1e6).toFixed(1)} MB`,
   rate: (perSecond: number, unit = 'req/s'): string => `${Math.round(perSecond).toLocaleString('en-US')} ${unit}`,
-  ratio: (ratio: number): string => `${ratio.toFixed(2)}×`,
+  ratio: (ratio: number): string => `${ratio >= 100 ? ratio.toFixed(0) : ratio.toPrecision(3)}×`,
   count: (n: number): string => n.toLocaleString('en-US'),
 }
 

@@ -1,6 +1,7 @@
 import { bearer } from '../lib/client.js'
 import { cancelLoad, requireAllOk, type LoadResult } from '../lib/load.js'
 import { PROJECT_ENV, startServerChild } from '../lib/processes.js'
+import { cpuDuring } from '../lib/proc.js'
 import { fmt, verdict } from '../lib/report.js'
 import { bigDataset, type StoreContext } from './context.js'
 
@@ -9,9 +10,11 @@ const WARMUP_CANCELS = 1_000
 const MAX_SECONDS = 10
 /** Enough for MAX_SECONDS at rates well above what this machine reaches; fewer if the data set is small. */
 const PROJECT_CANCELS = 100_000
-const BASELINE_CANCELS = 30_000
+const BASELINE_CANCELS = 40_000
 
 interface CancelRun extends LoadResult {
+  /** CPU of the server and of the load generator during the measured run, as shares of one core. */
+  cpu: Record<string, number>
   /** Orders of the measured range that are cancelled in the database after the server was SIGKILLed. */
   durable: number
 }
@@ -30,11 +33,15 @@ export async function cancels(context: StoreContext): Promise<void> {
     context.label,
     context.kind === 'sqlite' ? 'one transaction per cancel' : '',
   )
-  const project = await run(context, 'project server', 'lib/project-server.ts', PROJECT_CANCELS)
+  // Pending orders left in the data set, shared between the runs (each also draws a warm-up).
+  const remaining = context.big!.pending.remaining()
+  const share = (part: number, cap: number): number => Math.min(cap, Math.floor(remaining * part) - WARMUP_CANCELS - 2 * CONNECTIONS)
+  const project = await run(context, 'project server', 'lib/project-server.ts', share(context.kind === 'sqlite' ? 0.7 : 0.5, PROJECT_CANCELS))
+  const cpuRow = (result: CancelRun): string => `${Math.round(result.cpu.server! * 100)}% / ${Math.round(result.cpu.client! * 100)}%`
   const cancelledRow = (name: string, result: CancelRun): string => `${fmt.count(result.durable)} of ${fmt.count(result.ok)} acknowledged (${name})`
 
   if (context.kind === 'sqlite') {
-    const baseline = await run(context, 'per-transaction cancel server', 'baselines/per-transaction-cancel-server.ts', BASELINE_CANCELS)
+    const baseline = await run(context, 'per-transaction cancel server', 'baselines/per-transaction-cancel-server.ts', share(0.3, BASELINE_CANCELS))
     const ratio = project.perSecond / baseline.perSecond
     section.rows.push(
       {
@@ -52,6 +59,12 @@ export async function cancels(context: StoreContext): Promise<void> {
         result: 'info',
       },
       {
+        measure: 'CPU: server / load generator (of one core)',
+        project: cpuRow(project),
+        baseline: cpuRow(baseline),
+        result: 'info',
+      },
+      {
         measure: 'durable after SIGKILL',
         project: cancelledRow('project', project),
         baseline: cancelledRow('baseline', baseline),
@@ -63,14 +76,18 @@ export async function cancels(context: StoreContext): Promise<void> {
       `Runs: project ${fmt.count(project.requests)} cancels in ${project.seconds} s; baseline ${fmt.count(baseline.requests)} in ${baseline.seconds} s (each after ${fmt.count(WARMUP_CANCELS)} warm-up cancels). Both use synchronous=FULL in WAL mode: every COMMIT syncs the WAL before its 204s are sent.`,
     )
   } else {
+    // Not a target: the same load with a pool as large as the number of clients.
+    const largePool = await run(context, 'project server, DATABASE_POOL_SIZE=50', 'lib/project-server.ts', share(0.5, PROJECT_CANCELS), { DATABASE_POOL_SIZE: '50' })
     section.rows.push(
       { measure: 'cancels per second (204)', project: fmt.rate(project.perSecond, 'cancels/s'), target: 'report', result: 'info' },
       { measure: 'latency p50 / p99', project: `${project.p50Ms} / ${project.p99Ms} ms`, result: 'info' },
+      { measure: 'CPU: server / load generator (of one core)', project: cpuRow(project), result: 'info' },
+      { measure: 'same, DATABASE_POOL_SIZE=50', project: fmt.rate(largePool.perSecond, 'cancels/s'), result: 'info' },
       {
         measure: 'durable after SIGKILL',
         project: cancelledRow('project', project),
         target: 'all',
-        result: verdict(project.durable >= project.ok),
+        result: verdict(project.durable >= project.ok && largePool.durable >= largePool.ok),
       },
     )
     section.notes.push(
@@ -79,19 +96,23 @@ export async function cancels(context: StoreContext): Promise<void> {
   }
 }
 
-async function run(context: StoreContext, name: string, script: string, cancels: number): Promise<CancelRun> {
+async function run(context: StoreContext, name: string, script: string, cancels: number, env: Record<string, string> = {}): Promise<CancelRun> {
   const big = context.big!
-  const server = await startServerChild(name, script, { DATABASE_URL: big.database.url, ...PROJECT_ENV })
+  if (cancels < 2 * CONNECTIONS) throw new Error(`too few pending orders left for ${name}: use a larger BENCH_ORDERS`)
+  const server = await startServerChild(name, script, { DATABASE_URL: big.database.url, ...PROJECT_ENV, ...env })
   const headers = bearer(big.secret)
   try {
     const warmup = big.pending.take(WARMUP_CANCELS + CONNECTIONS)
     requireAllOk(`${name} warm-up`, await cancelLoad({ origin: server.url, headers, ids: warmup, connections: CONNECTIONS, maxSeconds: 60 }))
     const ids = big.pending.take(cancels + CONNECTIONS)
-    const result = requireAllOk(name, await cancelLoad({ origin: server.url, headers, ids, connections: CONNECTIONS, maxSeconds: MAX_SECONDS }))
+    const measured = await cpuDuring({ server: server.child.pid, client: 'self' }, () =>
+      cancelLoad({ origin: server.url, headers, ids, connections: CONNECTIONS, maxSeconds: MAX_SECONDS }),
+    )
+    const result = requireAllOk(name, measured.result)
     // No graceful shutdown: whatever was acknowledged must already be on disk.
     await server.child.kill()
     const durable = await big.database.countCancelled(ids[0]!, result.lastIdDrawn)
-    return { ...result, durable }
+    return { ...result, durable, cpu: measured.cores }
   } finally {
     await server.child.kill()
   }

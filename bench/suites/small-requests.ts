@@ -4,6 +4,7 @@ import { bearer } from '../lib/client.js'
 import { closedLoop, requireAllOk, type LoadResult } from '../lib/load.js'
 import { WORK_DIR } from '../lib/paths.js'
 import { PROJECT_ENV, startServerChild, type RunningChild } from '../lib/processes.js'
+import { cpuDuring } from '../lib/proc.js'
 import { fmt, verdict } from '../lib/report.js'
 import { createDatabase, seed, type StoreContext } from './context.js'
 
@@ -32,8 +33,10 @@ export async function smallRequests(context: StoreContext): Promise<void> {
 
     const project = await startServerChild('project server', 'lib/project-server.ts', { DATABASE_URL: database.url, ...PROJECT_ENV })
     const raw: { child?: RunningChild } = {}
-    const projectRuns: LoadResult[] = []
+    const projectRuns: (LoadResult & { warmupRequests: number })[] = []
     const rawRuns: LoadResult[] = []
+    const rawCpu: Record<string, number>[] = []
+    const projectCpu: Record<string, number>[] = []
     let projectRequests = 0
     let bodyBytes = 0
     try {
@@ -45,24 +48,36 @@ export async function smallRequests(context: StoreContext): Promise<void> {
       if (check.sha256 !== first.sha256) throw new Error('the raw server does not send the same bytes')
       for (let round = 0; round < ROUNDS; round++) {
         const load = { headers, connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS }
-        rawRuns.push(requireAllOk('raw server', await closedLoop({ ...load, url: `${raw.child.url}/v1/store/orders` })))
-        const run = requireAllOk('project server', await closedLoop({ ...load, url: `${project.url}/v1/store/orders` }))
+        const rawLoad = await cpuDuring({ server: raw.child.child.pid, client: 'self' }, () => closedLoop({ ...load, url: `${raw.child!.url}/v1/store/orders` }))
+        rawRuns.push(requireAllOk('raw server', rawLoad.result))
+        rawCpu.push(rawLoad.cores)
+        const projectLoad = await cpuDuring({ server: project.child.pid, client: 'self' }, () => closedLoop({ ...load, url: `${project.url}/v1/store/orders` }))
+        const run = requireAllOk('project server', projectLoad.result)
+        projectCpu.push(projectLoad.cores)
         projectRuns.push(run)
-        // The warm-up's requests reach the database as much as the measured ones.
-        projectRequests += run.requests * (1 + WARMUP_SECONDS / SECONDS)
+        projectRequests += run.requests + run.warmupRequests
       }
     } finally {
       await raw.child?.child.stop()
       await project.child.stop()
     }
 
+    // Not a target: the same bytes from a bare Fastify app, for scale.
+    const bare = await startServerChild('bare Fastify server', 'baselines/fastify-bytes-server.ts', { BODY_FILE: bodyFile })
+    let bareRun: LoadResult
+    try {
+      bareRun = requireAllOk('bare Fastify server', await closedLoop({ url: `${bare.url}/v1/store/orders`, headers, connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS }))
+    } finally {
+      await bare.child.stop()
+    }
+
     // Not a target: the same load on the project's server with request logging off (LOG_LEVEL=warn),
     // to show what the default per-request info logs cost.
     const quiet = await startServerChild('project server, LOG_LEVEL=warn', 'lib/project-server.ts', { DATABASE_URL: database.url, ...PROJECT_ENV, LOG_LEVEL: 'warn' })
-    let quietRun: LoadResult
+    let quietRun: LoadResult & { warmupRequests: number }
     try {
       quietRun = requireAllOk('project server, LOG_LEVEL=warn', await closedLoop({ url: `${quiet.url}/v1/store/orders`, headers, connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS }))
-      projectRequests += quietRun.requests * (1 + WARMUP_SECONDS / SECONDS)
+      projectRequests += quietRun.requests + quietRun.warmupRequests
     } finally {
       await quiet.child.stop()
     }
@@ -87,6 +102,12 @@ export async function smallRequests(context: StoreContext): Promise<void> {
         result: 'info',
       },
       {
+        measure: 'bare Fastify app, same bytes (reference)',
+        project: fmt.rate(bareRun.perSecond),
+        ratio: fmt.ratio(bareRun.perSecond / rawRate),
+        result: 'info',
+      },
+      {
         measure: 'latency p50 / p99',
         project: `${projectRuns.at(-1)!.p50Ms} / ${projectRuns.at(-1)!.p99Ms} ms`,
         baseline: `${rawRuns.at(-1)!.p50Ms} / ${rawRuns.at(-1)!.p99Ms} ms`,
@@ -101,6 +122,12 @@ export async function smallRequests(context: StoreContext): Promise<void> {
         'Transactions per request counts every statement the server sent to PostgreSQL during the rounds (warm-ups and start-up included), from pg_stat_database.',
       )
     }
+    const share = (samples: Record<string, number>[], who: string): string =>
+      samples.map((sample) => `${Math.round(sample[who]! * 100)}%`).join(', ')
+    section.notes.push(
+      `CPU per round, as a share of one core: raw server ${share(rawCpu, 'server')} with autocannon at ${share(rawCpu, 'client')}; ` +
+        `project server ${share(projectCpu, 'server')} with autocannon at ${share(projectCpu, 'client')}. A load generator near 100% means the server in question could answer more than it was asked.`,
+    )
     section.notes.push(
       `${ROUNDS} rounds of ${SECONDS} s each (after ${WARMUP_SECONDS} s of warm-up), raw then project; the body is ${fmt.count(bodyBytes)} bytes. Per round (req/s): project ${projectRuns.map((run) => Math.round(run.perSecond)).join(', ')}; raw ${rawRuns.map((run) => Math.round(run.perSecond)).join(', ')}.`,
     )
