@@ -4,13 +4,14 @@
  * transaction, as soon as it arrives — no group commit. The transaction is the one the project's
  * CancelBatcher runs for a batch, for one cancel: BEGIN IMMEDIATE, the conditional UPDATE, the
  * data-version bump, COMMIT. Its connection is opened exactly as the store opens its own (WAL,
- * synchronous=FULL, busy_timeout, foreign_keys, safe integers): every COMMIT syncs the WAL before the
+ * synchronous=FULL, the server's busy_timeout, foreign_keys, safe integers): every COMMIT syncs the WAL before the
  * 204 is sent, so durability is identical. Child process of bench/run.ts; SQLite only.
  */
 import Database from 'better-sqlite3'
 import pino from 'pino'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
+import { SERVER_SQLITE_OPTIONS } from '../../src/server.js'
 import type { ApiKey, NewApiKey } from '../../src/domain/api-keys.js'
 import type { CancelOutcome, OrderRecord, OrderStatus, ShipOutcome } from '../../src/domain/orders.js'
 import type { Order } from '../../src/schemas/order.js'
@@ -24,9 +25,9 @@ class PerTransactionCancels {
   private readonly db: Database.Database
   private readonly commitOne: Database.Transaction<(id: bigint, cancelledByKey: bigint | null) => CancelOutcome>
 
-  constructor(path: string) {
+  constructor(path: string, busyTimeoutMs: number) {
     const db = new Database(path)
-    db.pragma('busy_timeout = 5000')
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`)
     db.pragma('journal_mode = WAL')
     db.pragma('synchronous = FULL')
     db.pragma('foreign_keys = ON')
@@ -117,9 +118,9 @@ try {
   // As startServer() does, with the store swapped: same logger level, same app options.
   const config = loadConfig()
   if (config.database.kind !== 'sqlite') throw new Error('the per-transaction cancel baseline is for SQLite')
-  const inner = await openStore(config.database)
+  const inner = await openStore(config.database, SERVER_SQLITE_OPTIONS)
   await inner.migrate()
-  const store = new PerTransactionCancelStore(inner, new PerTransactionCancels(config.database.path))
+  const store = new PerTransactionCancelStore(inner, new PerTransactionCancels(config.database.path, SERVER_SQLITE_OPTIONS.busyTimeoutMs))
   const logger = pino({ level: config.logLevel, redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' } })
   const app = await buildApp({ config, store, logger, processMetrics: true })
   const url = await app.listen({ host: config.host, port: config.port })
