@@ -1,6 +1,6 @@
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import Fastify, { type FastifyBaseLogger, type FastifyReply } from 'fastify'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply } from 'fastify'
 import type { Config } from './config.js'
 import { ApiError } from './errors.js'
 import type { ApiApp } from './http/api-app.js'
@@ -38,6 +38,8 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   const app = Fastify({
     ...(logger === undefined ? { logger: false } : { loggerInstance: logger }),
     genReqId: requestId,
+    // One log line per request (below) instead of Fastify's two: half the logging cost per request.
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT,
     routerOptions: { maxParamLength: 256 }, // long ids reach the int64 validator (400), not a 404
     // Bad percent-encoding in the URL is caught before routing; answer it with an Error body too.
@@ -109,6 +111,12 @@ export async function buildApp({ config, store, logger, processMetrics = false }
     if (request.url.length > MAX_URL_LENGTH) throw new ApiError('uri_too_long')
   })
   metrics.register(app)
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.info(
+      { method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
+      'request',
+    )
+  })
 
   for (const schema of [Order, Pet, ErrorSchema]) app.addSchema(schema)
   await app.register(swagger, openApiDocument(config))

@@ -58,7 +58,8 @@ forEachStore('listOrders caching and compression', (kind) => {
       ['gzip', 'gzip', gunzipSync],
       ['br', 'br', brotliDecompressSync],
       ['br;q=1, gzip;q=0.5', 'br', brotliDecompressSync],
-      ['gzip, deflate, br', 'gzip', gunzipSync],
+      ['gzip, deflate, br', 'br', brotliDecompressSync],
+      ['gzip;q=1, br;q=0.8', 'gzip', gunzipSync],
     ] as const) {
       for (let round = 0; round < 2; round++) {
         // Read the raw bytes (fetch would decode them itself).

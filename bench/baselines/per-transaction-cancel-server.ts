@@ -81,6 +81,9 @@ class PerTransactionCancelStore implements Store {
   streamOrders(batchSize?: number): AsyncIterable<Order[]> {
     return this.store.streamOrders(batchSize)
   }
+  streamOrdersJson(pageSize?: number): AsyncIterable<string> {
+    return this.store.streamOrdersJson(pageSize)
+  }
   dataVersion(): Promise<bigint> {
     return this.store.dataVersion()
   }

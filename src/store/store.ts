@@ -19,7 +19,19 @@ export interface Store {
    * Breaking out of the loop releases the cursor.
    */
   streamOrders(batchSize?: number): AsyncIterable<Order[]>
-  /** Bumped in the same transaction as every change to orders; equal versions mean equal lists. */
+  /**
+   * The same list as `streamOrders`, already serialized: each item is a non-empty, comma-joined run
+   * of Order JSON objects, byte for byte what the Order schema's serializer writes (fields in the
+   * order id, petId, quantity, shipDate, complete; unknown values omitted; ids as exact integer
+   * literals). The database builds the text, so the hot path allocates no objects per row; tests
+   * hold it equal to the schema's serializer. Breaking out releases the cursor.
+   */
+  streamOrdersJson(pageSize?: number): AsyncIterable<string>
+  /**
+   * Bumped in the same transaction as every change to orders; equal versions mean equal lists.
+   * May be served from memory, stale by at most the store's documented bound, never across this
+   * instance's own changes.
+   */
   dataVersion(): Promise<bigint>
   /** pending → cancelled, atomically; durable before it resolves. */
   cancelOrder(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome>
