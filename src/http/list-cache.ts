@@ -36,6 +36,8 @@ export class ListCache {
         else chunks.push(chunk)
       },
       finish: () => {
+        // A small list is kept as one buffer: one write per request instead of a stream of chunks.
+        if (chunks !== undefined && chunks.length > 1 && size <= 1024 * 1024) chunks = [Buffer.concat(chunks, size)]
         if (chunks !== undefined) this.store(version, encoding, { chunks, bytes: size })
         chunks = undefined
       },
