@@ -68,7 +68,17 @@ ${GROUPS[group]!.replace(/^./, (c) => c.toUpperCase())}.
 Commands:
 ${commandList(commands)}
 
-Run '${PROGRAM} ${group} SUBCOMMAND --help' for the details and examples of each.`
+Examples:
+${commands.map(firstExample).join('\n')}
+
+Run '${PROGRAM} ${group} SUBCOMMAND --help' for the details and more examples of each.`
+}
+
+/** The first line of a command's Examples section, for the group's help. */
+function firstExample(command: Command): string {
+  const lines = command.help.split('\n')
+  const start = lines.findIndex((line) => line.trim() === 'Examples:')
+  return lines[start + 1] ?? `  ${command.synopsis}`
 }
 
 function commandHelp(command: Command): string {
