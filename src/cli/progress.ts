@@ -50,8 +50,12 @@ export function formatCount(count: number): string {
   return count.toLocaleString('en-US')
 }
 
-/** "12%" of `done` out of `total`, or "" when the total is unknown. */
+const BAR_WIDTH = 24
+
+/** `[#######.................] 29%` of `done` out of `total`, or "" when the total is unknown. */
 export function percent(done: number, total: number | undefined): string {
   if (total === undefined || total <= 0) return ''
-  return `${Math.min(100, Math.floor((done / total) * 100))}%`
+  const share = Math.min(1, Math.max(0, done / total))
+  const filled = Math.floor(share * BAR_WIDTH)
+  return `[${'#'.repeat(filled)}${'.'.repeat(BAR_WIDTH - filled)}] ${Math.floor(share * 100)}%`
 }

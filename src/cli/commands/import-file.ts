@@ -40,7 +40,7 @@ export async function importFile<T>(
   const progress = new Progress(io.stderr)
   const show = (count: number): void => {
     const share = percent(current?.bytesRead ?? 0, size)
-    progress.update(`importing ${what} from ${file}: ${formatCount(count)} records${share === '' ? '' : ` (${share})`}`)
+    progress.update(`importing ${what} from ${file}: ${share === '' ? '' : `${share} `}${formatCount(count)} records`)
   }
   let recordsRead = 0
   async function* counted(): AsyncGenerator<T> {

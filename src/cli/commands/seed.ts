@@ -24,7 +24,7 @@ export async function seedDemoData(store: Store, options: SeedOptions, progress?
   const petCount = demoPetCount(options.orders)
   const orders = await store.importOrders(
     demoOrders({ orders: options.orders, seed: options.seed, firstOrderId: options.firstOrderId, now: options.now }),
-    (count) => progress?.update(`seeding: ${formatCount(count)} of ${formatCount(options.orders)} orders (${percent(count, options.orders)})`),
+    (count) => progress?.update(`seeding: ${percent(count, options.orders)} ${formatCount(count)} of ${formatCount(options.orders)} orders`),
   )
   progress?.update(`seeding: ${formatCount(petCount)} pets…`, true)
   const pets = await store.importPets(demoPets(petCount))
