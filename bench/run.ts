@@ -6,6 +6,7 @@
  *   BENCH_ORDERS=100000 npm run bench    a smaller data set (default 1,000,000 orders)
  *   BENCH_POSTGRES=0 npm run bench       SQLite only
  *   BENCH_STRICT=1 npm run bench         exit 1 when a target is missed (errors always exit 1)
+ *   SOAK_SECONDS=30 npm run bench -- --only soak   a shorter soak (default 180 s; SOAK_ORDERS, default 20000)
  *
  * Every server under test is a child process on 127.0.0.1 running compiled JavaScript under plain
  * node; the load comes from this process (autocannon) and from a separate downloader process.
@@ -27,8 +28,9 @@ import { importOrders } from './suites/import.js'
 import { listCached } from './suites/list-cached.js'
 import { listStream } from './suites/list-stream.js'
 import { smallRequests } from './suites/small-requests.js'
+import { soak } from './suites/soak.js'
 
-/** In the order they run: the cancels change the data set, so they come last. */
+/** In the order they run: the cancels change the data set, so they come last; the soak has a database of its own. */
 const SUITES: Record<string, (context: StoreContext) => Promise<void>> = {
   import: importOrders,
   'list-stream': listStream,
@@ -36,6 +38,7 @@ const SUITES: Record<string, (context: StoreContext) => Promise<void>> = {
   compression,
   small: smallRequests,
   cancel: cancels,
+  soak,
 }
 
 function parseArguments(argv: string[]): string[] {
@@ -45,7 +48,7 @@ function parseArguments(argv: string[]): string[] {
     if (arg === '--only') only.push(...(argv[++i] ?? '').split(','))
     else if (arg.startsWith('--only=')) only.push(...arg.slice('--only='.length).split(','))
     else if (arg === '--help' || arg === '-h') {
-      console.log(`usage: npm run bench [-- --only <${Object.keys(SUITES).join('|')}>[,…]]\nenv: BENCH_ORDERS (default 1000000), BENCH_POSTGRES=0, BENCH_STRICT=1`)
+      console.log(`usage: npm run bench [-- --only <${Object.keys(SUITES).join('|')}>[,…]]\nenv: BENCH_ORDERS (default 1000000), BENCH_POSTGRES=0, BENCH_STRICT=1, SOAK_SECONDS (default 180), SOAK_ORDERS (default 20000)`)
       process.exit(0)
     } else throw new Error(`unknown argument "${arg}" (try --help)`)
   }
