@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict'
 import { connect, createServer, type Server, type Socket } from 'node:net'
 import { after, before, describe, it } from 'node:test'
+import fastJson from 'fast-json-stringify'
 import pg from 'pg'
+import Type from 'typebox'
 import type { OrderRecord } from '../src/domain/orders.js'
+import { Order } from '../src/schemas/order.js'
 import type { Pet } from '../src/schemas/pet.js'
 import { PostgresStore } from '../src/store/postgres/postgres-store.js'
 import { ImportConflictError, StoreUnavailableError } from '../src/store/store.js'
@@ -12,6 +15,10 @@ const skip = await postgresSkipReason()
 
 const TWO_53 = 2n ** 53n
 const INT64_MAX = 2n ** 63n - 1n
+const INT64_MIN = -(2n ** 63n)
+
+// The route's response schema is an array of Order; fast-json-stringify is what Fastify compiles it with.
+const serializeOrders = fastJson(Type.Array(Order) as object, {}) as (orders: unknown[]) => string
 
 function order(id: bigint, fields: Partial<OrderRecord> = {}): OrderRecord {
   return { id, petId: 7n, quantity: 1, shipDate: '2026-11-25T10:00:00.000Z', complete: false, status: 'pending', ...fields }
@@ -25,6 +32,12 @@ async function listAll(store: PostgresStore, batchSize?: number) {
   const all = []
   for await (const batch of store.streamOrders(batchSize)) all.push(...batch)
   return all
+}
+
+async function jsonPages(store: PostgresStore, pageSize?: number): Promise<string[]> {
+  const pages: string[] = []
+  for await (const page of store.streamOrdersJson(pageSize)) pages.push(page)
+  return pages
 }
 
 async function rejectsUnavailable(promise: Promise<unknown>, what: string): Promise<void> {
@@ -297,6 +310,70 @@ describe('PostgresStore', { skip }, () => {
     assert.ok(!(await listAll(store)).some((o) => o.id === 124_999n))
   })
 
+  it('streamOrdersJson writes exactly what the schema serializer writes for streamOrders', async () => {
+    await store.importOrders(
+      from([
+        order(INT64_MIN, { petId: INT64_MIN, quantity: 2_147_483_647 }),
+        order(-1n, { petId: null, quantity: null, shipDate: null, complete: true, status: 'shipped' }),
+        order(0n, { shipDate: '0001-01-01T00:00:00.000Z' }),
+        order(700n, { shipDate: '9999-12-31T23:59:59.999Z' }),
+        order(701n),
+      ]),
+    )
+    // Microseconds (the import never writes them) are dropped, as streamOrders drops them.
+    await sql(`UPDATE orders SET ship_date = '2027-01-02 03:04:05.678999+00' WHERE id = 701`)
+    const objects = await listAll(store, 777)
+    assert.equal(objects.find((o) => o.id === 701n)?.shipDate, '2027-01-02T03:04:05.678Z')
+    for (const id of [INT64_MIN, INT64_MAX, TWO_53 + 1n, -1n]) assert.ok(objects.some((o) => o.id === id))
+    const expected = serializeOrders(objects)
+    for (const pageSize of [1000, undefined]) {
+      const pages = await jsonPages(store, pageSize)
+      assert.equal(pages.length, Math.ceil(objects.length / (pageSize ?? 5000)))
+      assert.ok(pages.every((page) => page.length > 0))
+      assert.equal(`[${pages.join(',')}]`, expected, `pageSize ${pageSize}`)
+    }
+  })
+
+  it('streamOrdersJson: pages of any size, a last page that is exactly full, an empty list', async () => {
+    const fresh = await createTestDatabase()
+    const small = new PostgresStore(fresh.url, { poolSize: 2 })
+    try {
+      await small.migrate()
+      assert.deepEqual(await jsonPages(small), [])
+      const statuses = ['pending', 'shipped', 'pending', 'cancelled'] as const
+      await small.importOrders(from(Array.from({ length: 12 }, (_, i) => order(BigInt(i * 10 - 50), { status: statuses[i % 4]! }))))
+      const expected = serializeOrders(await listAll(small))
+      for (const size of [1, 2, 3, 4, 9, 10]) {
+        const pages = await jsonPages(small, size)
+        assert.equal(pages.length, Math.ceil(9 / size), `pageSize ${size}`)
+        assert.equal(`[${pages.join(',')}]`, expected, `pageSize ${size}`)
+      }
+      await assert.rejects(jsonPages(small, 0), RangeError)
+    } finally {
+      await small.close()
+      await fresh.drop()
+    }
+  })
+
+  it('streamOrdersJson reads one snapshot; breaking out with the next page in flight releases the client', async () => {
+    let body = ''
+    for await (const page of store.streamOrdersJson(1000)) {
+      // Committed while the stream is open: the stream still shows the order.
+      if (body === '') assert.equal(await store.cancelOrder(124_998n, null), 'cancelled')
+      body += page
+    }
+    assert.ok(body.includes('{"id":124998,'))
+    assert.ok(!(await jsonPages(store)).join(',').includes('{"id":124998,'))
+
+    for await (const page of store.streamOrdersJson(1000)) {
+      assert.ok(page.startsWith('{"id":'))
+      break // the second page's query has been sent
+    }
+    const stats = store.poolStats()
+    assert.equal(stats.idle, stats.total)
+    assert.deepEqual((await storeSessions()).filter((s) => s.state !== 'idle'), [])
+  })
+
   it('breaking out of streamOrders closes the cursor and releases the client', async () => {
     let batches = 0
     for await (const batch of store.streamOrders(1000)) {
@@ -358,6 +435,7 @@ describe('PostgresStore', { skip }, () => {
       await rejectsUnavailable(down.findApiKeyByHash('x'), 'findApiKeyByHash')
       await rejectsUnavailable(down.importOrders(from([order(1n)])), 'importOrders')
       await rejectsUnavailable(listAll(down), 'streamOrders')
+      await rejectsUnavailable(jsonPages(down), 'streamOrdersJson')
     } finally {
       await down.close()
       await down.close() // idempotent
@@ -416,10 +494,12 @@ describe('PostgresStore', { skip }, () => {
       await rejectsUnavailable(behind.ping(), 'ping while down')
       await rejectsUnavailable(behind.cancelOrder(1n, null), 'cancelOrder while down')
       await rejectsUnavailable(listAll(behind), 'streamOrders while down')
+      await rejectsUnavailable(jsonPages(behind), 'streamOrdersJson while down')
       await listen(port)
       await behind.ping()
       assert.equal(await behind.cancelOrder(999_999n, null), 'not_found')
       assert.ok((await listAll(behind)).length > 1000)
+      assert.ok((await jsonPages(behind)).length > 0)
     } finally {
       await behind.close()
       if (proxy.listening) await stop()
@@ -430,14 +510,22 @@ describe('PostgresStore', { skip }, () => {
     await store.ping()
     const stream = store.streamOrders(1000)[Symbol.asyncIterator]()
     assert.equal((await stream.next()).value?.length, 1000)
+    const pages = store.streamOrdersJson(1000)[Symbol.asyncIterator]()
+    assert.ok((await pages.next()).value)
     let killed: number[] = []
     try {
       killed = await terminateStoreSessions()
-      assert.ok(killed.length >= 1)
-      // The open cursor's connection is gone: the next batch cannot come.
-      await rejectsUnavailable(stream.next(), 'streamOrders after terminate')
+      assert.ok(killed.length >= 2)
+      // The open streams' connections are gone: the stream fails (after the batch already
+      // fetched ahead, if it arrived before the connection was cut).
+      const drain = async (iterator: AsyncIterator<unknown>) => {
+        while (!(await iterator.next()).done);
+      }
+      await rejectsUnavailable(drain(stream), 'streamOrders after terminate')
+      await rejectsUnavailable(drain(pages), 'streamOrdersJson after terminate')
     } finally {
       await stream.return?.(undefined)
+      await pages.return?.(undefined)
     }
 
     // No restart: reads go through at once (a read that meets a dead pooled connection is retried

@@ -21,6 +21,11 @@ const TYPES = {
   }) as typeof pg.types.getTypeParser,
 }
 
+/** Every value as the text PostgreSQL sent: for the JSON list, whose few values are used as they are. */
+const RAW_TEXT = {
+  getTypeParser: (() => (value: string) => value) as unknown as typeof pg.types.getTypeParser,
+}
+
 /** Rows per multi-row INSERT of an import; 10,000 (the progress step) is a multiple of it. */
 const IMPORT_BATCH = 5_000
 const PROGRESS_STEP = 10_000
@@ -32,6 +37,28 @@ const LIST_ORDERS = `SELECT id, pet_id, quantity, ${SHIP_DATE} AS ship_date, com
 const KEY_COLUMNS = 'id, name, display_prefix, scopes, created_at, expires_at, revoked_at'
 const BUMP_VERSION = 'UPDATE data_version SET version = version + 1 WHERE id = 1'
 const INT64_MAX = 9223372036854775807n
+
+/**
+ * One order as JSON text, built by PostgreSQL: byte for byte what the Order schema's serializer
+ * writes for `rowToOrder` of the same row (fields in schema order, unknown ones omitted, ids and
+ * quantities as integer literals, shipDate as SHIP_DATE, complete always present).
+ */
+const ORDER_JSON = `'{"id":' || id
+  || coalesce(',"petId":' || pet_id, '')
+  || coalesce(',"quantity":' || quantity, '')
+  || coalesce(',"shipDate":"' || ${SHIP_DATE} || '"', '')
+  || CASE WHEN complete THEN ',"complete":true}' ELSE ',"complete":false}' END`
+
+/**
+ * One page of the JSON list: the orders after `$1` (or from the first) in id order, as one text
+ * (comma-joined objects), with how many there are and the last id — for the next page's keyset.
+ * The page is one row: nothing is parsed per order on this side.
+ */
+function jsonPage(pageSize: number, first: boolean): string {
+  return `SELECT count(*)::int AS n, max(id)::text AS last, string_agg(${ORDER_JSON}, ',' ORDER BY id) AS body
+    FROM (SELECT id, pet_id, quantity, ship_date, complete FROM orders
+          WHERE status <> 'cancelled'${first ? '' : ' AND id > $1::bigint'} ORDER BY id LIMIT ${pageSize}) page`
+}
 
 // The conditional update and the version bump are one statement, hence one transaction: the bump
 // happens exactly when the order changed. The status of an order that did not change is read by a
@@ -143,6 +170,9 @@ function int8(value: bigint | null): string | null {
   return value === null ? null : value.toString()
 }
 
+/** A statement: its text, or a query config (rows as arrays, its own type parsers). */
+type Statement = string | pg.QueryConfig | pg.QueryArrayConfig
+
 /** A client taken from the pool for several statements (a transaction, a cursor). */
 class Lease {
   // Between two statements nobody listens to a checked-out client; a connection dying then would be
@@ -155,9 +185,10 @@ class Lease {
   }
 
   /** Runs one statement; a driver error meaning "unavailable" comes out as StoreUnavailableError. */
-  async query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>> {
+  async query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: Statement, params?: unknown[]): Promise<pg.QueryResult<R>> {
     try {
-      return await this.client.query<R>(sql, params)
+      // A QueryArrayConfig's rows are arrays: its callers say so in R.
+      return await this.client.query<R>(sql as string | pg.QueryConfig, params)
     } catch (error) {
       throw toStoreError(error)
     }
@@ -287,20 +318,60 @@ export class PostgresStore implements Store {
     const { lease, results } = await this.begin(
       `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; DECLARE orders_list NO SCROLL CURSOR FOR ${LIST_ORDERS}; ${fetch}`,
     )
-    let failure: unknown
+    // The next batch is fetched while the consumer handles this one.
+    const next = new Prefetch(lease)
     try {
       let rows = results.at(-1)!.rows as OrderRow[]
       for (;;) {
+        const last = rows.length < batchSize
+        if (!last) next.start(fetch)
         if (rows.length > 0) yield rows.map(rowToOrder)
-        if (rows.length < batchSize) break
-        rows = (await lease.query<OrderRow>(fetch)).rows
+        if (last) break
+        rows = (await next.take<OrderRow>()).rows
       }
     } catch (error) {
-      failure = error
+      next.fail(error)
       throw error
     } finally {
       // Also reached when the consumer breaks out of its loop (the generator's return()).
-      await lease.rollbackAndRelease(failure)
+      await lease.rollbackAndRelease(await next.settle())
+    }
+  }
+
+  /**
+   * The list as JSON text built by PostgreSQL, one page per item: keyset pages (`id > last ORDER BY
+   * id LIMIT n`, an index range scan each) in one REPEATABLE READ READ ONLY transaction on a client of
+   * its own, so every page comes from one snapshot. Each page is one row of three text values, so
+   * this side parses nothing per order. The next page's query is sent before this page is yielded:
+   * PostgreSQL builds it while the consumer writes this one. Breaking out waits for that query (one
+   * page) and rolls back.
+   */
+  async *streamOrdersJson(pageSize = 5000): AsyncGenerator<string> {
+    if (!Number.isSafeInteger(pageSize) || pageSize < 1) throw new RangeError(`pageSize must be a positive integer, not ${pageSize}`)
+    const nextPage = { text: jsonPage(pageSize, false), rowMode: 'array' as const, types: RAW_TEXT }
+    // The first page comes in the same round trip as BEGIN (a multi-statement query).
+    const { lease, results } = await this.begin({
+      text: `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ${jsonPage(pageSize, true)}`,
+      rowMode: 'array',
+      types: RAW_TEXT,
+    })
+    const next = new Prefetch(lease)
+    try {
+      let page = results.at(-1)!.rows[0] as JsonPageRow
+      for (;;) {
+        const [count, last, body] = page
+        if (body === null) break
+        const more = Number(count) === pageSize
+        if (more) next.start({ ...nextPage, values: [last] })
+        yield body
+        if (!more) break
+        page = (await next.take()).rows[0] as JsonPageRow
+      }
+    } catch (error) {
+      next.fail(error)
+      throw error
+    } finally {
+      await lease.rollbackAndRelease(await next.settle())
     }
   }
 
@@ -444,7 +515,7 @@ export class PostgresStore implements Store {
    * results of each are returned). When that fails on a lost pooled connection it is tried again on
    * another, as a read is.
    */
-  private async begin(sql: string): Promise<{ lease: Lease; results: pg.QueryResult[] }> {
+  private async begin(sql: Statement): Promise<{ lease: Lease; results: pg.QueryResult[] }> {
     for (let attempt = 0; ; attempt++) {
       let lease: Lease
       try {
@@ -528,6 +599,45 @@ export class PostgresStore implements Store {
       // Stopped early by a failed write: let the input release what it holds (a file, a socket).
       if (!exhausted) await iterator.return?.().catch(() => {})
     }
+  }
+}
+
+/** One page's row of the JSON list: [count, last id, body], as text (null body: no orders left). */
+type JsonPageRow = [string, string | null, string | null]
+
+/**
+ * The next statement of a stream, sent before the consumer is handed the current batch, so that the
+ * database works while the consumer does. At most one is in flight; its failure is seen by `take()`,
+ * or by `settle()` when the consumer stopped first (never unhandled meanwhile).
+ */
+class Prefetch {
+  private pending: Promise<pg.QueryResult> | undefined
+  private failure: unknown
+
+  constructor(private readonly lease: Lease) {}
+
+  start(query: Statement): void {
+    const pending = this.lease.query(query)
+    pending.catch(() => {})
+    this.pending = pending
+  }
+
+  async take<R extends pg.QueryResultRow = pg.QueryResultRow>(): Promise<pg.QueryResult<R>> {
+    const pending = this.pending!
+    this.pending = undefined
+    return (await pending) as pg.QueryResult<R>
+  }
+
+  fail(error: unknown): void {
+    this.failure ??= error
+  }
+
+  /** Waits for the statement in flight, if any; returns the stream's failure, for the release. */
+  async settle(): Promise<unknown> {
+    const pending = this.pending
+    this.pending = undefined
+    if (pending !== undefined) await pending.catch((error: unknown) => this.fail(error))
+    return this.failure
   }
 }
 
