@@ -41,7 +41,9 @@ export const POSTGRES_MIGRATIONS: { version: number; name: string; sql: string }
         id integer PRIMARY KEY CHECK (id = 1),
         version bigint NOT NULL
       );
-      INSERT INTO data_version (id, version) VALUES (1, 1);
+      -- A random start below 2^48, as the SQLite schema does: a recreated database does not repeat
+      -- the versions (hence the ETags) an old one gave out.
+      INSERT INTO data_version (id, version) VALUES (1, floor(random() * 281474976710656)::bigint);
     `,
   },
 ]
