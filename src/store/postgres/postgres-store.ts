@@ -271,6 +271,11 @@ export class PostgresStore implements Store {
     // removed by the pool, which then emits 'error': without a listener that would end the process.
     // Nothing to do here: the next statement opens a new connection, or fails as unavailable.
     this.pool.on('error', () => {})
+    // A client checked out through the promise API gets its listener (Lease) one microtask after
+    // the pool hands it over; a connection killed right after it was made can deliver its error
+    // in the same socket read as its readiness, within that gap, with no listener at all. Every
+    // client of the pool therefore always has one; statements still see their own errors.
+    this.pool.on('connect', (client) => client.on('error', () => {}))
   }
 
   /** Connections of the pool: for metrics and tests. */
