@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { connect, createServer, type Server, type Socket } from 'node:net'
 import { after, before, describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import fastJson from 'fast-json-stringify'
 import pg from 'pg'
 import Type from 'typebox'
@@ -16,6 +17,7 @@ const skip = await postgresSkipReason()
 const TWO_53 = 2n ** 53n
 const INT64_MAX = 2n ** 63n - 1n
 const INT64_MIN = -(2n ** 63n)
+const VERSION_CHANNEL = 'petstore_orders_data_version'
 
 // The route's response schema is an array of Order; fast-json-stringify is what Fastify compiles it with.
 const serializeOrders = fastJson(Type.Array(Order) as object, {}) as (orders: unknown[]) => string
@@ -38,6 +40,16 @@ async function jsonPages(store: PostgresStore, pageSize?: number): Promise<strin
   const pages: string[] = []
   for await (const page of store.streamOrdersJson(pageSize)) pages.push(page)
   return pages
+}
+
+/** Polls until `check` holds; returns how long it took, or fails after `ms`. */
+async function within(ms: number, what: string, check: () => Promise<boolean> | boolean): Promise<number> {
+  const started = performance.now()
+  while (!(await check())) {
+    if (performance.now() - started > ms) assert.fail(`${what}: not within ${ms} ms`)
+    await sleep(5)
+  }
+  return performance.now() - started
 }
 
 async function rejectsUnavailable(promise: Promise<unknown>, what: string): Promise<void> {
@@ -218,6 +230,79 @@ describe('PostgresStore', { skip }, () => {
     assert.equal(outcomes.filter((o) => o === 'cancelled').length, 1)
     assert.equal(outcomes.filter((o) => o === 'not_found').length, 49)
     assert.equal(await store.dataVersion(), start + 1n)
+  })
+
+  it('serves dataVersion from memory while it listens: no round trip, even with the pool exhausted', async () => {
+    const single = new PostgresStore(db.url, { poolSize: 1, connectionTimeoutMillis: 1000 })
+    try {
+      const version = await single.dataVersion()
+      await within(5000, 'listener up', () => single.versionListenerPid() !== undefined)
+      // The only pooled connection is held by an open stream: a read would wait for it.
+      const stream = single.streamOrders(10)[Symbol.asyncIterator]()
+      await stream.next()
+      try {
+        const started = performance.now()
+        for (let i = 0; i < 1000; i++) assert.equal(await single.dataVersion(), version)
+        assert.ok(performance.now() - started < 300)
+      } finally {
+        await stream.return?.(undefined)
+      }
+    } finally {
+      await single.close()
+    }
+  })
+
+  it("sees others' changes at once when notified, and one that is not notified within 1 s", async () => {
+    // A database of its own: the made-up notification below must reach no other test's store.
+    const fresh = await createTestDatabase()
+    const watcher = new PostgresStore(fresh.url, { poolSize: 2 })
+    const other = new PostgresStore(fresh.url, { poolSize: 2 })
+    const freshSql = async (text: string, params?: unknown[]) => {
+      const client = new pg.Client({ connectionString: fresh.url })
+      await client.connect()
+      try {
+        await client.query(text, params)
+      } finally {
+        await client.end()
+      }
+    }
+    try {
+      await watcher.migrate()
+      const start = await watcher.dataVersion()
+      await within(5000, 'listener up', () => watcher.versionListenerPid() !== undefined)
+      // Another instance's change: its NOTIFY arrives with the COMMIT.
+      assert.equal(await other.importOrders(from([order(350n)])), 1)
+      const notified = await within(1000, 'change notified', async () => (await watcher.dataVersion()) === start + 1n)
+      // A change made by hand, without NOTIFY: the periodic re-read finds it.
+      await freshSql('UPDATE data_version SET version = version + 1')
+      const reread = await within(1500, 'change re-read', async () => (await watcher.dataVersion()) === start + 2n)
+      console.log(`# seen after ${notified.toFixed(0)} ms (notified), ${reread.toFixed(0)} ms (re-read)`)
+      // The notification alone carries the version: this one exists only in the payload.
+      await freshSql('SELECT pg_notify($1, $2)', [VERSION_CHANNEL, String(start + 1000n)])
+      await within(500, 'payload applied', async () => (await watcher.dataVersion()) === start + 1000n)
+    } finally {
+      await Promise.all([watcher.close(), other.close()])
+      await fresh.drop()
+    }
+  })
+
+  it('reads the version from the database while its listener is down, and listens again', async () => {
+    const start = await store.dataVersion()
+    await within(5000, 'listener up', () => store.versionListenerPid() !== undefined)
+    const pid = store.versionListenerPid()!
+    await sql('SELECT pg_terminate_backend($1)', [pid])
+    await within(2000, 'listener loss noticed', () => store.versionListenerPid() === undefined)
+    // A change that is never notified is read at once: without a listener every call reads.
+    await sql('UPDATE data_version SET version = version + 1')
+    assert.equal(await store.dataVersion(), start + 1n)
+    await within(5000, 'listening again', async () => {
+      await store.dataVersion()
+      return store.versionListenerPid() !== undefined
+    })
+    assert.notEqual(store.versionListenerPid(), pid)
+    // A bump that notifies, as the store's own do.
+    await sql('UPDATE data_version SET version = version + 1 RETURNING pg_notify($1, version::text)', [VERSION_CHANNEL])
+    await within(500, 'notified again', async () => (await store.dataVersion()) === start + 2n)
   })
 
   it('imports all or nothing: an input failing midway rolls back and its error is rethrown as is', async () => {
@@ -496,16 +581,21 @@ describe('PostgresStore', { skip }, () => {
     const behind = new PostgresStore(url.toString(), { poolSize: 3 })
     try {
       await Promise.all([behind.ping(), behind.dataVersion(), behind.findPet(1n)])
+      await within(5000, 'listener up', () => behind.versionListenerPid() !== undefined)
       await stop()
       await rejectsUnavailable(behind.ping(), 'ping while down')
       await rejectsUnavailable(behind.cancelOrder(1n, null), 'cancelOrder while down')
       await rejectsUnavailable(listAll(behind), 'streamOrders while down')
       await rejectsUnavailable(jsonPages(behind), 'streamOrdersJson while down')
+      // The listener's connection is gone too: the version is read, and that fails.
+      await within(1000, 'dataVersion unavailable', () => behind.dataVersion().then(() => false, (error) => error instanceof StoreUnavailableError))
+      await rejectsUnavailable(behind.dataVersion(), 'dataVersion while down')
       await listen(port)
       await behind.ping()
       assert.equal(await behind.cancelOrder(999_999n, null), 'not_found')
       assert.ok((await listAll(behind)).length > 1000)
       assert.ok((await jsonPages(behind)).length > 0)
+      await behind.dataVersion()
     } finally {
       await behind.close()
       if (proxy.listening) await stop()
@@ -550,7 +640,7 @@ describe('PostgresStore', { skip }, () => {
     const stats = store.poolStats()
     assert.ok(stats.idle >= 2)
     killed = await terminateStoreSessions()
-    assert.equal(killed.length, stats.total)
+    assert.ok(killed.length >= stats.total) // and the version listener's, if it was up
     assert.ok((await store.findApiKeyByHash('h'.repeat(64)))?.revokedAt instanceof Date)
     assert.ok((await listAll(store, 1_000_000)).length > 1000) // one round trip: BEGIN, DECLARE, FETCH
     await gone(killed)

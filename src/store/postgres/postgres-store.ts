@@ -6,6 +6,7 @@ import type { Pet } from '../../schemas/pet.js'
 import { ImportConflictError, type Store } from '../store.js'
 import { isLostConnection, isUnavailable, toStoreError } from './errors.js'
 import { MIGRATION_LOCK_KEY, POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_TABLE } from './migrations.js'
+import { LISTENER_QUERY_TIMEOUT_MS, VERSION_CHANNEL, VersionWatcher } from './version-watcher.js'
 
 const INT8_OID = 20
 
@@ -35,8 +36,16 @@ const SHIP_DATE = `to_char(ship_date AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:S
 const LIST_ORDERS = `SELECT id, pet_id, quantity, ${SHIP_DATE} AS ship_date, complete
   FROM orders WHERE status <> 'cancelled' ORDER BY id`
 const KEY_COLUMNS = 'id, name, display_prefix, scopes, created_at, expires_at, revoked_at'
-const BUMP_VERSION = 'UPDATE data_version SET version = version + 1 WHERE id = 1'
 const INT64_MAX = 9223372036854775807n
+
+/**
+ * Every bump of data_version: it returns the new version, and NOTIFYs it in the same transaction
+ * (delivered at COMMIT) to every instance listening (see version-watcher.ts).
+ */
+function bumpVersion(condition = ''): string {
+  return `UPDATE data_version SET version = version + 1 WHERE id = 1${condition}
+    RETURNING version, pg_notify('${VERSION_CHANNEL}', version::text)`
+}
 
 /**
  * One order as JSON text, built by PostgreSQL: byte for byte what the Order schema's serializer
@@ -67,15 +76,15 @@ const CANCEL = `WITH changed AS (
     UPDATE orders SET status = 'cancelled', cancelled_at = now(), cancelled_by_key = $2
     WHERE id = $1 AND status = 'pending' RETURNING id
   ), bumped AS (
-    ${BUMP_VERSION} AND EXISTS (SELECT 1 FROM changed) RETURNING version
+    ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
   )
-  SELECT count(*)::int AS changed FROM changed`
+  SELECT count(*)::int AS changed, (SELECT version FROM bumped) AS version FROM changed`
 const SHIP = `WITH changed AS (
     UPDATE orders SET status = 'shipped' WHERE id = $1 AND status = 'pending' RETURNING id
   ), bumped AS (
-    ${BUMP_VERSION} AND EXISTS (SELECT 1 FROM changed) RETURNING version
+    ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
   )
-  SELECT count(*)::int AS changed FROM changed`
+  SELECT count(*)::int AS changed, (SELECT version FROM bumped) AS version FROM changed`
 
 // A status only moves forward (pending → shipped | cancelled); the WHERE refuses anything else and
 // the refused rows are then looked up to name the first one. now() is the transaction's start, so
@@ -251,22 +260,23 @@ export class PostgresStore implements Store {
   readonly kind = 'postgres'
   private readonly pool: pg.Pool
   private readonly poolSize: number
+  /** dataVersion() from memory (LISTEN/NOTIFY on one more connection, outside the pool). */
+  private readonly versions: VersionWatcher
   private closing: Promise<void> | undefined
 
   constructor(url: string, options: PostgresStoreOptions = {}) {
     this.poolSize = options.poolSize ?? 10
-    this.pool = new pg.Pool({
+    const connection = {
       connectionString: url,
-      max: this.poolSize,
       connectionTimeoutMillis: options.connectionTimeoutMillis ?? 2000,
-      idleTimeoutMillis: 30_000,
       // TCP keepalive probes find a peer that vanished without closing (a dead host, a partition)
       // on idle connections, so the pool does not hand them out for ever.
       keepAlive: true,
       keepAliveInitialDelayMillis: 10_000,
       application_name: 'petstore-orders', // unless the URL names one
       types: TYPES,
-    })
+    }
+    this.pool = new pg.Pool({ ...connection, max: this.poolSize, idleTimeoutMillis: 30_000 })
     // An idle client whose connection dies (server restart, pg_terminate_backend, network) is
     // removed by the pool, which then emits 'error': without a listener that would end the process.
     // Nothing to do here: the next statement opens a new connection, or fails as unavailable.
@@ -276,11 +286,20 @@ export class PostgresStore implements Store {
     // in the same socket read as its readiness, within that gap, with no listener at all. Every
     // client of the pool therefore always has one; statements still see their own errors.
     this.pool.on('connect', (client) => client.on('error', () => {}))
+    this.versions = new VersionWatcher(
+      () => new pg.Client({ ...connection, query_timeout: LISTENER_QUERY_TIMEOUT_MS }),
+      async () => (await this.read<{ version: bigint }>('SELECT version FROM data_version WHERE id = 1')).rows[0]!.version,
+    )
   }
 
   /** Connections of the pool: for metrics and tests. */
   poolStats(): { total: number; idle: number; waiting: number } {
     return { total: this.pool.totalCount, idle: this.pool.idleCount, waiting: this.pool.waitingCount }
+  }
+
+  /** The backend pid of the data-version listener (outside the pool) while it listens: for tests. */
+  versionListenerPid(): number | undefined {
+    return this.versions.listenerPid
   }
 
   async migrate(): Promise<number[]> {
@@ -380,14 +399,20 @@ export class PostgresStore implements Store {
     }
   }
 
-  async dataVersion(): Promise<bigint> {
-    const { rows } = await this.read<{ version: bigint }>('SELECT version FROM data_version WHERE id = 1')
-    return rows[0]!.version
+  /**
+   * Served from memory while the version listener is up: stale by at most MAX_STALENESS_MS (1 s)
+   * for changes made elsewhere, normally a few milliseconds (the NOTIFY of the change); never for
+   * this instance's own changes. Read from the database (one round trip) whenever the listener is
+   * down, so it fails with StoreUnavailableError while the database is. See version-watcher.ts.
+   */
+  dataVersion(): Promise<bigint> {
+    return this.versions.current()
   }
 
   async cancelOrder(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
     // Not retried on a lost connection: the commit may have happened.
-    const { rows } = await this.write<{ changed: number }>(CANCEL, [int8(id), int8(cancelledByKey)])
+    const { rows } = await this.write<{ changed: number; version: bigint | null }>(CANCEL, [int8(id), int8(cancelledByKey)])
+    if (rows[0]!.version !== null) this.versions.observe(rows[0]!.version)
     if (rows[0]!.changed === 1) return 'cancelled'
     const status = await this.statusOf(id)
     // Cancelled, unknown, or (imported since the update missed it) pending: not found.
@@ -395,7 +420,8 @@ export class PostgresStore implements Store {
   }
 
   async shipOrder(id: bigint): Promise<ShipOutcome> {
-    const { rows } = await this.write<{ changed: number }>(SHIP, [int8(id)])
+    const { rows } = await this.write<{ changed: number; version: bigint | null }>(SHIP, [int8(id)])
+    if (rows[0]!.version !== null) this.versions.observe(rows[0]!.version)
     if (rows[0]!.changed === 1) return 'shipped'
     const status = await this.statusOf(id)
     if (status === 'cancelled') return 'cancelled'
@@ -403,7 +429,7 @@ export class PostgresStore implements Store {
   }
 
   async importOrders(records: AsyncIterable<OrderRecord>, onProgress?: (count: number) => void): Promise<number> {
-    return this.transaction(async (lease) => {
+    const { count, version } = await this.transaction(async (lease) => {
       const count = await this.consume(records, onProgress, async (batch: OrderRecord[]) => {
         const ids = intArray(batch.map((r) => r.id))
         const statuses = textArray(batch.map((r) => r.status))
@@ -422,9 +448,12 @@ export class PostgresStore implements Store {
         if (refused === undefined) throw new Error(`import: ${batch.length - (result.rowCount ?? 0)} orders were neither inserted nor updated`)
         throw new ImportConflictError(`order ${refused.id} is ${refused.current} and cannot become ${refused.wanted}`)
       })
-      if (count > 0) await lease.query(BUMP_VERSION)
-      return count
+      const version = count > 0 ? (await lease.query<{ version: bigint }>(bumpVersion())).rows[0]!.version : undefined
+      return { count, version }
     })
+    // Only once committed: a version that never committed must not label a list.
+    if (version !== undefined) this.versions.observe(version)
+    return count
   }
 
   async importPets(records: AsyncIterable<Pet>, onProgress?: (count: number) => void): Promise<number> {
@@ -481,7 +510,10 @@ export class PostgresStore implements Store {
   }
 
   close(): Promise<void> {
-    this.closing ??= this.pool.end()
+    this.closing ??= (async () => {
+      await this.versions.close()
+      await this.pool.end()
+    })()
     return this.closing
   }
 
