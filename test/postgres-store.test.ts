@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import fastJson from 'fast-json-stringify'
 import pg from 'pg'
 import Type from 'typebox'
-import type { OrderRecord } from '../src/domain/orders.js'
+import type { CancelOutcome, OrderRecord } from '../src/domain/orders.js'
 import { Order } from '../src/schemas/order.js'
 import type { Pet } from '../src/schemas/pet.js'
 import { PostgresStore } from '../src/store/postgres/postgres-store.js'
@@ -230,6 +230,77 @@ describe('PostgresStore', { skip }, () => {
     assert.equal(outcomes.filter((o) => o === 'cancelled').length, 1)
     assert.equal(outcomes.filter((o) => o === 'not_found').length, 49)
     assert.equal(await store.dataVersion(), start + 1n)
+  })
+
+  it('group-commits concurrent cancels: one transaction, one version bump, each its own exact outcome', async () => {
+    await store.importOrders(
+      from([order(310n), order(311n), order(312n), order(313n, { status: 'shipped', complete: true }), order(314n, { status: 'cancelled' })]),
+    )
+    const start = await store.dataVersion()
+    const ids = [310n, 311n, 313n, 314n, 999_998n, 310n, 312n, 313n, 311n, 312n]
+    const outcomes = await Promise.all(ids.map((id, i) => store.cancelOrder(id, BigInt(i))))
+    const expected: CancelOutcome[] = [
+      'cancelled', 'cancelled', 'already_shipped', 'not_found', 'not_found',
+      'not_found', 'cancelled', 'already_shipped', 'not_found', 'not_found',
+    ]
+    assert.deepEqual(outcomes, expected)
+    assert.equal(await store.dataVersion(), start + 1n) // one batch: one bump
+    // Of several cancels of one order, the first decided: its key is the one recorded.
+    assert.deepEqual(await sql(`SELECT id::text, cancelled_by_key::text AS key FROM orders WHERE id IN (310, 311, 312) ORDER BY id`), [
+      { id: '310', key: '0' },
+      { id: '311', key: '1' },
+      { id: '312', key: '6' },
+    ])
+  })
+
+  it('fails a whole batch exactly: every cancel in it is rejected and none of them commits', async () => {
+    const ids = Array.from({ length: 20 }, (_, i) => 320n + BigInt(i))
+    await store.importOrders(from(ids.map((id) => order(id))))
+    const start = await store.dataVersion()
+    // One order the database refuses to change makes the batch's statement fail.
+    await sql(`CREATE FUNCTION refuse_331() RETURNS trigger LANGUAGE plpgsql AS
+      $$ BEGIN IF NEW.id = 331 THEN RAISE EXCEPTION 'refused 331'; END IF; RETURN NEW; END $$`)
+    await sql('CREATE TRIGGER refuse_331 BEFORE UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION refuse_331()')
+    let results: PromiseSettledResult<CancelOutcome>[]
+    try {
+      results = await Promise.allSettled(ids.map((id) => store.cancelOrder(id, null)))
+    } finally {
+      await sql('DROP TRIGGER refuse_331 ON orders')
+      await sql('DROP FUNCTION refuse_331()')
+    }
+    for (const result of results) {
+      assert.equal(result.status, 'rejected')
+      assert.match(String((result as PromiseRejectedResult).reason), /refused 331/)
+    }
+    const [row] = await sql<{ n: number }>(`SELECT count(*)::int AS n FROM orders WHERE id BETWEEN 320 AND 339 AND status = 'pending'`)
+    assert.equal(row?.n, 20, 'no cancel of the failed batch committed')
+    assert.equal(await store.dataVersion(), start)
+    // And each can be cancelled now, exactly once.
+    assert.deepEqual(await Promise.all(ids.map((id) => store.cancelOrder(id, null))), ids.map(() => 'cancelled'))
+    assert.equal(await store.dataVersion(), start + 1n)
+  })
+
+  it('does not hold a batch up for orders another transaction has locked: those wait on their own', async () => {
+    await store.importOrders(from([order(340n), order(341n), order(342n), order(343n)]))
+    const start = await store.dataVersion()
+    const other = new pg.Client({ connectionString: db.url })
+    await other.connect()
+    try {
+      await other.query('BEGIN')
+      await other.query('SELECT 1 FROM orders WHERE id IN (341, 343) FOR UPDATE')
+      const [a, b, c, d] = [340n, 341n, 342n, 343n].map((id) => store.cancelOrder(id, null))
+      assert.deepEqual(await Promise.all([a, c]), ['cancelled', 'cancelled'])
+      let settled = false
+      void Promise.allSettled([b, d]).then(() => (settled = true))
+      await sleep(200)
+      assert.equal(settled, false, 'the cancels of the locked orders wait for the lock')
+      await other.query(`UPDATE orders SET status = 'shipped' WHERE id = 341`)
+      await other.query('COMMIT')
+      assert.deepEqual(await Promise.all([b, d]), ['already_shipped', 'cancelled'])
+    } finally {
+      await other.end()
+    }
+    assert.equal(await store.dataVersion(), start + 2n) // the batch, then the one cancelled alone
   })
 
   it('serves dataVersion from memory while it listens: no round trip, even with the pool exhausted', async () => {

@@ -3,7 +3,8 @@ import type { ApiKey, NewApiKey, Scope } from '../../domain/api-keys.js'
 import { toApiOrder, type CancelOutcome, type OrderRecord, type OrderStatus, type ShipOutcome } from '../../domain/orders.js'
 import type { Order } from '../../schemas/order.js'
 import type { Pet } from '../../schemas/pet.js'
-import { ImportConflictError, type Store } from '../store.js'
+import { ImportConflictError, StoreUnavailableError, type Store } from '../store.js'
+import { CancelBatcher, type BatchOutcome, type CancelRequest } from './cancel-batcher.js'
 import { isLostConnection, isUnavailable, toStoreError } from './errors.js'
 import { MIGRATION_LOCK_KEY, POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_TABLE } from './migrations.js'
 import { LISTENER_QUERY_TIMEOUT_MS, VERSION_CHANNEL, VersionWatcher } from './version-watcher.js'
@@ -69,9 +70,10 @@ function jsonPage(pageSize: number, first: boolean): string {
           WHERE status <> 'cancelled'${first ? '' : ' AND id > $1::bigint'} ORDER BY id LIMIT ${pageSize}) page`
 }
 
-// The conditional update and the version bump are one statement, hence one transaction: the bump
-// happens exactly when the order changed. The status of an order that did not change is read by a
-// separate statement, whose fresh snapshot sees whatever change made the update miss.
+// One cancel on its own (an order another transaction held locked when its batch ran; see
+// cancel-batcher.ts). The conditional update and the version bump are one statement, hence one
+// transaction: the bump happens exactly when the order changed. The status of an order that did not
+// change is read by a separate statement, whose fresh snapshot sees whatever change made the update miss.
 const CANCEL = `WITH changed AS (
     UPDATE orders SET status = 'cancelled', cancelled_at = now(), cancelled_by_key = $2
     WHERE id = $1 AND status = 'pending' RETURNING id
@@ -79,6 +81,30 @@ const CANCEL = `WITH changed AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
   )
   SELECT count(*)::int AS changed, (SELECT version FROM bumped) AS version FROM changed`
+/**
+ * A batch of cancels, distinct orders, in one statement (one transaction). Rows another transaction
+ * holds locked are skipped, not waited for: a batch never waits for an order's lock while holding
+ * others' (no deadlock with a concurrent import or another instance's batch, and one slow lock does
+ * not hold up the whole batch); those orders are cancelled one by one afterwards. The version is
+ * bumped once, if anything was cancelled. Every sub-statement sees the statement's snapshot: the
+ * orders then shipped are final; those then pending and not cancelled here were locked (or changed
+ * since), and are the ones cancelled one by one.
+ */
+const CANCEL_BATCH = `WITH request AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS r(id, cancelled_by_key)
+  ), target AS (
+    SELECT o.id, r.cancelled_by_key FROM orders o JOIN request r ON r.id = o.id
+    WHERE o.status = 'pending' ORDER BY o.id FOR UPDATE OF o SKIP LOCKED
+  ), changed AS (
+    UPDATE orders o SET status = 'cancelled', cancelled_at = now(), cancelled_by_key = t.cancelled_by_key
+    FROM target t WHERE o.id = t.id AND o.status = 'pending' RETURNING o.id
+  ), bumped AS (
+    ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
+  )
+  SELECT ARRAY(SELECT id FROM changed)::text[] AS cancelled,
+    ARRAY(SELECT o.id FROM orders o JOIN request r ON r.id = o.id WHERE o.status = 'shipped')::text[] AS shipped,
+    ARRAY(SELECT o.id FROM orders o JOIN request r ON r.id = o.id WHERE o.status = 'pending')::text[] AS pending,
+    (SELECT version FROM bumped) AS version`
 const SHIP = `WITH changed AS (
     UPDATE orders SET status = 'shipped' WHERE id = $1 AND status = 'pending' RETURNING id
   ), bumped AS (
@@ -262,6 +288,7 @@ export class PostgresStore implements Store {
   private readonly poolSize: number
   /** dataVersion() from memory (LISTEN/NOTIFY on one more connection, outside the pool). */
   private readonly versions: VersionWatcher
+  private readonly cancels: CancelBatcher
   private closing: Promise<void> | undefined
 
   constructor(url: string, options: PostgresStoreOptions = {}) {
@@ -289,6 +316,10 @@ export class PostgresStore implements Store {
     this.versions = new VersionWatcher(
       () => new pg.Client({ ...connection, query_timeout: LISTENER_QUERY_TIMEOUT_MS }),
       async () => (await this.read<{ version: bigint }>('SELECT version FROM data_version WHERE id = 1')).rows[0]!.version,
+    )
+    this.cancels = new CancelBatcher(
+      (requests) => this.commitCancels(requests),
+      ({ id, cancelledByKey }) => this.cancelAlone(id, cancelledByKey),
     )
   }
 
@@ -409,14 +440,10 @@ export class PostgresStore implements Store {
     return this.versions.current()
   }
 
-  async cancelOrder(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
-    // Not retried on a lost connection: the commit may have happened.
-    const { rows } = await this.write<{ changed: number; version: bigint | null }>(CANCEL, [int8(id), int8(cancelledByKey)])
-    if (rows[0]!.version !== null) this.versions.observe(rows[0]!.version)
-    if (rows[0]!.changed === 1) return 'cancelled'
-    const status = await this.statusOf(id)
-    // Cancelled, unknown, or (imported since the update missed it) pending: not found.
-    return status === 'shipped' ? 'already_shipped' : 'not_found'
+  /** Group-committed with the cancels of the same moment (cancel-batcher.ts). */
+  cancelOrder(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
+    if (this.closing !== undefined) return Promise.reject(new StoreUnavailableError('the store is closed'))
+    return this.cancels.cancel(id, cancelledByKey)
   }
 
   async shipOrder(id: bigint): Promise<ShipOutcome> {
@@ -511,10 +538,40 @@ export class PostgresStore implements Store {
 
   close(): Promise<void> {
     this.closing ??= (async () => {
+      await this.cancels.drain()
       await this.versions.close()
       await this.pool.end()
     })()
     return this.closing
+  }
+
+  /** One batch of cancels of distinct orders (CANCEL_BATCH); resolves once committed. */
+  private async commitCancels(requests: CancelRequest[]): Promise<Map<bigint, BatchOutcome>> {
+    const ids = requests.map((r) => r.id)
+    // Not retried on a lost connection: the commit may have happened.
+    const { rows } = await this.write<{ version: bigint | null; cancelled: string[]; shipped: string[]; pending: string[] }>(CANCEL_BATCH, [
+      intArray(ids),
+      intArray(requests.map((r) => r.cancelledByKey)),
+    ])
+    const { version, cancelled, shipped, pending } = rows[0]!
+    if (version !== null) this.versions.observe(version)
+    const outcomes = new Map<bigint, BatchOutcome>()
+    for (const id of pending) outcomes.set(BigInt(id), 'locked')
+    for (const id of shipped) outcomes.set(BigInt(id), 'already_shipped')
+    for (const id of cancelled) outcomes.set(BigInt(id), 'cancelled')
+    // Any other order was cancelled already, or is unknown: not found.
+    return outcomes
+  }
+
+  /** One cancel in its own transaction, waiting for the order's row lock if another holds it. */
+  private async cancelAlone(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
+    // Not retried on a lost connection: the commit may have happened.
+    const { rows } = await this.write<{ changed: number; version: bigint | null }>(CANCEL, [int8(id), int8(cancelledByKey)])
+    if (rows[0]!.version !== null) this.versions.observe(rows[0]!.version)
+    if (rows[0]!.changed === 1) return 'cancelled'
+    const status = await this.statusOf(id)
+    // Cancelled, unknown, or (imported since the update missed it) pending: not found.
+    return status === 'shipped' ? 'already_shipped' : 'not_found'
   }
 
   private async statusOf(id: bigint): Promise<OrderStatus | undefined> {
