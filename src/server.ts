@@ -41,12 +41,16 @@ export async function startServer(config: Config, options: { onListening?: (url:
   let closing: Promise<void> | undefined
   const close = (): Promise<void> =>
     (closing ??= (async () => {
-      // Fastify stops accepting, answers new requests on kept-alive sockets with 503, and waits for
-      // in-flight ones; the timeout bounds a client that never finishes reading a long list.
+      // Fastify stops accepting and waits for in-flight requests; requests still arriving on open
+      // connections are served with Connection: close. A connection whose request finishes goes
+      // idle: close those as they appear rather than waiting out the keep-alive timeout. The
+      // shutdown timeout bounds a client that never finishes reading a long list.
+      const reaper = setInterval(() => running.server.closeIdleConnections(), 100)
       const timer = setTimeout(() => running.server.closeAllConnections(), config.shutdownTimeoutMs)
       try {
         await running.close()
       } finally {
+        clearInterval(reaper)
         clearTimeout(timer)
         await store.close()
       }
