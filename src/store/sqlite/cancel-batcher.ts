@@ -1,13 +1,14 @@
 import type Database from 'better-sqlite3'
 import type { CancelOutcome, OrderStatus } from '../../domain/orders.js'
 
-// While another process holds the write lock (a CLI import, say), a batch is retried off the event
-// loop for this long before its cancels fail (503): the connection's own busy wait is kept short.
+// While another process holds the write lock (a CLI import, say), the queued cancels are retried by
+// one timer, off the event loop, until each has waited this long since it was queued; then it fails
+// (503). The writer connection itself never waits for the lock (busy_timeout 0, set below).
 const BUSY_RETRY_MS = 2000
 const BUSY_BACKOFF_MS = 25
 
 interface PendingCancel {
-  firstTriedAt?: number
+  queuedAt: number
   id: bigint
   cancelledByKey: bigint | null
   resolve: (outcome: CancelOutcome) => void
@@ -24,11 +25,12 @@ interface PendingCancel {
 export class CancelBatcher {
   private queue: PendingCancel[] = []
   private scheduled: Promise<void> | undefined
-  private retrying = 0
-  private retries: Promise<void> = Promise.resolve()
+  private retry: { timer: NodeJS.Timeout; done: Promise<void> } | undefined
   private readonly commitBatch: Database.Transaction<(batch: PendingCancel[]) => CancelOutcome[]>
 
   constructor(db: Database.Database) {
+    // Only the server cancels, and it must never block its event loop on another process's lock.
+    db.pragma('busy_timeout = 0')
     const cancel = db.prepare(
       `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ? WHERE id = ? AND status = 'pending'`,
     )
@@ -52,9 +54,11 @@ export class CancelBatcher {
 
   cancel(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ id, cancelledByKey, resolve, reject })
+      this.queue.push({ queuedAt: Date.now(), id, cancelledByKey, resolve, reject })
+      if (this.retry !== undefined) return // the pending retry takes it along
       this.scheduled ??= new Promise((done) =>
         setImmediate(() => {
+          this.scheduled = undefined
           this.flush()
           done()
         }),
@@ -64,44 +68,42 @@ export class CancelBatcher {
 
   /** Waits for the cancels already queued to settle. */
   async drain(): Promise<void> {
-    while (this.scheduled !== undefined || this.retrying > 0) {
+    while (this.scheduled !== undefined || this.retry !== undefined) {
       await this.scheduled
-      await this.retries
+      await this.retry?.done
     }
   }
 
   private flush(): void {
     const batch = this.queue
     this.queue = []
-    this.scheduled = undefined
-    if (batch.length === 0) return // a retry already took this turn's cancels
+    if (batch.length === 0) return
     let outcomes: CancelOutcome[]
     try {
       outcomes = this.commitBatch.immediate(batch)
     } catch (error) {
-      const now = Date.now()
-      if ((error as { code?: string }).code === 'SQLITE_BUSY') {
-        const retry = batch.filter((pending) => now - (pending.firstTriedAt ??= now) < BUSY_RETRY_MS)
-        for (const pending of batch) if (!retry.includes(pending)) pending.reject(error)
-        if (retry.length > 0) this.retryLater(retry)
+      if ((error as { code?: string }).code !== 'SQLITE_BUSY') {
+        for (const pending of batch) pending.reject(error)
         return
       }
-      for (const pending of batch) pending.reject(error)
+      const now = Date.now()
+      const waiting = batch.filter((pending) => now - pending.queuedAt < BUSY_RETRY_MS)
+      for (const pending of batch) if (!waiting.includes(pending)) pending.reject(error)
+      this.queue.unshift(...waiting)
+      if (this.queue.length > 0) this.retryLater()
       return
     }
     batch.forEach((pending, i) => pending.resolve(outcomes[i]!))
   }
 
-  private retryLater(batch: PendingCancel[]): void {
-    this.retrying++
-    const done = new Promise<void>((resolve) =>
-      setTimeout(() => {
-        this.retrying--
-        this.queue.unshift(...batch)
-        this.flush()
-        resolve()
-      }, BUSY_BACKOFF_MS),
-    )
-    this.retries = this.retries.then(() => done)
+  private retryLater(): void {
+    let finished!: () => void
+    const done = new Promise<void>((resolve) => (finished = resolve))
+    const timer = setTimeout(() => {
+      this.retry = undefined
+      this.flush()
+      finished()
+    }, BUSY_BACKOFF_MS)
+    this.retry = { timer, done }
   }
 }
