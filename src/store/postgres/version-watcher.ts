@@ -1,4 +1,6 @@
+import { setImmediate as nextTurn } from 'node:timers/promises'
 import type pg from 'pg'
+import { isUnavailable } from './errors.js'
 
 /** The channel every data_version bump notifies, with the new version as its payload. */
 export const VERSION_CHANNEL = 'petstore_orders_data_version'
@@ -56,6 +58,11 @@ export class VersionWatcher {
   ) {}
 
   async current(): Promise<bigint> {
+    // Before a version is served from memory, whatever the listener's connection has already
+    // delivered to this process is handled: a notification, or the connection's end — the database
+    // stopping. Without this turn, a request read in the same turn of the event loop as that end
+    // would still be answered from memory as if the database were there.
+    if (this.listening && this.known !== undefined) await nextTurn()
     const now = performance.now()
     if (!this.listening) this.listen(now)
     if (this.listening && this.known !== undefined && now < this.freshUntil) {
@@ -122,6 +129,11 @@ export class VersionWatcher {
     // Never left without an 'error' listener: an unhandled one would end the process.
     client.on('error', () => this.lost(client))
     client.on('end', () => this.lost(client))
+    // A backend being terminated by an immediate shutdown or a crash of another backend says so in
+    // a notice (57P01, 57P02) before its connection closes: the listener is given up at once.
+    client.on('notice', (notice) => {
+      if (isUnavailable(notice)) this.lost(client)
+    })
     client.on('notification', (message) => {
       if (message.channel === VERSION_CHANNEL && message.payload !== undefined && VERSION_TEXT.test(message.payload)) {
         this.observe(BigInt(message.payload))
