@@ -3,7 +3,7 @@ import type { CancelOutcome, OrderStatus } from '../../domain/orders.js'
 
 // While another process holds the write lock (a CLI import, say), the queued cancels are retried by
 // one timer, off the event loop, until each has waited this long since it was queued; then it fails
-// (503). The writer connection itself never waits for the lock (busy_timeout 0, set below).
+// (503). A commit attempt itself never waits for the lock (busy_timeout 0 around it, see flush).
 const BUSY_RETRY_MS = 2000
 const BUSY_BACKOFF_MS = 25
 
@@ -28,9 +28,7 @@ export class CancelBatcher {
   private retry: { timer: NodeJS.Timeout; done: Promise<void> } | undefined
   private readonly commitBatch: Database.Transaction<(batch: PendingCancel[]) => CancelOutcome[]>
 
-  constructor(db: Database.Database) {
-    // Only the server cancels, and it must never block its event loop on another process's lock.
-    db.pragma('busy_timeout = 0')
+  constructor(private readonly db: Database.Database) {
     const cancel = db.prepare(
       `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ? WHERE id = ? AND status = 'pending'`,
     )
@@ -79,6 +77,10 @@ export class CancelBatcher {
     this.queue = []
     if (batch.length === 0) return
     let outcomes: CancelOutcome[]
+    // The attempt itself must not wait on another process's lock (the timer below does the
+    // waiting); reads on this connection keep their short busy wait, which WAL needs now and then.
+    const busyTimeout = this.db.pragma('busy_timeout', { simple: true }) as number
+    this.db.pragma('busy_timeout = 0')
     try {
       outcomes = this.commitBatch.immediate(batch)
     } catch (error) {
@@ -92,6 +94,8 @@ export class CancelBatcher {
       this.queue.unshift(...waiting)
       if (this.queue.length > 0) this.retryLater()
       return
+    } finally {
+      this.db.pragma(`busy_timeout = ${busyTimeout}`)
     }
     batch.forEach((pending, i) => pending.resolve(outcomes[i]!))
   }
