@@ -3,6 +3,8 @@ import { Agent, request } from 'node:http'
 export interface ProbeResult {
   requests: number
   failures: number
+  /** How many failed, by status or error code. */
+  failureReasons: Record<string, number>
   p50Ms: number
   p99Ms: number
   maxMs: number
@@ -25,6 +27,7 @@ export function steadyProbe(options: { url: string; headers: Record<string, stri
   const started = performance.now()
   const latencies: number[] = []
   let failures = 0
+  const reasons = new Map<string, number>()
   let sent = 0
   let inFlight = 0
   let stopped = false
@@ -33,17 +36,20 @@ export function steadyProbe(options: { url: string; headers: Record<string, stri
 
   const send = (dueAt: number): void => {
     inFlight++
-    const finish = (ok: boolean): void => {
+    const finish = (ok: boolean, reason = ''): void => {
       if (ok) latencies.push(performance.now() - dueAt)
-      else failures++
+      else {
+        failures++
+        reasons.set(reason, (reasons.get(reason) ?? 0) + 1)
+      }
       if (--inFlight === 0) idle?.()
     }
     const req = request(options.url, { headers: options.headers, agent, timeout: 60_000 }, (res) => {
       res.resume()
-      res.on('end', () => finish(res.statusCode === 200))
-      res.on('error', () => finish(false))
+      res.on('end', () => finish(res.statusCode === 200, `status ${res.statusCode}`))
+      res.on('error', (error: NodeJS.ErrnoException) => finish(false, `response ${error.code ?? error.message}`))
     })
-    req.on('error', () => finish(false))
+    req.on('error', (error: NodeJS.ErrnoException) => finish(false, `request ${error.code ?? error.message}`))
     req.on('timeout', () => req.destroy(new Error('timeout')))
     req.end()
   }
@@ -64,7 +70,7 @@ export function steadyProbe(options: { url: string; headers: Record<string, stri
       if (inFlight > 0) await new Promise<void>((resolve) => (idle = resolve))
       agent.destroy()
       const sorted = latencies.sort((a, b) => a - b)
-      return { requests: sent, failures, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), maxMs: sorted.at(-1) ?? NaN }
+      return { requests: sent, failures, failureReasons: Object.fromEntries(reasons), p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), maxMs: sorted.at(-1) ?? NaN }
     },
   }
 }

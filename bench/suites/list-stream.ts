@@ -151,6 +151,6 @@ async function smallRequestsDuring(server: RunningChild, headers: Record<string,
   } finally {
     result = await probe.stop()
   }
-  if (result.failures > 0) throw new Error(`${result.failures} of ${result.requests} small requests failed during big lists`)
+  if (result.failures > 0) throw new Error(`${result.failures} of ${result.requests} small requests failed during big lists: ${JSON.stringify(result.failureReasons)}`)
   return result
 }
