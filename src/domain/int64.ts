@@ -15,11 +15,3 @@ export function parseInt64(text: string): bigint | undefined {
   const value = BigInt(match[1]! + match[2]!)
   return value < INT64_MIN || value > INT64_MAX ? undefined : value
 }
-
-/** A value from JSON (already parsed losslessly, see `lossless-json.ts`) or a database driver. */
-export function toInt64(value: unknown): bigint | undefined {
-  if (typeof value === 'bigint') return value >= INT64_MIN && value <= INT64_MAX ? value : undefined
-  if (typeof value === 'number') return Number.isSafeInteger(value) ? BigInt(value) : undefined
-  if (typeof value === 'string') return parseInt64(value)
-  return undefined
-}

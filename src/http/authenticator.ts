@@ -76,5 +76,5 @@ function unauthorized(description: string | undefined): ApiError {
   // RFC 6750 §3: no error attribute when the request carried no bearer token at all.
   const challenge =
     description === undefined ? REALM : `${REALM}, error="invalid_token", error_description="${description}"`
-  return new ApiError('unauthorized', description ?? undefined, { 'www-authenticate': challenge })
+  return new ApiError('unauthorized', description, { 'www-authenticate': challenge })
 }

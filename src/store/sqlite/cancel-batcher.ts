@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3'
 import type { CancelOutcome, OrderStatus } from '../../domain/orders.js'
+import { BUMP_DATA_VERSION } from './migrations.js'
 
 // While another process holds the write lock (a CLI import, say), the queued cancels are retried by
 // one timer, off the event loop, until each has waited this long since it was queued; then it fails
@@ -25,7 +26,7 @@ interface PendingCancel {
 export class CancelBatcher {
   private queue: PendingCancel[] = []
   private scheduled: Promise<void> | undefined
-  private retry: { timer: NodeJS.Timeout; done: Promise<void> } | undefined
+  private retry: Promise<void> | undefined // the pending retry, settled once it has run
   private readonly commitBatch: Database.Transaction<(batch: PendingCancel[]) => CancelOutcome[]>
 
   constructor(private readonly db: Database.Database) {
@@ -33,7 +34,7 @@ export class CancelBatcher {
       `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ? WHERE id = ? AND status = 'pending'`,
     )
     const statusOf = db.prepare('SELECT status FROM orders WHERE id = ?')
-    const bump = db.prepare('UPDATE data_version SET version = version + 1 WHERE id = 1')
+    const bump = db.prepare(BUMP_DATA_VERSION)
     this.commitBatch = db.transaction((batch: PendingCancel[]) => {
       const now = new Date().toISOString()
       let cancelled = 0
@@ -68,7 +69,7 @@ export class CancelBatcher {
   async drain(): Promise<void> {
     while (this.scheduled !== undefined || this.retry !== undefined) {
       await this.scheduled
-      await this.retry?.done
+      await this.retry
     }
   }
 
@@ -101,13 +102,12 @@ export class CancelBatcher {
   }
 
   private retryLater(): void {
-    let finished!: () => void
-    const done = new Promise<void>((resolve) => (finished = resolve))
-    const timer = setTimeout(() => {
-      this.retry = undefined
-      this.flush()
-      finished()
-    }, BUSY_BACKOFF_MS)
-    this.retry = { timer, done }
+    this.retry = new Promise((done) =>
+      setTimeout(() => {
+        this.retry = undefined
+        this.flush()
+        done()
+      }, BUSY_BACKOFF_MS),
+    )
   }
 }

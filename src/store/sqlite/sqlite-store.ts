@@ -8,7 +8,7 @@ import type { Order } from '../../schemas/order.js'
 import type { Pet } from '../../schemas/pet.js'
 import { ImportConflictError, StoreUnavailableError, type Store } from '../store.js'
 import { CancelBatcher } from './cancel-batcher.js'
-import { SQLITE_MIGRATIONS } from './migrations.js'
+import { BUMP_DATA_VERSION, SQLITE_MIGRATIONS } from './migrations.js'
 
 type Db = Database.Database
 
@@ -156,11 +156,7 @@ export class SqliteStore implements Store {
   }
 
   async ping(): Promise<void> {
-    try {
-      this.db.prepare('SELECT version FROM data_version WHERE id = 1').get()
-    } catch (error) {
-      classify(error)
-    }
+    await this.dataVersion() // a read of the database, as every list request makes
   }
 
   async *streamOrders(batchSize = 1000): AsyncIterable<Order[]> {
@@ -402,6 +398,6 @@ export class SqliteStore implements Store {
   }
 }
 
-export function bumpVersion(db: Db): void {
-  db.prepare('UPDATE data_version SET version = version + 1 WHERE id = 1').run()
+function bumpVersion(db: Db): void {
+  db.prepare(BUMP_DATA_VERSION).run()
 }
