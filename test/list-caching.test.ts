@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict'
 import { before, it } from 'node:test'
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
-import { bearer, forEachStore, startTestServer, type TestServer } from './support/harness.js'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { openStore } from '../src/store/open-store.js'
+import { VERSION_RECHECK_MS } from '../src/store/sqlite/sqlite-store.js'
+import { bearer, forEachStore, records, order, startTestServer, type TestServer } from './support/harness.js'
 
 forEachStore('listOrders caching and compression', (kind) => {
   let server: TestServer
@@ -43,6 +46,36 @@ forEachStore('listOrders caching and compression', (kind) => {
     assert.notEqual(text, body)
     assert.ok(!text.includes('"id":5,'))
     assert.ok(body.includes('"id":5,'))
+  })
+
+  it('sees a change made by another connection (another process) within the staleness bound', async (t) => {
+    // PostgreSQL's bound (LISTEN/NOTIFY, 1 s) is tested with two processes in multi-instance.test.ts.
+    if (kind !== 'sqlite') return t.skip('SQLite only')
+    const other = await openStore(server.database.config)
+    try {
+      const etag = (await list()).headers.get('etag')!
+      await other.importOrders(records([order({ id: 90_001n, quantity: 1 })]))
+      await sleep(VERSION_RECHECK_MS + 20)
+      const after = await list({ 'if-none-match': etag })
+      assert.equal(after.status, 200)
+      assert.ok((await after.text()).includes('"id":90001,'))
+    } finally {
+      await other.close()
+    }
+  })
+
+  it('sees its own change at once: a list right after a cancel is never the cached one', async () => {
+    for (const id of [11, 12, 13]) {
+      const etag = (await list()).headers.get('etag')!
+      assert.equal((await fetch(`${server.origin}/v1/store/orders/${id}`, { method: 'DELETE', headers: bearer(key) })).status, 204)
+      const after = await list({ 'if-none-match': etag })
+      assert.equal(after.status, 200, `order ${id}`)
+      assert.ok(!(await after.text()).includes(`"id":${id},`))
+    }
+    // The same at the store, with no time in between for a cached version to expire.
+    const version = await server.store.dataVersion()
+    assert.equal(await server.store.cancelOrder(14n, null), 'cancelled')
+    assert.notEqual(await server.store.dataVersion(), version)
   })
 
   it('serves the same bytes from the cache as from the database', async () => {

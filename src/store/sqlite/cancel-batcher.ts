@@ -29,7 +29,11 @@ export class CancelBatcher {
   private retry: Promise<void> | undefined // the pending retry, settled once it has run
   private readonly commitBatch: Database.Transaction<(batch: PendingCancel[]) => CancelOutcome[]>
 
-  constructor(private readonly db: Database.Database) {
+  constructor(
+    private readonly db: Database.Database,
+    /** Called after every commit attempt (the data version may have moved). */
+    private readonly onWrite: () => void = () => {},
+  ) {
     const cancel = db.prepare(
       `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ? WHERE id = ? AND status = 'pending'`,
     )
@@ -97,6 +101,7 @@ export class CancelBatcher {
       return
     } finally {
       this.db.pragma(`busy_timeout = ${busyTimeout}`)
+      this.onWrite()
     }
     batch.forEach((pending, i) => pending.resolve(outcomes[i]!))
   }
