@@ -69,7 +69,13 @@ forEachStore('errors', (kind) => {
       'DELETE /v1/store/orders/1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n\r\n',
       'GET /v1/store/orders HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n',
     ]) {
-      expectRawError(await rawRequest(server.origin, request), 400, 'bad_request')
+      const raw = await rawRequest(server.origin, request)
+      // A request its headers already refuse (401: no key) may be answered before its malformed
+      // body is read; the malformed part still gets the 400 that ends the connection.
+      const responses = raw.split(/(?=HTTP\/1\.1 \d{3} )/)
+      assert.ok(responses.length <= 2, raw)
+      if (responses.length === 2) assert.match(responses[0]!, /^HTTP\/1\.1 401 /, raw)
+      expectRawError(responses.at(-1)!, 400, 'bad_request')
     }
   })
 

@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type {
   FastifyBaseLogger,
   FastifyInstance,
-  onRequestAsyncHookHandler,
+  onRequestHookHandler,
   RawReplyDefaultExpression,
   RawRequestDefaultExpression,
   RawServerDefault,
@@ -18,7 +18,7 @@ declare module 'fastify' {
     store: Store
     metrics: Metrics
     /** An onRequest hook: 401 without a valid key, 403 without `scope`; sets `request.apiKey`. */
-    requireScope(scope: Scope): onRequestAsyncHookHandler
+    requireScope(scope: Scope): onRequestHookHandler
   }
   interface FastifySchema {
     /** OpenAPI extension on every operation of the document. */

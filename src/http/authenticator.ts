@@ -1,6 +1,7 @@
 import { hashApiKey, isActive, looksLikeApiKey, type ApiKey, type Scope } from '../domain/api-keys.js'
 import { ApiError } from '../errors.js'
 import type { Store } from '../store/store.js'
+import type { MaybePromise } from './maybe-async.js'
 
 const REALM = 'Bearer realm="petstore"'
 // RFC 6750 §2.1: the scheme is case-insensitive; the credentials are a token68.
@@ -15,9 +16,11 @@ interface CacheEntry {
 /**
  * Turns an Authorization header into an API key, or a 401/403 ApiError.
  *
- * Lookups are cached by key hash (found and not found alike) for `ttlMs`, so a busy key costs no
- * database round trip; a key revoked in the database is refused by every instance within `ttlMs`.
- * Expiry needs no lookup: it is checked against the cached expiry on every request.
+ * Lookups are cached (found and not found alike) for `ttlMs`, so a busy key costs no database
+ * round trip and no hashing: a cached key is answered at once, without a promise. A key revoked in
+ * the database is refused by every instance within `ttlMs`. Expiry needs no lookup: it is checked
+ * against the cached expiry on every request. The cache is keyed by the presented token itself; it
+ * lives only in this process's memory, like the request that carried it, and is bounded in size.
  */
 export class Authenticator {
   private readonly cache = new Map<string, CacheEntry>()
@@ -29,16 +32,14 @@ export class Authenticator {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async authenticate(header: string | undefined, scope: Scope): Promise<ApiKey> {
-    if (header === undefined || header === '') throw unauthorized(undefined)
-    const match = BEARER.exec(header)
-    if (match === null) {
-      // Some other scheme (Basic, …) or no credentials: no bearer token was sent.
-      throw /^bearer\b/i.test(header) ? unauthorized('The Authorization header is not "Bearer <API_KEY>".') : unauthorized(undefined)
-    }
-    const token = match[1]!
-    if (!looksLikeApiKey(token)) throw unauthorized('The API key is malformed.')
-    const key = await this.lookup(hashApiKey(token))
+  authenticate(header: string | undefined, scope: Scope): MaybePromise<ApiKey> {
+    const token = bearerToken(header)
+    const cached = this.cache.get(token)
+    if (cached !== undefined && this.now() - cached.fetchedAt < this.ttlMs) return this.admit(cached.key, scope)
+    return this.lookup(token).then((key) => this.admit(key, scope))
+  }
+
+  private admit(key: ApiKey | undefined, scope: Scope): ApiKey {
     if (key === undefined) throw unauthorized('The API key is not known.')
     if (!isActive(key, new Date(this.now()))) {
       throw unauthorized(key.revokedAt !== null ? 'The API key has been revoked.' : 'The API key has expired.')
@@ -51,25 +52,36 @@ export class Authenticator {
     return key
   }
 
-  private async lookup(hash: string): Promise<ApiKey | undefined> {
-    const cached = this.cache.get(hash)
-    if (cached !== undefined && this.now() - cached.fetchedAt < this.ttlMs) return cached.key
-    let pending = this.inFlight.get(hash)
+  private async lookup(token: string): Promise<ApiKey | undefined> {
+    let pending = this.inFlight.get(token)
     if (pending === undefined) {
-      pending = this.store.findApiKeyByHash(hash).finally(() => this.inFlight.delete(hash))
-      this.inFlight.set(hash, pending)
+      pending = this.store.findApiKeyByHash(hashApiKey(token)).finally(() => this.inFlight.delete(token))
+      this.inFlight.set(token, pending)
     }
     const key = await pending
-    this.remember(hash, key)
+    this.remember(token, key)
     return key
   }
 
-  private remember(hash: string, key: ApiKey | undefined): void {
+  private remember(token: string, key: ApiKey | undefined): void {
     if (this.ttlMs === 0) return
-    this.cache.delete(hash) // re-insert at the end: the Map's order is the eviction order
-    this.cache.set(hash, { key, fetchedAt: this.now() })
+    this.cache.delete(token) // re-insert at the end: the Map's order is the eviction order
+    this.cache.set(token, { key, fetchedAt: this.now() })
     if (this.cache.size > MAX_CACHED_KEYS) this.cache.delete(this.cache.keys().next().value!)
   }
+}
+
+/** The token of a well-formed `Bearer` header, or a 401 saying what is wrong with it. */
+function bearerToken(header: string | undefined): string {
+  if (header === undefined || header === '') throw unauthorized(undefined)
+  const match = BEARER.exec(header)
+  if (match === null) {
+    // Some other scheme (Basic, …) or no credentials: no bearer token was sent.
+    throw /^bearer\b/i.test(header) ? unauthorized('The Authorization header is not "Bearer <API_KEY>".') : unauthorized(undefined)
+  }
+  const token = match[1]!
+  if (!looksLikeApiKey(token)) throw unauthorized('The API key is malformed.')
+  return token
 }
 
 function unauthorized(description: string | undefined): ApiError {

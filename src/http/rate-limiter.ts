@@ -1,21 +1,28 @@
 import { Redis } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
 import { ApiError } from '../errors.js'
+import type { MaybePromise } from './maybe-async.js'
 
 /**
  * Fixed-window request counters: a window starts at a key's first hit and lasts `windowMs`.
  * In memory (one instance) or in Redis (shared by every instance).
  */
+export interface CounterWindow {
+  count: number
+  resetMs: number
+}
+
 export interface CounterStore {
   /** Counts one hit and returns the count in the current window and the ms until it resets. */
-  hit(key: string, windowMs: number): Promise<{ count: number; resetMs: number }>
+  hit(key: string, windowMs: number): MaybePromise<CounterWindow>
   /** Resolves once the store can count (or could not within its timeout: it fails open then). */
   ready?(): Promise<void>
   /** The count in the current window without counting. */
-  peek(key: string): Promise<{ count: number; resetMs: number }>
+  peek(key: string): MaybePromise<CounterWindow>
   close(): Promise<void>
 }
 
+/** In this process only, answered at once (no promise). */
 export class MemoryCounterStore implements CounterStore {
   private readonly windows = new Map<string, { count: number; resetAt: number }>()
   private readonly sweeper: NodeJS.Timeout
@@ -28,7 +35,7 @@ export class MemoryCounterStore implements CounterStore {
     }, 60_000).unref()
   }
 
-  async hit(key: string, windowMs: number): Promise<{ count: number; resetMs: number }> {
+  hit(key: string, windowMs: number): CounterWindow {
     const now = this.now()
     let window = this.windows.get(key)
     if (window === undefined || window.resetAt <= now) {
@@ -39,7 +46,7 @@ export class MemoryCounterStore implements CounterStore {
     return { count: window.count, resetMs: window.resetAt - now }
   }
 
-  async peek(key: string): Promise<{ count: number; resetMs: number }> {
+  peek(key: string): CounterWindow {
     const now = this.now()
     const window = this.windows.get(key)
     return window === undefined || window.resetAt <= now ? { count: 0, resetMs: 0 } : { count: window.count, resetMs: window.resetAt - now }
@@ -82,12 +89,12 @@ export class RedisCounterStore implements CounterStore {
     })
   }
 
-  async hit(key: string, windowMs: number): Promise<{ count: number; resetMs: number }> {
+  async hit(key: string, windowMs: number): Promise<CounterWindow> {
     const [count, ttl] = (await this.redis.eval(HIT, 1, `${this.prefix}${key}`, windowMs)) as [number, number]
     return { count, resetMs: Math.max(ttl, 0) }
   }
 
-  async peek(key: string): Promise<{ count: number; resetMs: number }> {
+  async peek(key: string): Promise<CounterWindow> {
     const [count, ttl] = (await this.redis.eval(PEEK, 1, `${this.prefix}${key}`)) as [number, number]
     return { count, resetMs: Math.max(ttl, 0) }
   }
@@ -123,40 +130,56 @@ export class RateLimiter {
   }
 
   /** 429 if this address has failed authentication too often in the current window. */
-  async checkAuthFailures(address: string): Promise<void> {
+  checkAuthFailures(address: string): MaybePromise<void> {
     const policy = this.authFailures
     if (policy.limit === 0) return
-    const window = await this.guard(() => this.counters.peek(`${policy.name}:${address}`))
-    if (window !== undefined && window.count >= policy.limit) throw limited(policy, window.resetMs)
+    return this.guarded(
+      () => this.counters.peek(`${policy.name}:${address}`),
+      (window) => {
+        if (window.count >= policy.limit) throw limited(policy, window.resetMs)
+      },
+      undefined,
+    )
   }
 
-  async recordAuthFailure(address: string): Promise<void> {
+  recordAuthFailure(address: string): MaybePromise<void> {
     const policy = this.authFailures
     if (policy.limit === 0) return
-    await this.guard(() => this.counters.hit(`${policy.name}:${address}`, policy.windowMs))
+    return this.guarded(() => this.counters.hit(`${policy.name}:${address}`, policy.windowMs), () => {}, undefined)
   }
 
   /** Counts a request of this key; 429 past the limit. Returns the headers to send either way. */
-  async consume(keyId: bigint): Promise<Record<string, string>> {
+  consume(keyId: bigint): MaybePromise<Record<string, string>> {
     const policy = this.perKey
     if (policy.limit === 0) return {}
-    const window = await this.guard(() => this.counters.hit(`${policy.name}:${keyId}`, policy.windowMs))
-    if (window === undefined) return {}
-    if (window.count > policy.limit) throw limited(policy, window.resetMs)
-    return headers(policy, policy.limit - window.count, window.resetMs)
+    return this.guarded(
+      () => this.counters.hit(`${policy.name}:${keyId}`, policy.windowMs),
+      (window) => {
+        if (window.count > policy.limit) throw limited(policy, window.resetMs)
+        return headers(policy, policy.limit - window.count, window.resetMs)
+      },
+      {},
+    )
   }
 
   close(): Promise<void> {
     return this.counters.close()
   }
 
-  private async guard<T>(work: () => Promise<T>): Promise<T | undefined> {
+  /** `decide` on the counted window; `letThrough` when the counters fail. A 429 thrown by `decide` is not a failure. */
+  private guarded<R>(count: () => MaybePromise<CounterWindow>, decide: (window: CounterWindow) => R, letThrough: R): MaybePromise<R> {
+    let window: MaybePromise<CounterWindow>
     try {
-      return await work()
+      window = count()
     } catch (error) {
-      this.log.warn({ err: error }, 'rate limit counters unavailable; request let through')
-      return undefined
+      return this.failOpen(error, letThrough)
     }
+    return window instanceof Promise ? window.then(decide, (error: unknown) => this.failOpen(error, letThrough)) : decide(window)
+  }
+
+  private failOpen<R>(error: unknown, letThrough: R): R {
+    this.log.warn({ err: error }, 'rate limit counters unavailable; request let through')
+    return letThrough
   }
 }
 

@@ -17,11 +17,13 @@ export function petsRoutes(app: ApiApp): void {
     {
       // Every response of the operation carries the headers, errors included; after the sunset it is
       // gone for everyone, so 410 comes before authentication.
-      onRequest: async (request, reply) => {
-        reply.header('deprecation', deprecation).header('sunset', sunset).header('link', link)
-        if (Date.now() >= sunsetAt.getTime()) throw new ApiError('gone')
-        await requireScope.call(app, request, reply)
-      },
+      onRequest: [
+        (_request, reply, done) => {
+          reply.header('deprecation', deprecation).header('sunset', sunset).header('link', link)
+          done(Date.now() >= sunsetAt.getTime() ? new ApiError('gone') : undefined)
+        },
+        requireScope,
+      ],
       schema: {
         operationId: 'showPetById',
         tags: ['pets'],
