@@ -44,7 +44,7 @@ export function loadConfig(env: Env = process.env): Config {
     publicBaseUrl: baseUrl(env, 'PUBLIC_BASE_URL', 'https://api.petstore.example/v1'),
     stagingBaseUrl: baseUrl(env, 'STAGING_BASE_URL', 'https://staging.api.petstore.example/v1'),
     keyCacheTtlMs: integer(env, 'KEY_CACHE_TTL_MS', 2000, 0, 60_000),
-    listCacheMaxBytes: integer(env, 'LIST_CACHE_MAX_BYTES', 64 * 1024 * 1024, 0, 16 * 1024 ** 3),
+    listCacheMaxBytes: integer(env, 'LIST_CACHE_MAX_BYTES', 256 * 1024 * 1024, 0, 16 * 1024 ** 3),
     pets: petsDeprecation(env),
     rateLimit: {
       perKeyPerMinute: integer(env, 'RATE_LIMIT_PER_KEY', 1200, 0, 10_000_000),

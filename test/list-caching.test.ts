@@ -1,8 +1,13 @@
 import assert from 'node:assert/strict'
-import { before, it } from 'node:test'
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { request as httpRequest } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, it } from 'node:test'
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { openStore } from '../src/store/open-store.js'
+import { IN_MEMORY_MAX_BYTES } from '../src/http/list-cache.js'
 import { VERSION_RECHECK_MS } from '../src/store/sqlite/sqlite-store.js'
 import { bearer, forEachStore, records, order, startTestServer, type TestServer } from './support/harness.js'
 
@@ -118,6 +123,98 @@ async function rawGet(origin: string, key: string, acceptEncoding: string) {
       res.on('error', reject)
     })
     req.on('error', reject)
+    req.end()
+  })
+}
+
+forEachStore('listOrders caching of a large list (in a file)', (kind) => {
+  let server: TestServer
+  let key: string
+  let directory: string
+  const savedTmpdir = process.env.TMPDIR
+  const list = () => fetch(`${server.origin}/v1/store/orders`, { headers: { ...bearer(key), 'accept-encoding': 'identity' } })
+  const bodies = (): string[] => (readdirSync(directory, { recursive: true }) as string[]).filter((name) => name.endsWith('.body'))
+  const cancel = async (id: number) =>
+    assert.equal((await fetch(`${server.origin}/v1/store/orders/${id}`, { method: 'DELETE', headers: bearer(key) })).status, 204)
+
+  before(async () => {
+    // The cache's files go to os.tmpdir(), which follows TMPDIR: a directory of this test's own.
+    directory = mkdtempSync(join(tmpdir(), 'list-cache-test-'))
+    process.env.TMPDIR = directory
+    server = await startTestServer(kind)
+    key = await server.createKey()
+    await server.importOrders(Array.from({ length: 40_000 }, (_, i) => ({ id: BigInt(i + 1), quantity: (i % 9) + 1 })))
+  })
+
+  after(() => {
+    if (savedTmpdir === undefined) delete process.env.TMPDIR
+    else process.env.TMPDIR = savedTmpdir
+    rmSync(directory, { recursive: true, force: true })
+  })
+
+  it('keeps a list over 1 MiB in a file and sends the same bytes from it', async () => {
+    const streamed = Buffer.from(await (await list()).arrayBuffer())
+    assert.ok(streamed.length > IN_MEMORY_MAX_BYTES, `${streamed.length} bytes`)
+    await until(() => bodies().length === 1, 'the cache file')
+    for (let round = 0; round < 3; round++) {
+      const cached = await list()
+      assert.equal(cached.headers.get('content-length'), String(streamed.length))
+      assert.deepEqual(Buffer.from(await cached.arrayBuffer()), streamed)
+    }
+  })
+
+  it('replaces the file when the list changes', async () => {
+    const [before] = bodies()
+    await cancel(7)
+    const text = await (await list()).text()
+    assert.ok(!text.includes('"id":7,'))
+    await until(() => bodies().length === 1 && bodies()[0] !== before, 'the new cache file')
+    assert.equal(await (await list()).text(), text)
+  })
+
+  it('caches nothing of a list whose client went away, and keeps serving', async () => {
+    await cancel(8) // a new version: the next GET streams from the database
+    await readSomeThenLeave(server.origin, key)
+    await sleep(200)
+    assert.deepEqual(bodies(), [])
+    assert.ok(!(await (await list()).text()).includes('"id":8,'))
+    await until(() => bodies().length === 1, 'the cache file')
+    await readSomeThenLeave(server.origin, key) // now from the file
+    assert.ok(!(await (await list()).text()).includes('"id":8,'))
+  })
+
+  it('streams from the database when the file has gone', async () => {
+    const expected = await (await list()).text()
+    for (const name of bodies()) rmSync(join(directory, name))
+    assert.equal(await (await list()).text(), expected)
+  })
+
+  it('removes its files when the server closes', async () => {
+    await list()
+    await until(() => bodies().length === 1, 'the cache file')
+    await server.close()
+    assert.deepEqual(bodies(), [])
+  })
+})
+
+async function until(condition: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 5000
+  while (!condition()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`)
+    await sleep(20)
+  }
+}
+
+/** GETs the list, reads its first chunk and closes the connection. */
+function readSomeThenLeave(origin: string, key: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${origin}/v1/store/orders`, { headers: bearer(key), agent: false }, (res) => {
+      res.once('data', () => {
+        req.destroy()
+        resolve()
+      })
+    })
+    req.on('error', (error: NodeJS.ErrnoException) => (error.code === 'ECONNRESET' ? resolve() : reject(error)))
     req.end()
   })
 }

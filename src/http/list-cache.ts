@@ -1,57 +1,141 @@
+import { createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:fs'
+import { open, rm, type FileHandle } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { MaybePromise } from './maybe-async.js'
+
+/** Bodies up to this size are kept in memory as one buffer; larger ones go to a file. */
+export const IN_MEMORY_MAX_BYTES = 1024 * 1024
+/** Past this much unwritten data the file is abandoned rather than let the cache hold memory. */
+const MAX_PENDING_FILE_BYTES = 16 * 1024 * 1024
+
+/** A cached list, ready to send: a buffer, or the file it was written to, open (see sendFile). */
+export type CachedBody = { bytes: number; buffer: Buffer } | { bytes: number; file: FileHandle }
+
+/** Collects one response's bytes while it streams; nothing is cached unless `finish()` is called. */
+export interface ListCollector {
+  add(chunk: Buffer): void
+  /** The whole body went out: cache it if it is complete, fits, and is still current. */
+  finish(): void
+  /** The response stopped short (client gone, database failure): cache nothing. */
+  abort(): void
+}
+
+type Entry = { version: bigint; bytes: number } & ({ buffer: Buffer } | { path: string })
+
 /**
  * The serialized order list of the current data version, per content encoding, bounded in bytes.
  *
  * A data version is bumped in the same transaction as every change to orders, so a body cached for
  * version v is exactly the list while the database is still at v, on any instance: nothing here can
  * go stale. Entries of an older version are dropped as soon as a newer version is being collected.
- * Bodies are kept as the chunks they were sent in (no second, concatenated copy).
+ *
+ * Small lists stay in memory. A large list (1,000,000 orders are ~90 MB) is written to a file in a
+ * private temporary directory as it streams, and sent from that file: the operating system's page
+ * cache keeps it in memory when it can, but it never counts against the process, whose memory stays
+ * flat however long the list. A dropped file may still be open for a response in flight; the
+ * system frees it when that response ends.
  */
-export interface CachedList {
-  chunks: Buffer[]
-  bytes: number
-}
-
 export class ListCache {
-  private readonly entries = new Map<string, { version: bigint } & CachedList>()
+  private readonly entries = new Map<string, Entry>()
   private bytes = 0
+  private directory: string | undefined
+  private files = 0
+  private closed = false
 
   constructor(readonly maxBytes: number) {}
 
-  get(version: bigint, encoding: string): CachedList | undefined {
+  /** The cached body of this version and encoding, or undefined (also when its file is gone). */
+  get(version: bigint, encoding: string): MaybePromise<CachedBody | undefined> {
     const entry = this.entries.get(encoding)
-    return entry !== undefined && entry.version === version ? entry : undefined
+    if (entry === undefined || entry.version !== version) return undefined
+    if ('buffer' in entry) return { bytes: entry.bytes, buffer: entry.buffer }
+    // Opened before anything is sent, so a file dropped meanwhile is a miss, not a cut body.
+    return open(entry.path, 'r').then(
+      (file): CachedBody => ({ bytes: entry.bytes, file }),
+      () => undefined,
+    )
   }
 
-  /** Collects the chunks of one response; `finish()` stores them if they fit and are still current. */
-  collector(version: bigint, encoding: string): { add(chunk: Buffer): void; finish(): void } | undefined {
+  collector(version: bigint, encoding: string): ListCollector | undefined {
     if (this.maxBytes === 0) return undefined
     for (const [key, entry] of this.entries) if (entry.version < version) this.drop(key)
     let chunks: Buffer[] | undefined = []
+    let file: { path: string; stream: WriteStream } | undefined
     let size = 0
+    let done = false
+    const abandon = (): void => {
+      done = true
+      chunks = undefined
+      if (file !== undefined) discard(file)
+      file = undefined
+    }
     return {
       add: (chunk) => {
-        if (chunks === undefined) return
+        if (done) return
         size += chunk.length
-        if (size > this.maxBytes) chunks = undefined // too big to cache: let it go, keep streaming
-        else chunks.push(chunk)
+        if (size > this.maxBytes) return abandon() // too big to cache: let it go, keep streaming
+        if (file !== undefined) {
+          if (file.stream.writableLength > MAX_PENDING_FILE_BYTES) return abandon() // the disk is not keeping up
+          file.stream.write(chunk)
+          return
+        }
+        chunks!.push(chunk)
+        if (size > IN_MEMORY_MAX_BYTES) {
+          file = this.newFile()
+          for (const held of chunks!) file.stream.write(held)
+          chunks = undefined
+        }
       },
       finish: () => {
-        // A small list is kept as one buffer: one write per request instead of a stream of chunks.
-        if (chunks !== undefined && chunks.length > 1 && size <= 1024 * 1024) chunks = [Buffer.concat(chunks, size)]
-        if (chunks !== undefined) this.store(version, encoding, { chunks, bytes: size })
-        chunks = undefined
+        if (done) return
+        done = true
+        if (file === undefined) {
+          this.store(encoding, { version, bytes: size, buffer: Buffer.concat(chunks!, size) })
+          chunks = undefined
+          return
+        }
+        const { path, stream } = file
+        stream.end(() => {
+          if (stream.errored === null) this.store(encoding, { version, bytes: size, path })
+          else discard({ path, stream })
+        })
+      },
+      abort: () => {
+        if (!done) abandon()
       },
     }
   }
 
-  private store(version: bigint, encoding: string, body: CachedList): void {
-    for (const [key, entry] of this.entries) {
-      if (entry.version > version) return // a newer list is already here
-      if (entry.version < version || key === encoding) this.drop(key)
+  /** Drops every entry and removes the files' directory (the app is closing). */
+  close(): void {
+    this.closed = true
+    for (const key of [...this.entries.keys()]) this.drop(key)
+    if (this.directory !== undefined) rmSync(this.directory, { recursive: true, force: true })
+    this.directory = undefined
+  }
+
+  private newFile(): { path: string; stream: WriteStream } {
+    this.directory ??= mkdtempSync(join(tmpdir(), 'petstore-orders-list-'))
+    const path = join(this.directory, `${++this.files}.body`)
+    const stream = createWriteStream(path, { mode: 0o600 })
+    stream.on('error', () => {}) // checked in finish(); a failed file is simply not cached
+    return { path, stream }
+  }
+
+  private store(encoding: string, entry: Entry): void {
+    const discardNew = (): void => {
+      if ('path' in entry) void rm(entry.path, { force: true })
     }
-    while (this.bytes + body.bytes > this.maxBytes && this.entries.size > 0) this.drop(this.entries.keys().next().value!)
-    this.entries.set(encoding, { version, ...body })
-    this.bytes += body.bytes
+    if (this.closed) return discardNew()
+    for (const [key, held] of this.entries) {
+      if (held.version > entry.version) return discardNew() // a newer list is already here
+      if (held.version < entry.version || key === encoding) this.drop(key)
+    }
+    while (this.bytes + entry.bytes > this.maxBytes && this.entries.size > 0) this.drop(this.entries.keys().next().value!)
+    if (entry.bytes > this.maxBytes) return discardNew()
+    this.entries.set(encoding, entry)
+    this.bytes += entry.bytes
   }
 
   private drop(key: string): void {
@@ -59,5 +143,11 @@ export class ListCache {
     if (entry === undefined) return
     this.bytes -= entry.bytes
     this.entries.delete(key)
+    if ('path' in entry) void rm(entry.path, { force: true })
   }
+}
+
+function discard(file: { path: string; stream: WriteStream }): void {
+  file.stream.destroy()
+  void rm(file.path, { force: true })
 }

@@ -8,11 +8,16 @@ import { ApiError } from '../../errors.js'
 import { OrderIdParams, OrderRef } from '../../schemas/order.js'
 import { errorResponses } from '../../schemas/error.js'
 import type { ApiApp } from '../api-app.js'
-import { ListCache } from '../list-cache.js'
+import { ListCache, type ListCollector } from '../list-cache.js'
+import { sendFile } from '../send-file.js'
 
 export function ordersRoutes(app: ApiApp): void {
   const { store, metrics } = app
   const listCache = new ListCache(app.config.listCacheMaxBytes)
+  app.addHook('onClose', (_app, done) => {
+    listCache.close()
+    done()
+  })
 
   app.get(
     '/store/orders',
@@ -45,10 +50,13 @@ export function ordersRoutes(app: ApiApp): void {
       if (matchesIfNoneMatch(request.headers['if-none-match'], etag)) return reply.code(304).send()
 
       reply.type('application/json; charset=utf-8')
-      const cached = listCache.get(version, encoding)
+      const lookup = listCache.get(version, encoding)
+      const cached = lookup instanceof Promise ? await lookup : lookup // a small list answers at once
       if (cached !== undefined) {
         if (encoding !== 'identity') reply.header('content-encoding', encoding)
-        return reply.header('content-length', cached.bytes).send(cached.chunks.length === 1 ? cached.chunks[0] : Readable.from(cached.chunks))
+        reply.header('content-length', cached.bytes)
+        if ('buffer' in cached) return reply.send(cached.buffer)
+        return sendFile(reply, cached.file, cached.bytes)
       }
 
       // Pages of JSON text written by the database itself, held equal to this route's schema
@@ -156,7 +164,7 @@ function matchesIfNoneMatch(header: string | undefined, etag: string): boolean {
   })
 }
 
-function tee(collector: { add(chunk: Buffer): void; finish(): void }): Transform {
+function tee(collector: ListCollector): Transform {
   return new Transform({
     transform(chunk: Buffer | string, _encoding, callback) {
       collector.add(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)
@@ -165,6 +173,10 @@ function tee(collector: { add(chunk: Buffer): void; finish(): void }): Transform
     flush(callback) {
       collector.finish()
       callback()
+    },
+    destroy(error, callback) {
+      collector.abort() // after finish(), a no-op; before it, the body is incomplete
+      callback(error)
     },
   })
 }

@@ -206,7 +206,7 @@ export class SqliteStore implements Store {
     }
   }
 
-  async *streamOrdersJson(pageSize = 5000): AsyncIterable<string> {
+  async *streamOrdersJson(pageSize = 1000): AsyncIterable<string> {
     // Keyset pages in one read transaction on a connection of its own: one snapshot for the whole
     // list, and SQLite writes each page's JSON text itself, so no object is built per row.
     const reader = this.acquireReader()
