@@ -401,7 +401,7 @@ export class PostgresStore implements Store {
    * PostgreSQL builds it while the consumer writes this one. Breaking out waits for that query (one
    * page) and rolls back.
    */
-  async *streamOrdersJson(pageSize = 1000): AsyncGenerator<string> {
+  async *streamOrdersJson(pageSize = 5000): AsyncGenerator<string> {
     if (!Number.isSafeInteger(pageSize) || pageSize < 1) throw new RangeError(`pageSize must be a positive integer, not ${pageSize}`)
     const nextPage = { text: jsonPage(pageSize, false), rowMode: 'array' as const, types: RAW_TEXT }
     // The first page comes in the same round trip as BEGIN (a multi-statement query).
