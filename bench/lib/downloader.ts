@@ -40,7 +40,7 @@ export interface DownloadResult {
   error?: string
 }
 
-const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+const agent = new Agent({ keepAlive: true, maxSockets: 1, timeout: 4000 }) // idle sockets closed before the server's 5 s (see probe.ts)
 
 function download(job: DownloadRequest): Promise<DownloadResult> {
   return new Promise((resolve) => {

@@ -22,7 +22,11 @@ function percentile(sorted: number[], p: number): number {
  * was serving (no coordinated omission). Runs until `stop()`.
  */
 export function steadyProbe(options: { url: string; headers: Record<string, string>; rate: number }): { stop(): Promise<ProbeResult> } {
-  const agent = new Agent({ keepAlive: true, maxSockets: 256 })
+  // Idle sockets are closed by the client after 4 s, before the server's keep-alive timeout (5 s):
+  // otherwise a request sent on a socket the server is closing at that moment fails with
+  // ECONNRESET, a known race of HTTP/1.1 keep-alive (nodejs/node#47130) that the bursts of this
+  // probe (up to 256 sockets open during a stall, then mostly idle) meet dozens of times a run.
+  const agent = new Agent({ keepAlive: true, maxSockets: 256, timeout: 4000 })
   const intervalMs = 1000 / options.rate
   const started = performance.now()
   const latencies: number[] = []

@@ -463,7 +463,7 @@ export async function soak(context: StoreContext): Promise<void> {
     const idleRss = server.child.memory().rss
     const filesBefore = openFiles(pid)
     const samples: [number, number][] = [] // [ms since the start, RSS bytes]
-    const agents = Array.from({ length: CLIENTS }, () => new Agent({ keepAlive: true, maxSockets: 1 }))
+    const agents = Array.from({ length: CLIENTS }, () => new Agent({ keepAlive: true, maxSockets: 1, timeout: 4000 })) // see probe.ts
     let state: SoakState
     let elapsedMs: number
     let cpu: { server: number; client: number }

@@ -119,22 +119,32 @@ export function ordersRoutes(app: ApiApp): void {
   )
 }
 
-/** `[`, the pages joined by commas, `]` — yielding to the event loop between pages. */
 const COMPRESSOR_INPUT_CHARS = 512 * 1024
 
 /**
- * `[`, the pages joined by commas, `]` — yielding to the event loop between pages, and yielding
- * chunks of at least `chunkChars` characters (pages are joined until they reach it).
+ * `[`, the pages joined by commas, `]`, yielding to the event loop between pages. For the identity
+ * body (`chunkChars` 0) brackets and commas are written on their own and each page as it came:
+ * concatenating them would make the socket flatten a copy of every page, garbage the size of the
+ * list (in V8's old generation when pages are large), which is most of a stream's memory. For a
+ * compressor, pages are joined into chunks of at least `chunkChars`: each of its writes is a trip
+ * to the thread pool, and large ones compress faster.
  */
 async function* jsonArray(first: IteratorResult<string>, rest: AsyncIterator<string>, chunkChars: number): AsyncGenerator<string> {
   let next = first
-  let chunk = '['
+  let pending = '[' // text not yet yielded
   try {
     for (let page = 0; next.done !== true; page++) {
-      chunk += page === 0 ? next.value : ',' + next.value
-      if (chunk.length >= chunkChars) {
-        yield chunk
-        chunk = ''
+      if (page > 0) pending += ','
+      if (chunkChars === 0) {
+        yield pending
+        yield next.value
+        pending = ''
+      } else {
+        pending += next.value
+        if (pending.length >= chunkChars) {
+          yield pending
+          pending = ''
+        }
       }
       await nextTurn() // let small requests run between pages
       next = await rest.next()
@@ -142,7 +152,7 @@ async function* jsonArray(first: IteratorResult<string>, rest: AsyncIterator<str
   } finally {
     await rest.return?.() // the client went away or we finished: release the cursor now
   }
-  yield chunk + ']'
+  yield pending + ']'
 }
 
 type Encoding = 'gzip' | 'br' | 'identity'
