@@ -62,14 +62,18 @@ export async function smallRequests(context: StoreContext): Promise<void> {
       await project.child.stop()
     }
 
-    // Not a target: the same bytes from a bare Fastify app, for scale.
-    const bare = await startServerChild('bare Fastify server', 'baselines/fastify-bytes-server.ts', { BODY_FILE: bodyFile })
-    let bareRun: LoadResult
-    try {
-      bareRun = requireAllOk('bare Fastify server', await closedLoop({ url: `${bare.url}/v1/store/orders`, headers, connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS }))
-    } finally {
-      await bare.child.stop()
+    // Not targets: the same bytes from a bare Fastify app, for scale; and the same app with one pino
+    // line per request and nothing else, to show what an access log costs by itself.
+    const bareLoad = async (what: string, env: Record<string, string>): Promise<LoadResult> => {
+      const bare = await startServerChild(what, 'baselines/fastify-bytes-server.ts', { BODY_FILE: bodyFile, ...env })
+      try {
+        return requireAllOk(what, await closedLoop({ url: `${bare.url}/v1/store/orders`, headers, connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS }))
+      } finally {
+        await bare.child.stop()
+      }
     }
+    const bareRun = await bareLoad('bare Fastify server', {})
+    const bareLoggingRun = await bareLoad('bare Fastify server, a log line per request', { LOG_EACH_REQUEST: '1' })
 
     // Not a target: the same load on the project's server with request logging off (LOG_LEVEL=warn),
     // to show what the default per-request info logs cost.
@@ -105,6 +109,12 @@ export async function smallRequests(context: StoreContext): Promise<void> {
         measure: 'bare Fastify app, same bytes (reference)',
         project: fmt.rate(bareRun.perSecond),
         ratio: fmt.ratio(bareRun.perSecond / rawRate),
+        result: 'info',
+      },
+      {
+        measure: 'bare Fastify app + one pino line per request',
+        project: fmt.rate(bareLoggingRun.perSecond),
+        ratio: fmt.ratio(bareLoggingRun.perSecond / rawRate),
         result: 'info',
       },
       {
