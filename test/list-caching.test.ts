@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { request as httpRequest } from 'node:http'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { after, before, it } from 'node:test'
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -163,6 +163,10 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
       await sleep(20)
     }
     assert.deepEqual(Buffer.from(await served.arrayBuffer()), streamed)
+    // Readable by the service's user only: order data must not leak to other local users.
+    const [file] = bodies()
+    assert.equal(statSync(join(directory, file!)).mode & 0o777, 0o600)
+    assert.equal(statSync(dirname(join(directory, file!))).mode & 0o777, 0o700)
     for (let round = 0; round < 3; round++) {
       const cached = await list()
       assert.equal(cached.headers.get('content-length'), String(streamed.length))
