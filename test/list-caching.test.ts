@@ -172,6 +172,11 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
       assert.equal(cached.headers.get('content-length'), String(streamed.length))
       assert.deepEqual(Buffer.from(await cached.arrayBuffer()), streamed)
     }
+    const head = await fetch(`${server.origin}/v1/store/orders`, { method: 'HEAD', headers: { ...bearer(key), 'accept-encoding': 'identity' } })
+    assert.equal(head.status, 200)
+    assert.equal(head.headers.get('content-length'), String(streamed.length))
+    assert.equal((await head.arrayBuffer()).byteLength, 0)
+    assert.deepEqual(Buffer.from(await (await list()).arrayBuffer()), streamed) // the connection is still good
   })
 
   it('replaces the file when the list changes', async () => {

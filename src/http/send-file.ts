@@ -19,6 +19,11 @@ export function sendFile(reply: FastifyReply, file: FileHandle, bytes: number): 
   reply.hijack()
   const response = reply.raw
   response.writeHead(200, reply.getHeaders() as OutgoingHttpHeaders)
+  if (reply.request.method === 'HEAD') {
+    response.end() // the headers say it all; Node would drop the body anyway
+    void file.close().catch(() => {})
+    return
+  }
   const buffers = [Buffer.allocUnsafeSlow(CHUNK_BYTES), Buffer.allocUnsafeSlow(CHUNK_BYTES)]
   let gone = false
   const closed = new Promise<never>((_resolve, reject) =>
