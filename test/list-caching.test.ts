@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { request as httpRequest } from 'node:http'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -9,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { openStore } from '../src/store/open-store.js'
 import { IN_MEMORY_MAX_BYTES } from '../src/http/list-cache.js'
 import { VERSION_RECHECK_MS } from '../src/store/sqlite/sqlite-store.js'
-import { bearer, forEachStore, records, order, startTestServer, type TestServer } from './support/harness.js'
+import { bearer, createDatabase, forEachStore, records, order, startTestServer, type TestServer } from './support/harness.js'
 
 forEachStore('listOrders caching and compression', (kind) => {
   let server: TestServer
@@ -195,8 +196,27 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
     assert.deepEqual(bodies(), [])
     assert.ok(!(await (await list()).text()).includes('"id":8,'))
     await until(() => bodies().length === 1, 'the cache file')
-    await readSomeThenLeave(server.origin, key) // now from the file
+    // Now from the file, again and again: a client leaving mid-file must not disturb the server.
+    for (let i = 0; i < 10; i++) await readSomeThenLeave(server.origin, key)
     assert.ok(!(await (await list()).text()).includes('"id":8,'))
+  })
+
+  it("removes the directories of servers that were killed, and leaves live ones' alone", async () => {
+    const dead = spawnSync(process.execPath, ['-e', '']).pid! // exited: its pid names a stale directory
+    const stale = join(directory, `petstore-orders-list-${dead}-x1`)
+    const live = join(directory, `petstore-orders-list-${process.ppid}-x2`)
+    mkdirSync(stale)
+    mkdirSync(live)
+    const other = await startTestServer(kind, { database: server.database })
+    try {
+      await cancel(9) // a new version: the other server writes a file, making its own directory
+      await (await fetch(`${other.origin}/v1/store/orders`, { headers: { ...bearer(key), 'accept-encoding': 'identity' } })).arrayBuffer()
+      assert.ok(!existsSync(stale), 'the stale directory is still there')
+      assert.ok(existsSync(live), "a live process's directory was removed")
+    } finally {
+      await other.close()
+      rmSync(live, { recursive: true, force: true })
+    }
   })
 
   it('streams from the database when the file has gone', async () => {
@@ -210,6 +230,34 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
     await until(() => bodies().length === 1, 'the cache file')
     await server.close()
     assert.deepEqual(bodies(), [])
+  })
+})
+
+forEachStore('listOrders caching without a usable temporary directory', (kind) => {
+  it('serves a large list, uncached, when no file can be made', async () => {
+    const database = await createDatabase(kind) // a SQLite file goes to the temporary directory too
+    const savedTmpdir = process.env.TMPDIR
+    const notADirectory = join(mkdtempSync(join(tmpdir(), 'list-cache-test-')), 'file')
+    writeFileSync(notADirectory, '')
+    process.env.TMPDIR = notADirectory
+    try {
+      const server = await startTestServer(kind, { database })
+      const key = await server.createKey()
+      await server.importOrders(Array.from({ length: 40_000 }, (_, i) => ({ id: BigInt(i + 1), quantity: 1 })))
+      const list = () => fetch(`${server.origin}/v1/store/orders`, { headers: { ...bearer(key), 'accept-encoding': 'identity' } })
+      const first = await (await list()).text()
+      assert.ok(first.length > IN_MEMORY_MAX_BYTES)
+      const second = await list()
+      assert.equal(second.status, 200)
+      assert.equal(second.headers.get('content-length'), null, 'streamed again: nothing could be cached')
+      assert.equal(await second.text(), first)
+      await server.close()
+    } finally {
+      if (savedTmpdir === undefined) delete process.env.TMPDIR
+      else process.env.TMPDIR = savedTmpdir
+      rmSync(dirname(notADirectory), { recursive: true, force: true })
+      await database.dispose()
+    }
   })
 })
 

@@ -1,4 +1,4 @@
-import { createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:fs'
+import { createWriteStream, mkdtempSync, readdirSync, rmSync, type WriteStream } from 'node:fs'
 import { open, rm, type FileHandle } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -42,6 +42,7 @@ export class ListCache {
   private directory: string | undefined
   private files = 0
   private closed = false
+  private readonly collecting = new Map<string, { version: bigint; abandon(): void }>()
 
   constructor(readonly maxBytes: number) {}
 
@@ -57,19 +58,34 @@ export class ListCache {
     )
   }
 
+  /**
+   * A collector for one response, or undefined when there is nothing to collect: the cache is off,
+   * or another response is already collecting this version and encoding (concurrent misses write
+   * one file, not one each). Collectors of older versions are abandoned.
+   */
   collector(version: bigint, encoding: string): ListCollector | undefined {
-    if (this.maxBytes === 0) return undefined
+    if (this.maxBytes === 0 || this.closed) return undefined
     for (const [key, entry] of this.entries) if (entry.version < version) this.drop(key)
+    for (const [key, active] of this.collecting) {
+      if (active.version < version) active.abandon()
+      else if (key === encoding) return undefined
+    }
     let chunks: Buffer[] | undefined = []
     let file: { path: string; stream: WriteStream } | undefined
     let size = 0
     let done = false
-    const abandon = (): void => {
+    const end = (): void => {
       done = true
+      if (this.collecting.get(encoding) === active) this.collecting.delete(encoding)
+    }
+    const abandon = (): void => {
+      end()
       chunks = undefined
       if (file !== undefined) discard(file)
       file = undefined
     }
+    const active = { version, abandon }
+    this.collecting.set(encoding, active)
     return {
       add: (chunk) => {
         if (done) return
@@ -83,13 +99,14 @@ export class ListCache {
         chunks!.push(chunk)
         if (size > IN_MEMORY_MAX_BYTES) {
           file = this.newFile()
+          if (file === undefined) return abandon() // no temporary directory: the list is simply not cached
           for (const held of chunks!) file.stream.write(held)
           chunks = undefined
         }
       },
       finish: () => {
         if (done) return
-        done = true
+        end()
         if (file === undefined) {
           this.store(encoding, { version, bytes: size, buffer: Buffer.concat(chunks!, size) })
           chunks = undefined
@@ -110,13 +127,23 @@ export class ListCache {
   /** Drops every entry and removes the files' directory (the app is closing). */
   close(): void {
     this.closed = true
+    for (const active of [...this.collecting.values()]) active.abandon()
     for (const key of [...this.entries.keys()]) this.drop(key)
     if (this.directory !== undefined) rmSync(this.directory, { recursive: true, force: true })
     this.directory = undefined
   }
 
-  private newFile(): { path: string; stream: WriteStream } {
-    this.directory ??= mkdtempSync(join(tmpdir(), 'petstore-orders-list-'))
+  /** A new file in this process's directory, or undefined if none can be made (full or read-only disk). */
+  private newFile(): { path: string; stream: WriteStream } | undefined {
+    if (this.closed) return undefined
+    try {
+      if (this.directory === undefined) {
+        removeStaleDirectories()
+        this.directory = mkdtempSync(join(tmpdir(), `${DIRECTORY_PREFIX}${process.pid}-`))
+      }
+    } catch {
+      return undefined
+    }
     const path = join(this.directory, `${++this.files}.body`)
     const stream = createWriteStream(path, { mode: 0o600 })
     stream.on('error', () => {}) // checked in finish(); a failed file is simply not cached
@@ -144,6 +171,31 @@ export class ListCache {
     this.bytes -= entry.bytes
     this.entries.delete(key)
     if ('path' in entry) void rm(entry.path, { force: true })
+  }
+}
+
+const DIRECTORY_PREFIX = 'petstore-orders-list-'
+
+/**
+ * Removes the directories of servers that are gone (killed before they could remove their own),
+ * recognised by the process id in their name. A directory whose process is alive is left alone,
+ * whoever that process is.
+ */
+function removeStaleDirectories(): void {
+  const name = new RegExp(`^${DIRECTORY_PREFIX}(\\d+)-`)
+  for (const entry of readdirSync(tmpdir())) {
+    const pid = Number(name.exec(entry)?.[1] ?? NaN)
+    if (!Number.isSafeInteger(pid) || pid === process.pid || isAlive(pid)) continue
+    rmSync(join(tmpdir(), entry), { recursive: true, force: true })
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM' // alive, another user's
   }
 }
 

@@ -18,13 +18,18 @@ const CHUNK_BYTES = 1024 * 1024
 export function sendFile(reply: FastifyReply, file: FileHandle, bytes: number): void {
   reply.hijack()
   const response = reply.raw
+  if (response.destroyed) {
+    void file.close().catch(() => {}) // the client left while the file was being opened
+    return
+  }
   response.writeHead(200, reply.getHeaders() as OutgoingHttpHeaders)
   if (reply.request.method === 'HEAD') {
     response.end() // the headers say it all; Node would drop the body anyway
     void file.close().catch(() => {})
     return
   }
-  const buffers = [Buffer.allocUnsafeSlow(CHUNK_BYTES), Buffer.allocUnsafeSlow(CHUNK_BYTES)]
+  const size = Math.min(CHUNK_BYTES, bytes)
+  const buffers = [Buffer.allocUnsafeSlow(size), Buffer.allocUnsafeSlow(size)]
   let gone = false
   const closed = new Promise<never>((_resolve, reject) =>
     response.once('close', () => {
@@ -46,6 +51,7 @@ export function sendFile(reply: FastifyReply, file: FileHandle, bytes: number): 
       position += bytesRead
       await writing // the other buffer's write is done: this one is free again next turn
       writing = write(buffer.subarray(0, bytesRead))
+      writing.catch(() => {}) // awaited next turn; failing while a read is awaited is not unhandled
     }
     await writing
     response.end()
