@@ -34,9 +34,11 @@ export async function listStream(context: StoreContext): Promise<void> {
     const firstPeakRss = naive.child.memory().peakRss
     const ms: number[] = []
     for (let i = 0; i < TIMED_GETS; i++) ms.push((await downloader.request(`${naive.url}/v1/store/orders`, { headers })).ms)
+    // The naive server blocks its event loop for seconds per list, and some of the requests that
+    // pile up meanwhile are reset: that is the baseline's behaviour, reported below, not an error.
     const small = await smallRequestsDuring(naive, headers, async () => {
       for (let i = 0; i < GETS_UNDER_SMALL_LOAD; i++) await downloader.request(`${naive.url}/v1/store/orders`, { headers })
-    })
+    }, { failuresAllowed: true })
     naiveRun = { ms, small, idleRss, peakRss: firstPeakRss, finalPeakRss: naive.child.memory().peakRss, sha256: reference.sha256!, bytes: reference.bytes }
   } finally {
     await naive.child.stop()
@@ -137,13 +139,19 @@ export async function listStream(context: StoreContext): Promise<void> {
   section.notes.push(
     `Each timed project GET follows a cancel through the API, so it is a cache miss: it streams from the database and, with the default LIST_CACHE_MAX_BYTES (256 MiB), is written to the cache's file on the way.`,
     `Small requests: authenticated GET /v1/pets/{id} (one indexed read) sent at a steady ${SMALL_RATE}/s (open loop, each timed from when it was due) while ${GETS_UNDER_SMALL_LOAD} full lists are read back to back. ` +
-      `Project: ${fmt.count(projectRun.small.requests)} requests, p50 ${fmt.ms(projectRun.small.p50Ms)}, max ${fmt.ms(projectRun.small.maxMs)}; naive: ${fmt.count(naiveRun.small.requests)} requests, p50 ${fmt.ms(naiveRun.small.p50Ms)}, max ${fmt.ms(naiveRun.small.maxMs)}.`,
+      `Project: ${fmt.count(projectRun.small.requests)} requests, p50 ${fmt.ms(projectRun.small.p50Ms)}, max ${fmt.ms(projectRun.small.maxMs)}, none failed; naive: ${fmt.count(naiveRun.small.requests)} requests, p50 ${fmt.ms(naiveRun.small.p50Ms)}, max ${fmt.ms(naiveRun.small.maxMs)}` +
+        (naiveRun.small.failures > 0 ? `, ${fmt.count(naiveRun.small.failures)} failed (${JSON.stringify(naiveRun.small.failureReasons)}), which the naive p99 leaves out.` : ', none failed.'),
     `All timings (ms): project ${projectRun.ms.map((ms) => ms.toFixed(0)).join(', ')}; naive ${naiveRun.ms.map((ms) => ms.toFixed(0)).join(', ')}.`,
   )
 }
 
 /** Small authenticated requests at a steady rate for as long as `work` runs. */
-async function smallRequestsDuring(server: RunningChild, headers: Record<string, string>, work: () => Promise<void>): Promise<ProbeResult> {
+async function smallRequestsDuring(
+  server: RunningChild,
+  headers: Record<string, string>,
+  work: () => Promise<void>,
+  { failuresAllowed = false } = {},
+): Promise<ProbeResult> {
   const probe = steadyProbe({ url: `${server.url}/v1/pets/42`, headers, rate: SMALL_RATE })
   let result: ProbeResult
   try {
@@ -151,6 +159,6 @@ async function smallRequestsDuring(server: RunningChild, headers: Record<string,
   } finally {
     result = await probe.stop()
   }
-  if (result.failures > 0) throw new Error(`${result.failures} of ${result.requests} small requests failed during big lists: ${JSON.stringify(result.failureReasons)}`)
+  if (result.failures > 0 && !failuresAllowed) throw new Error(`${result.failures} of ${result.requests} small requests failed during big lists: ${JSON.stringify(result.failureReasons)}`)
   return result
 }
