@@ -66,3 +66,17 @@ export class StoreUnavailableError extends Error {
     this.name = 'StoreUnavailableError'
   }
 }
+
+/** One step of a store's schema; each store lists its own, in order, append only. */
+export interface Migration {
+  version: number
+  name: string
+  sql: string
+}
+
+/** The migrations a schema at version `current` still needs, in order; throws if it is newer than this build. */
+export function pendingMigrations(migrations: readonly Migration[], current: number): Migration[] {
+  const latest = migrations.at(-1)?.version ?? 0
+  if (current > latest) throw new Error(`the database schema is at version ${current}, newer than this build knows (${latest})`)
+  return migrations.filter((migration) => migration.version > current)
+}

@@ -1,3 +1,5 @@
+import type { Migration } from '../store.js'
+
 /**
  * PostgreSQL schema, in order. Append only: a released migration is never edited.
  *
@@ -5,7 +7,7 @@
  * int64 ids are `bigint`, instants are `timestamptz`. `orders.id` and `pets.id` come from imports,
  * so they are not generated.
  */
-export const POSTGRES_MIGRATIONS: { version: number; name: string; sql: string }[] = [
+export const POSTGRES_MIGRATIONS: Migration[] = [
   {
     version: 1,
     name: 'orders, pets, api keys',

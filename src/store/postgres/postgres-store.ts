@@ -3,7 +3,7 @@ import type { ApiKey, NewApiKey, Scope } from '../../domain/api-keys.js'
 import { toApiOrder, type CancelOutcome, type OrderRecord, type OrderStatus, type ShipOutcome } from '../../domain/orders.js'
 import type { Order } from '../../schemas/order.js'
 import type { Pet } from '../../schemas/pet.js'
-import { ImportConflictError, StoreUnavailableError, type Store } from '../store.js'
+import { ImportConflictError, pendingMigrations, StoreUnavailableError, type Store } from '../store.js'
 import { CancelBatcher, type BatchOutcome, type CancelRequest } from './cancel-batcher.js'
 import { isLostConnection, isUnavailable, toStoreError } from './errors.js'
 import { MIGRATION_LOCK_KEY, POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_TABLE } from './migrations.js'
@@ -340,19 +340,12 @@ export class PostgresStore implements Store {
       await lease.query('SELECT pg_advisory_xact_lock($1::bigint)', [MIGRATION_LOCK_KEY])
       await lease.query(SCHEMA_MIGRATIONS_TABLE)
       const { rows } = await lease.query<{ v: number }>('SELECT coalesce(max(version), 0)::int AS v FROM schema_migrations')
-      const current = rows[0]?.v ?? 0
-      const latest = POSTGRES_MIGRATIONS.at(-1)?.version ?? 0
-      if (current > latest) {
-        throw new Error(`the database schema is at version ${current}, newer than this build knows (${latest})`)
-      }
-      const applied: number[] = []
-      for (const migration of POSTGRES_MIGRATIONS) {
-        if (migration.version <= current) continue
+      const pending = pendingMigrations(POSTGRES_MIGRATIONS, rows[0]?.v ?? 0)
+      for (const migration of pending) {
         await lease.query(migration.sql)
         await lease.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [migration.version, migration.name])
-        applied.push(migration.version)
       }
-      return applied
+      return pending.map((migration) => migration.version)
     })
   }
 

@@ -1,8 +1,10 @@
+import type { Migration } from '../store.js'
+
 /** Every change to orders runs this in its own transaction (see Store.dataVersion). */
 export const BUMP_DATA_VERSION = 'UPDATE data_version SET version = version + 1 WHERE id = 1'
 
 /** SQLite schema, in order. Append only: a released migration is never edited. */
-export const SQLITE_MIGRATIONS: { version: number; name: string; sql: string }[] = [
+export const SQLITE_MIGRATIONS: Migration[] = [
   {
     version: 1,
     name: 'orders, pets, api keys',

@@ -6,7 +6,7 @@ import { parseInt64 } from '../../domain/int64.js'
 import { canMoveTo, toApiOrder, type CancelOutcome, type OrderRecord, type OrderStatus, type ShipOutcome } from '../../domain/orders.js'
 import type { Order } from '../../schemas/order.js'
 import type { Pet } from '../../schemas/pet.js'
-import { ImportConflictError, StoreUnavailableError, type Store } from '../store.js'
+import { ImportConflictError, pendingMigrations, StoreUnavailableError, type Store } from '../store.js'
 import { CancelBatcher } from './cancel-batcher.js'
 import { BUMP_DATA_VERSION, SQLITE_MIGRATIONS } from './migrations.js'
 
@@ -134,23 +134,16 @@ export class SqliteStore implements Store {
     // IMMEDIATE takes the write lock first, so two processes starting together migrate one at a time.
     const apply = db.transaction(() => {
       const { v } = db.prepare('SELECT coalesce(max(version), 0) AS v FROM schema_migrations').get() as { v: bigint }
-      const current = Number(v)
-      const latest = SQLITE_MIGRATIONS.at(-1)?.version ?? 0
-      if (current > latest) {
-        throw new Error(`the database schema is at version ${current}, newer than this build knows (${latest})`)
-      }
-      const applied: number[] = []
-      for (const migration of SQLITE_MIGRATIONS) {
-        if (migration.version <= current) continue
+      const pending = pendingMigrations(SQLITE_MIGRATIONS, Number(v))
+      for (const migration of pending) {
         db.exec(migration.sql)
         db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(
           migration.version,
           migration.name,
           new Date().toISOString(),
         )
-        applied.push(migration.version)
       }
-      return applied
+      return pending.map((migration) => migration.version)
     })
     try {
       return apply.immediate()
