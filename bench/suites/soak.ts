@@ -2,6 +2,7 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { Agent, request, type IncomingHttpHeaders } from 'node:http'
 import { promisify } from 'node:util'
 import { brotliDecompress, gunzip } from 'node:zlib'
+import { mulberry32 } from '../../src/domain/demo-data.js'
 import { bearer } from '../lib/client.js'
 import { isPending } from '../lib/dataset.js'
 import { PROJECT_ENV, startServerChild } from '../lib/processes.js'
@@ -35,18 +36,6 @@ function positiveInteger(name: string, fallback: number): number {
   if (value === undefined || value === '') return fallback
   if (!/^[1-9][0-9]*$/.test(value)) throw new Error(`${name} must be a positive integer, got "${value}"`)
   return Number(value)
-}
-
-/** Small deterministic PRNG (mulberry32): every run sends the same mix. */
-function random(seedValue: number): () => number {
-  let state = seedValue >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
 }
 
 interface Outcome {
@@ -156,7 +145,7 @@ class SoakState {
   ) {
     for (let id = 1; id <= orders; id++) (isPending(id) ? this.pending : this.shipped).push(id)
     // Cancel the pending orders in a shuffled order (deterministic), not by ascending id.
-    const shuffle = random(7)
+    const shuffle = mulberry32(7) // seeded: every run sends the same mix
     for (let i = this.pending.length - 1; i > 0; i--) {
       const j = Math.floor(shuffle() * (i + 1))
       ;[this.pending[i], this.pending[j]] = [this.pending[j]!, this.pending[i]!]
@@ -483,7 +472,7 @@ export async function soak(context: StoreContext): Promise<void> {
       samples.push([0, server.child.memory().rss])
       const running = (): boolean => !exited && performance.now() - started < durationMs && state.requests < maxRequests
       const clients = agents.map(async (agent, index) => {
-        const pick = random(1000 + index)
+        const pick = mulberry32(1000 + index)
         while (running()) {
           const kind = drawKind(pick())
           const planned = kind.plan(state, pick, auth)
