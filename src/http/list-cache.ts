@@ -159,8 +159,8 @@ export class ListCache {
       if (held.version > entry.version) return discardNew() // a newer list is already here
       if (held.version < entry.version || key === encoding) this.drop(key)
     }
+    // The collector gives up on anything over maxBytes, so evicting the others always makes room.
     while (this.bytes + entry.bytes > this.maxBytes && this.entries.size > 0) this.drop(this.entries.keys().next().value!)
-    if (entry.bytes > this.maxBytes) return discardNew()
     this.entries.set(encoding, entry)
     this.bytes += entry.bytes
   }
