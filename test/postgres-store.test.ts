@@ -8,6 +8,7 @@ import Type from 'typebox'
 import type { CancelOutcome, OrderRecord } from '../src/domain/orders.js'
 import { Order } from '../src/schemas/order.js'
 import type { Pet } from '../src/schemas/pet.js'
+import { POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_TABLE } from '../src/store/postgres/migrations.js'
 import { PostgresStore } from '../src/store/postgres/postgres-store.js'
 import { ImportConflictError, StoreUnavailableError } from '../src/store/store.js'
 import { createTestDatabase, postgresSkipReason, type TestDatabase } from './support/postgres.js'
@@ -18,6 +19,8 @@ const TWO_53 = 2n ** 53n
 const INT64_MAX = 2n ** 63n - 1n
 const INT64_MIN = -(2n ** 63n)
 const VERSION_CHANNEL = 'petstore_orders_data_version'
+const ALL_VERSIONS = POSTGRES_MIGRATIONS.map((migration) => migration.version)
+const LATEST = ALL_VERSIONS.at(-1)!
 
 // The route's response schema is an array of Order; fast-json-stringify is what Fastify compiles it with.
 const serializeOrders = fastJson(Type.Array(Order) as object, {}) as (orders: unknown[]) => string
@@ -118,7 +121,7 @@ describe('PostgresStore', { skip }, () => {
   })
 
   it('migrates once: the second run applies nothing; data_version starts at a random value below 2^48', async () => {
-    assert.deepEqual(await store.migrate(), [1])
+    assert.deepEqual(await store.migrate(), ALL_VERSIONS)
     assert.deepEqual(await store.migrate(), [])
     const [row] = await sql<{ version: string }>('SELECT version::text FROM data_version')
     const version = BigInt(row!.version)
@@ -131,24 +134,51 @@ describe('PostgresStore', { skip }, () => {
     const stores = Array.from({ length: 4 }, () => new PostgresStore(fresh.url, { poolSize: 1 }))
     try {
       const applied = await Promise.all(stores.map((s) => s.migrate()))
-      assert.deepEqual(applied.flat().sort(), [1])
+      assert.deepEqual(applied.flat().sort((a, b) => a - b), ALL_VERSIONS)
       const client = new pg.Client({ connectionString: fresh.url })
       await client.connect()
       try {
         const { rows } = await client.query('SELECT version, count(*)::int AS n FROM schema_migrations GROUP BY version ORDER BY version')
-        assert.deepEqual(rows, [{ version: 1, n: 1 }])
+        assert.deepEqual(rows, ALL_VERSIONS.map((version) => ({ version, n: 1 })))
         // A recreated database does not start where another one did (1 chance in 2^48).
         const versions = await Promise.all([client, admin].map(async (c) => (await c.query('SELECT version::text FROM data_version')).rows[0].version as string))
         assert.notEqual(versions[0], versions[1])
         // A schema newer than the code is refused.
         await client.query(`INSERT INTO schema_migrations (version, name) VALUES (999, 'from the future')`)
-        await assert.rejects(stores[0]!.migrate(), /schema is at version 999, newer than this build knows \(1\)/)
+        await assert.rejects(stores[0]!.migrate(), new RegExp(`schema is at version 999, newer than this build knows \\(${LATEST}\\)`))
       } finally {
         await client.end()
       }
     } finally {
       await Promise.all(stores.map((s) => s.close()))
       await fresh.drop()
+    }
+  })
+
+  it('upgrades a database at version 1 that already holds orders: migration 2 writes every order\'s list JSON', async () => {
+    const old = await createTestDatabase()
+    const client = new pg.Client({ connectionString: old.url })
+    await client.connect()
+    const upgraded = new PostgresStore(old.url, { poolSize: 2 })
+    try {
+      const first = POSTGRES_MIGRATIONS[0]!
+      await client.query(`${SCHEMA_MIGRATIONS_TABLE}; ${first.sql}`)
+      await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [first.version, first.name])
+      await client.query(`INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status) VALUES
+        (${INT64_MIN}, ${INT64_MAX}, 3, '2026-11-25 10:00:00.5+00', false, 'pending'),
+        (-1, NULL, NULL, NULL, true, 'shipped'),
+        (5, 7, 1, '2026-11-25 23:30:00-05', false, 'cancelled')`)
+      assert.deepEqual(await upgraded.migrate(), ALL_VERSIONS.slice(1))
+      assert.equal(
+        `[${(await jsonPages(upgraded)).join(',')}]`,
+        `[{"id":${INT64_MIN},"petId":${INT64_MAX},"quantity":3,"shipDate":"2026-11-25T10:00:00.500Z","complete":false},{"id":-1,"complete":true}]`,
+      )
+      const { rows } = await client.query<{ list_json: string }>('SELECT list_json FROM orders WHERE id = 5')
+      assert.equal(rows[0]!.list_json, '{"id":5,"petId":7,"quantity":1,"shipDate":"2026-11-26T04:30:00.000Z","complete":false}')
+    } finally {
+      await upgraded.close()
+      await client.end()
+      await old.drop()
     }
   })
 

@@ -48,6 +48,31 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
       INSERT INTO data_version (id, version) VALUES (1, floor(random() * 281474976710656)::bigint);
     `,
   },
+  {
+    version: 2,
+    name: 'orders.list_json: each order as the list writes it',
+    // Building the JSON of a million orders took PostgreSQL about 1.4 s of one core per list (to_char
+    // alone 0.6 s), which made it the list's bottleneck; stored, it is built once, when the order is
+    // written (imports are the only writes that change it: a cancel only filters the order out).
+    // Byte for byte what the Order schema's serializer writes for the same row: fields in schema
+    // order, absent ones omitted, ids and quantities as integer literals, shipDate as
+    // Date#toISOString() writes it, complete always present.
+    // The function must be IMMUTABLE for a generated column. to_char() is only STABLE because some of
+    // its patterns follow the locale or the session time zone; this pattern uses none of them, on a
+    // timestamp already converted to UTC, so the result depends on the arguments alone.
+    // Adding the column rewrites the table (about 4 s per million orders, under an exclusive lock).
+    sql: `
+      CREATE FUNCTION order_list_json(id bigint, pet_id bigint, quantity integer, ship_date timestamptz, complete boolean)
+        RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        AS $$ SELECT '{"id":' || id
+          || coalesce(',"petId":' || pet_id, '')
+          || coalesce(',"quantity":' || quantity, '')
+          || coalesce(',"shipDate":"' || to_char(ship_date AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"', '')
+          || CASE WHEN complete THEN ',"complete":true}' ELSE ',"complete":false}' END $$;
+      ALTER TABLE orders ADD COLUMN list_json text NOT NULL
+        GENERATED ALWAYS AS (order_list_json(id, pet_id, quantity, ship_date, complete)) STORED;
+    `,
+  },
 ]
 
 /** Created before anything else, under the migration lock. */

@@ -49,24 +49,14 @@ function bumpVersion(condition = ''): string {
 }
 
 /**
- * One order as JSON text, built by PostgreSQL: byte for byte what the Order schema's serializer
- * writes for `rowToOrder` of the same row (fields in schema order, unknown ones omitted, ids and
- * quantities as integer literals, shipDate as SHIP_DATE, complete always present).
- */
-const ORDER_JSON = `'{"id":' || id
-  || coalesce(',"petId":' || pet_id, '')
-  || coalesce(',"quantity":' || quantity, '')
-  || coalesce(',"shipDate":"' || ${SHIP_DATE} || '"', '')
-  || CASE WHEN complete THEN ',"complete":true}' ELSE ',"complete":false}' END`
-
-/**
  * One page of the JSON list: the orders after `$1` (or from the first) in id order, as one text
  * (comma-joined objects), with how many there are and the last id — for the next page's keyset.
- * The page is one row: nothing is parsed per order on this side.
+ * The page is one row: nothing is parsed per order on this side. Each order's JSON is stored in
+ * `orders.list_json` (migration 2).
  */
 function jsonPage(pageSize: number, first: boolean): string {
-  return `SELECT count(*)::int AS n, max(id)::text AS last, string_agg(${ORDER_JSON}, ',' ORDER BY id) AS body
-    FROM (SELECT id, pet_id, quantity, ship_date, complete FROM orders
+  return `SELECT count(*)::int AS n, max(id)::text AS last, string_agg(list_json, ',' ORDER BY id) AS body
+    FROM (SELECT id, list_json FROM orders
           WHERE status <> 'cancelled'${first ? '' : ' AND id > $1::bigint'} ORDER BY id LIMIT ${pageSize}) page`
 }
 
