@@ -10,7 +10,7 @@ import { clientErrorResponse, registerErrorHandling, registerMethodNotAllowed, t
 import { int64ParamsValidator } from './http/int64-params.js'
 import { Metrics } from './http/metrics.js'
 import { openApiDocument } from './http/openapi.js'
-import { MemoryCounterStore, RateLimiter, RedisCounterStore, type CounterStore } from './http/rate-limiter.js'
+import { MemoryCounterStore, RateLimiter, type CounterStore } from './http/rate-limiter.js'
 import { requestId } from './http/request-id.js'
 import { docsRoutes } from './http/routes/docs.js'
 import { healthRoutes } from './http/routes/health.js'
@@ -73,7 +73,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   const counters: CounterStore =
     config.rateLimit.redisUrl === undefined
       ? new MemoryCounterStore()
-      : new RedisCounterStore(config.rateLimit.redisUrl, config.rateLimit.redisPrefix)
+      : new (await import('./http/redis-counter-store.js')).RedisCounterStore(config.rateLimit.redisUrl, config.rateLimit.redisPrefix)
   await counters.ready?.()
   const limiter = new RateLimiter(counters, config.rateLimit, app.log)
   app.addHook('onClose', () => limiter.close())

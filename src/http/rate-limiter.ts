@@ -1,11 +1,10 @@
-import { Redis } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
 import { ApiError } from '../errors.js'
 import type { MaybePromise } from './maybe-async.js'
 
 /**
  * Fixed-window request counters: a window starts at a key's first hit and lasts `windowMs`.
- * In memory (one instance) or in Redis (shared by every instance).
+ * In memory (one instance) or in Redis (shared by every instance; redis-counter-store.ts).
  */
 export interface CounterWindow {
   count: number
@@ -54,53 +53,6 @@ export class MemoryCounterStore implements CounterStore {
 
   async close(): Promise<void> {
     clearInterval(this.sweeper)
-  }
-}
-
-// INCR and set the expiry on the first hit, atomically: every instance shares one window per key.
-const HIT = `local c = redis.call('INCR', KEYS[1])
-if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return {c, redis.call('PTTL', KEYS[1])}`
-const PEEK = `return {tonumber(redis.call('GET', KEYS[1]) or '0'), redis.call('PTTL', KEYS[1])}`
-
-export class RedisCounterStore implements CounterStore {
-  private readonly redis: Redis
-
-  constructor(
-    url: string,
-    private readonly prefix: string,
-  ) {
-    // Fail fast while Redis is away (no offline queue, one retry): the limiter then lets requests
-    // through rather than holding them (see RateLimiter).
-    this.redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000, lazyConnect: false })
-    this.redis.on('error', () => {}) // reported per request by the limiter; reconnects by itself
-  }
-
-  ready(timeoutMs = 2000): Promise<void> {
-    if (this.redis.status === 'ready') return Promise.resolve()
-    return new Promise((resolve) => {
-      const done = (): void => {
-        clearTimeout(timer)
-        this.redis.off('ready', done)
-        resolve()
-      }
-      const timer = setTimeout(done, timeoutMs)
-      this.redis.once('ready', done)
-    })
-  }
-
-  async hit(key: string, windowMs: number): Promise<CounterWindow> {
-    const [count, ttl] = (await this.redis.eval(HIT, 1, `${this.prefix}${key}`, windowMs)) as [number, number]
-    return { count, resetMs: Math.max(ttl, 0) }
-  }
-
-  async peek(key: string): Promise<CounterWindow> {
-    const [count, ttl] = (await this.redis.eval(PEEK, 1, `${this.prefix}${key}`)) as [number, number]
-    return { count, resetMs: Math.max(ttl, 0) }
-  }
-
-  async close(): Promise<void> {
-    this.redis.disconnect()
   }
 }
 
