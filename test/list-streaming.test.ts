@@ -60,7 +60,7 @@ forEachStore('listOrders streaming', (kind) => {
     const objects: unknown[] = []
     for await (const batch of server.store.streamOrders(777)) objects.push(...batch)
     const pages: string[] = []
-    for await (const page of server.store.streamOrdersJson(1000)) pages.push(page)
+    for await (const page of server.store.streamOrdersJson(1000)) pages.push(page.toString())
     assert.ok(pages.length > 10)
     assert.equal(`[${pages.join(',')}]`, serialize(objects))
   })

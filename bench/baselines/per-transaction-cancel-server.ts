@@ -17,7 +17,7 @@ import type { CancelOutcome, OrderRecord, OrderStatus, ShipOutcome } from '../..
 import type { Order } from '../../src/schemas/order.js'
 import type { Pet } from '../../src/schemas/pet.js'
 import { openStore } from '../../src/store/open-store.js'
-import type { Store } from '../../src/store/store.js'
+import type { JsonPage, Store } from '../../src/store/store.js'
 import { failed, onShutdown, tell } from '../lib/child-side.js'
 
 /** One synchronous=FULL transaction per cancel on a writer connection of its own. */
@@ -81,7 +81,7 @@ class PerTransactionCancelStore implements Store {
   streamOrders(batchSize?: number): AsyncIterable<Order[]> {
     return this.store.streamOrders(batchSize)
   }
-  streamOrdersJson(pageSize?: number): AsyncIterable<string> {
+  streamOrdersJson(pageSize?: number): AsyncIterable<JsonPage> {
     return this.store.streamOrdersJson(pageSize)
   }
   dataVersion(): Promise<bigint> {

@@ -7,6 +7,9 @@ import type { Pet } from '../schemas/pet.js'
  * What the service needs from a database. SQLite (`sqlite/`) and PostgreSQL (`postgres/`) implement
  * it and pass the same test suite. Ids are `bigint` on this side of the interface, always.
  */
+/** A run of Order JSON objects (see Store.streamOrdersJson). */
+export type JsonPage = string | Buffer
+
 export interface Store {
   readonly kind: 'sqlite' | 'postgres'
   /** Applies pending migrations; returns the versions it applied. Refuses a schema newer than the code. */
@@ -24,9 +27,10 @@ export interface Store {
    * of Order JSON objects, byte for byte what the Order schema's serializer writes (fields in the
    * order id, petId, quantity, shipDate, complete; unknown values omitted; ids as exact integer
    * literals). The database builds the text, so the hot path allocates no objects per row; tests
-   * hold it equal to the schema's serializer. Breaking out releases the cursor.
+   * hold it equal to the schema's serializer. A page is text or its UTF-8 bytes, whichever the
+   * database hands over without another copy. Breaking out releases the cursor.
    */
-  streamOrdersJson(pageSize?: number): AsyncIterable<string>
+  streamOrdersJson(pageSize?: number): AsyncIterable<JsonPage>
   /**
    * Bumped in the same transaction as every change to orders; equal versions mean equal lists.
    * May be served from memory, stale by at most the store's documented bound, never across this
