@@ -53,7 +53,7 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
     name: 'orders.list_json: each order as the list writes it',
     // Building the JSON of a million orders took PostgreSQL about 1.4 s of one core per list (to_char
     // alone 0.6 s), which made it the list's bottleneck; stored, it is built once, when the order is
-    // written (imports are the only writes that change it: a cancel only filters the order out).
+    // written (PostgreSQL recomputes it on every write to the row, whoever writes).
     // Byte for byte what the Order schema's serializer writes for the same row: fields in schema
     // order, absent ones omitted, ids and quantities as integer literals, shipDate as
     // Date#toISOString() writes it, complete always present.
