@@ -1,16 +1,17 @@
 import { Redis } from 'ioredis'
 import type { CounterStore, CounterWindow } from './rate-limiter.js'
 
-/**
- * The rate limits' counters in Redis, shared by every instance. Its own module, loaded only when
- * RATE_LIMIT_REDIS_URL is set: ioredis adds about 10 MiB to the memory of a process that never uses it.
- */
 // INCR and set the expiry on the first hit, atomically: every instance shares one window per key.
 const HIT = `local c = redis.call('INCR', KEYS[1])
 if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return {c, redis.call('PTTL', KEYS[1])}`
 const PEEK = `return {tonumber(redis.call('GET', KEYS[1]) or '0'), redis.call('PTTL', KEYS[1])}`
 
+/**
+ * The rate limits' counters in Redis, shared by every instance. Its own module, loaded only when
+ * RATE_LIMIT_REDIS_URL is set: ioredis adds about 3 MiB to the idle memory of a server that never
+ * uses it (measured on the started server).
+ */
 export class RedisCounterStore implements CounterStore {
   private readonly redis: Redis
 

@@ -3,13 +3,13 @@ import type { CancelOutcome, OrderRecord, ShipOutcome } from '../domain/orders.j
 import type { Order } from '../schemas/order.js'
 import type { Pet } from '../schemas/pet.js'
 
+/** A run of Order JSON objects (see Store.streamOrdersJson). */
+export type JsonPage = string | Buffer
+
 /**
  * What the service needs from a database. SQLite (`sqlite/`) and PostgreSQL (`postgres/`) implement
  * it and pass the same test suite. Ids are `bigint` on this side of the interface, always.
  */
-/** A run of Order JSON objects (see Store.streamOrdersJson). */
-export type JsonPage = string | Buffer
-
 export interface Store {
   readonly kind: 'sqlite' | 'postgres'
   /** Applies pending migrations; returns the versions it applied. Refuses a schema newer than the code. */
