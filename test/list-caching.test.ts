@@ -132,7 +132,7 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
   let server: TestServer
   let key: string
   let directory: string
-  const savedTmpdir = process.env.TMPDIR
+  let restoreTmpdir: () => void
   const list = () => fetch(`${server.origin}/v1/store/orders`, { headers: { ...bearer(key), 'accept-encoding': 'identity' } })
   const bodies = (): string[] => (readdirSync(directory, { recursive: true }) as string[]).filter((name) => name.endsWith('.body'))
   const cancel = async (id: number) =>
@@ -141,15 +141,14 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
   before(async () => {
     // The cache's files go to os.tmpdir(), which follows TMPDIR: a directory of this test's own.
     directory = mkdtempSync(join(tmpdir(), 'list-cache-test-'))
-    process.env.TMPDIR = directory
+    restoreTmpdir = useTmpdir(directory)
     server = await startTestServer(kind)
     key = await server.createKey()
     await server.importOrders(Array.from({ length: 40_000 }, (_, i) => ({ id: BigInt(i + 1), quantity: (i % 9) + 1 })))
   })
 
   after(() => {
-    if (savedTmpdir === undefined) delete process.env.TMPDIR
-    else process.env.TMPDIR = savedTmpdir
+    restoreTmpdir()
     rmSync(directory, { recursive: true, force: true })
   })
 
@@ -236,10 +235,9 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
 forEachStore('listOrders caching without a usable temporary directory', (kind) => {
   it('serves a large list, uncached, when no file can be made', async () => {
     const database = await createDatabase(kind) // a SQLite file goes to the temporary directory too
-    const savedTmpdir = process.env.TMPDIR
     const notADirectory = join(mkdtempSync(join(tmpdir(), 'list-cache-test-')), 'file')
     writeFileSync(notADirectory, '')
-    process.env.TMPDIR = notADirectory
+    const restoreTmpdir = useTmpdir(notADirectory)
     try {
       const server = await startTestServer(kind, { database })
       const key = await server.createKey()
@@ -253,13 +251,22 @@ forEachStore('listOrders caching without a usable temporary directory', (kind) =
       assert.equal(await second.text(), first)
       await server.close()
     } finally {
-      if (savedTmpdir === undefined) delete process.env.TMPDIR
-      else process.env.TMPDIR = savedTmpdir
+      restoreTmpdir()
       rmSync(dirname(notADirectory), { recursive: true, force: true })
       await database.dispose()
     }
   })
 })
+
+/** Points os.tmpdir(), which follows TMPDIR, at `path`; returns what puts it back. */
+function useTmpdir(path: string): () => void {
+  const saved = process.env.TMPDIR
+  process.env.TMPDIR = path
+  return () => {
+    if (saved === undefined) delete process.env.TMPDIR
+    else process.env.TMPDIR = saved
+  }
+}
 
 async function until(condition: () => boolean, what: string): Promise<void> {
   const deadline = Date.now() + 5000
