@@ -39,9 +39,9 @@ async function listAll(store: PostgresStore, batchSize?: number) {
   return all
 }
 
-async function jsonPages(store: PostgresStore, pageSize?: number): Promise<string[]> {
+async function jsonPages(store: PostgresStore): Promise<string[]> {
   const pages: string[] = []
-  for await (const page of store.streamOrdersJson(pageSize)) pages.push(page)
+  for await (const page of store.streamOrdersJson()) pages.push(page.toString())
   return pages
 }
 
@@ -517,39 +517,30 @@ describe('PostgresStore', { skip }, () => {
     const objects = await listAll(store, 777)
     assert.equal(objects.find((o) => o.id === 701n)?.shipDate, '2027-01-02T03:04:05.678Z')
     for (const id of [INT64_MIN, INT64_MAX, TWO_53 + 1n, -1n]) assert.ok(objects.some((o) => o.id === id))
-    const expected = serializeOrders(objects)
-    for (const pageSize of [1000, undefined]) {
-      const pages = await jsonPages(store, pageSize)
-      assert.equal(pages.length, Math.ceil(objects.length / (pageSize ?? 5000)))
-      assert.ok(pages.every((page) => page.length > 0))
-      assert.equal(`[${pages.join(',')}]`, expected, `pageSize ${pageSize}`)
-    }
+    const pages = await jsonPages(store)
+    assert.ok(pages.length > 10, `${pages.length} pages`) // the test data is several MB: many socket reads
+    assert.ok(pages.every((page) => page.length > 0 && page.startsWith('{"id":') && page.endsWith('}')))
+    assert.equal(`[${pages.join(',')}]`, serializeOrders(objects))
   })
 
-  it('streamOrdersJson: pages of any size, a last page that is exactly full, an empty list', async () => {
+  it('streamOrdersJson: an empty list, and a list of one order', async () => {
     const fresh = await createTestDatabase()
     const small = new PostgresStore(fresh.url, { poolSize: 2 })
     try {
       await small.migrate()
       assert.deepEqual(await jsonPages(small), [])
-      const statuses = ['pending', 'shipped', 'pending', 'cancelled'] as const
-      await small.importOrders(from(Array.from({ length: 12 }, (_, i) => order(BigInt(i * 10 - 50), { status: statuses[i % 4]! }))))
-      const expected = serializeOrders(await listAll(small))
-      for (const size of [1, 2, 3, 4, 9, 10]) {
-        const pages = await jsonPages(small, size)
-        assert.equal(pages.length, Math.ceil(9 / size), `pageSize ${size}`)
-        assert.equal(`[${pages.join(',')}]`, expected, `pageSize ${size}`)
-      }
-      await assert.rejects(jsonPages(small, 0), RangeError)
+      await small.importOrders(from([order(-5n, { status: 'cancelled' }), order(7n, { petId: null })]))
+      assert.deepEqual(await jsonPages(small), [serializeOrders(await listAll(small)).slice(1, -1)])
+      assert.equal(small.poolStats().idle, small.poolStats().total, 'a finished list returns its client')
     } finally {
       await small.close()
       await fresh.drop()
     }
   })
 
-  it('streamOrdersJson reads one snapshot; breaking out with the next page in flight releases the client', async () => {
+  it('streamOrdersJson reads one snapshot; breaking out mid-COPY closes its connection', async () => {
     let body = ''
-    for await (const page of store.streamOrdersJson(1000)) {
+    for await (const page of store.streamOrdersJson()) {
       // Committed while the stream is open: the stream still shows the order.
       if (body === '') assert.equal(await store.cancelOrder(124_998n, null), 'cancelled')
       body += page
@@ -557,13 +548,14 @@ describe('PostgresStore', { skip }, () => {
     assert.ok(body.includes('{"id":124998,'))
     assert.ok(!(await jsonPages(store)).join(',').includes('{"id":124998,'))
 
-    for await (const page of store.streamOrdersJson(1000)) {
-      assert.ok(page.startsWith('{"id":'))
-      break // the second page's query has been sent
+    for await (const page of store.streamOrdersJson()) {
+      assert.ok(page.toString().startsWith('{"id":'))
+      break // the COPY is still sending
     }
+    // The connection, mid-COPY, is closed rather than returned; its backend ends the statement.
     const stats = store.poolStats()
     assert.equal(stats.idle, stats.total)
-    assert.deepEqual((await storeSessions()).filter((s) => s.state !== 'idle'), [])
+    await within(3000, 'the COPY ended', async () => (await storeSessions()).every((s) => s.state === 'idle'))
   })
 
   it('breaking out of streamOrders closes the cursor and releases the client', async () => {
@@ -707,7 +699,7 @@ describe('PostgresStore', { skip }, () => {
     await store.ping()
     const stream = store.streamOrders(1000)[Symbol.asyncIterator]()
     assert.equal((await stream.next()).value?.length, 1000)
-    const pages = store.streamOrdersJson(1000)[Symbol.asyncIterator]()
+    const pages = store.streamOrdersJson()[Symbol.asyncIterator]()
     assert.ok((await pages.next()).value)
     let killed: number[] = []
     try {

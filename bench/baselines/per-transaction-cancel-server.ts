@@ -81,8 +81,8 @@ class PerTransactionCancelStore implements Store {
   streamOrders(batchSize?: number): AsyncIterable<Order[]> {
     return this.store.streamOrders(batchSize)
   }
-  streamOrdersJson(pageSize?: number): AsyncIterable<JsonPage> {
-    return this.store.streamOrdersJson(pageSize)
+  streamOrdersJson(): AsyncIterable<JsonPage> {
+    return this.store.streamOrdersJson()
   }
   dataVersion(): Promise<bigint> {
     return this.store.dataVersion()

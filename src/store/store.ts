@@ -3,8 +3,8 @@ import type { CancelOutcome, OrderRecord, ShipOutcome } from '../domain/orders.j
 import type { Order } from '../schemas/order.js'
 import type { Pet } from '../schemas/pet.js'
 
-/** A run of Order JSON objects (see Store.streamOrdersJson). */
-export type JsonPage = string | Buffer
+/** A run of Order JSON objects, as UTF-8 bytes (see Store.streamOrdersJson). */
+export type JsonPage = Buffer
 
 /**
  * What the service needs from a database. SQLite (`sqlite/`) and PostgreSQL (`postgres/`) implement
@@ -27,10 +27,10 @@ export interface Store {
    * of Order JSON objects, byte for byte what the Order schema's serializer writes (fields in the
    * order id, petId, quantity, shipDate, complete; unknown values omitted; ids as exact integer
    * literals). The database builds the text, so the hot path allocates no objects per row; tests
-   * hold it equal to the schema's serializer. A page is text or its UTF-8 bytes, whichever the
-   * database hands over without another copy. Breaking out releases the cursor.
+   * hold it equal to the schema's serializer. Pages are bytes as the database hands them over, never
+   * decoded into strings. Breaking out releases the cursor.
    */
-  streamOrdersJson(pageSize?: number): AsyncIterable<JsonPage>
+  streamOrdersJson(): AsyncIterable<JsonPage>
   /**
    * Bumped in the same transaction as every change to orders; equal versions mean equal lists.
    * May be served from memory, stale by at most the store's documented bound, never across this

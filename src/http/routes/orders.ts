@@ -141,7 +141,7 @@ async function* jsonArray(first: IteratorResult<JsonPage>, rest: AsyncIterator<J
     for (let page = 0; next.done !== true; page++) {
       if (page > 0) pending.push(COMMA)
       pending.push(next.value)
-      pendingBytes += next.value.length // a string page's length in bytes is at least this
+      pendingBytes += next.value.length
       if (pendingBytes >= chunkBytes) {
         if (chunkBytes === 0) yield* pending
         else yield join(pending)
@@ -163,7 +163,7 @@ const COMMA = Buffer.from(',')
 const CLOSE = Buffer.from(']')
 
 function join(parts: JsonPage[]): Buffer {
-  return Buffer.concat(parts.map((part) => (typeof part === 'string' ? Buffer.from(part) : part)))
+  return parts.length === 1 ? parts[0]! : Buffer.concat(parts)
 }
 
 type Encoding = 'gzip' | 'br' | 'identity'
@@ -198,8 +198,8 @@ function matchesIfNoneMatch(header: string | undefined, etag: string): boolean {
 
 function tee(collector: ListCollector): Transform {
   return new Transform({
-    transform(chunk: Buffer | string, _encoding, callback) {
-      collector.add(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)
+    transform(chunk: Buffer, _encoding, callback) {
+      collector.add(chunk)
       callback(null, chunk)
     },
     flush(callback) {

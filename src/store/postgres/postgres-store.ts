@@ -1,10 +1,12 @@
 import pg from 'pg'
+import { to as copyTo } from 'pg-copy-streams'
 import type { ApiKey, NewApiKey, Scope } from '../../domain/api-keys.js'
 import { toApiOrder, type CancelOutcome, type OrderRecord, type OrderStatus, type ShipOutcome } from '../../domain/orders.js'
 import type { Order } from '../../schemas/order.js'
 import type { Pet } from '../../schemas/pet.js'
 import { ImportConflictError, pendingMigrations, StoreUnavailableError, type Store } from '../store.js'
 import { CancelBatcher, type BatchOutcome, type CancelRequest } from './cancel-batcher.js'
+import { commaJoinedLines } from './copy-lines.js'
 import { isLostConnection, isUnavailable, toStoreError } from './errors.js'
 import { MIGRATION_LOCK_KEY, POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_TABLE } from './migrations.js'
 import { LISTENER_QUERY_TIMEOUT_MS, VERSION_CHANNEL, VersionWatcher } from './version-watcher.js'
@@ -21,11 +23,6 @@ const TYPES = {
     if (oid === INT8_OID && format !== 'binary') return (value: string) => BigInt(value)
     return pg.types.getTypeParser(oid, format)
   }) as typeof pg.types.getTypeParser,
-}
-
-/** Every value as the text PostgreSQL sent: for the JSON list, whose few values are used as they are. */
-const RAW_TEXT = {
-  getTypeParser: (() => (value: string) => value) as unknown as typeof pg.types.getTypeParser,
 }
 
 /** Rows per multi-row INSERT of an import; 10,000 (the progress step) is a multiple of it. */
@@ -49,16 +46,10 @@ function bumpVersion(condition = ''): string {
 }
 
 /**
- * One page of the JSON list: the orders after `$1` (or from the first) in id order, as one text
- * (comma-joined objects), with how many there are and the last id — for the next page's keyset.
- * The page is one row: nothing is parsed per order on this side. Each order's JSON is stored in
- * `orders.list_json` (migration 2).
+ * The JSON list, one order per line, in id order. Each order's JSON is stored in `orders.list_json`
+ * (migration 2), so nothing is built per order on either side. One statement: one snapshot.
  */
-function jsonPage(pageSize: number, first: boolean): string {
-  return `SELECT count(*)::int AS n, max(id)::text AS last, string_agg(list_json, ',' ORDER BY id) AS body
-    FROM (SELECT id, list_json FROM orders
-          WHERE status <> 'cancelled'${first ? '' : ' AND id > $1::bigint'} ORDER BY id LIMIT ${pageSize}) page`
-}
+const LIST_JSON_COPY = `COPY (SELECT list_json FROM orders WHERE status <> 'cancelled' ORDER BY id) TO STDOUT`
 
 // One cancel on its own (an order another transaction held locked when its batch ran; see
 // cancel-batcher.ts). The conditional update and the version bump are one statement, hence one
@@ -227,6 +218,14 @@ class Lease {
     this.client.release(failure !== undefined && isUnavailable(failure) ? (failure as Error) : undefined)
   }
 
+  /** Closes the connection instead of returning it (one in a state no other statement may inherit). */
+  discard(): void {
+    if (this.released) return
+    this.released = true
+    this.client.release(new Error('connection discarded')) // its 'error' listener stays: it is closing
+
+  }
+
   /** Ends the open transaction (which also closes its cursors), then releases. Never throws. */
   async rollbackAndRelease(failure?: unknown): Promise<void> {
     if (failure !== undefined && isUnavailable(failure)) return this.release(failure)
@@ -377,39 +376,28 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * The list as JSON text built by PostgreSQL, one page per item: keyset pages (`id > last ORDER BY
-   * id LIMIT n`, an index range scan each) in one REPEATABLE READ READ ONLY transaction on a client of
-   * its own, so every page comes from one snapshot. Each page is one row of three text values, so
-   * this side parses nothing per order. The next page's query is sent before this page is yielded:
-   * PostgreSQL builds it while the consumer writes this one. Breaking out waits for that query (one
-   * page) and rolls back.
+   * The list as JSON text built by PostgreSQL, streamed by `COPY (SELECT list_json …) TO STDOUT` on a
+   * client of its own. A single statement reads a single snapshot. Rows come as the socket's bytes,
+   * never decoded into strings (pages of 5,000 as text left ~80 MiB of dead strings for V8's old
+   * generation per list: docs/benchmarks.md), with backpressure: pg-copy-streams stops reading the
+   * socket while the consumer is behind. Each page is one socket read's worth of whole rows (about
+   * 64 KiB), comma-joined (copy-lines.ts). A connection cannot leave a COPY half-read, so breaking out
+   * discards it: PostgreSQL ends the statement when the socket closes.
    */
-  async *streamOrdersJson(pageSize = 5000): AsyncGenerator<string> {
-    if (!Number.isSafeInteger(pageSize) || pageSize < 1) throw new RangeError(`pageSize must be a positive integer, not ${pageSize}`)
-    const nextPage = { text: jsonPage(pageSize, false), rowMode: 'array' as const, types: RAW_TEXT }
-    // The first page comes in the same round trip as BEGIN (a multi-statement query).
-    const { lease, results } = await this.begin({
-      text: `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ${jsonPage(pageSize, true)}`,
-      rowMode: 'array',
-      types: RAW_TEXT,
-    })
-    const next = new Prefetch(lease)
+  async *streamOrdersJson(): AsyncGenerator<Buffer> {
+    const { lease, pages, first } = await this.copyOut(LIST_JSON_COPY)
+    let finished = false
     try {
-      let page = results.at(-1)!.rows[0] as JsonPageRow
-      for (;;) {
-        const [count, last, body] = page
-        if (body === null) break
-        const more = Number(count) === pageSize
-        if (more) next.start({ ...nextPage, values: [last] })
-        yield body
-        if (!more) break
-        page = (await next.take()).rows[0] as JsonPageRow
-      }
+      for (let page = first; page.done !== true; page = await pages.next()) yield page.value
+      finished = true
     } catch (error) {
-      next.fail(error)
-      throw error
+      throw toStoreError(error)
     } finally {
-      await lease.rollbackAndRelease(await next.settle())
+      if (finished) lease.release()
+      else {
+        await pages.return(undefined).catch(() => {})
+        lease.discard()
+      }
     }
   }
 
@@ -588,6 +576,33 @@ export class PostgresStore implements Store {
   }
 
   /**
+   * `COPY … TO STDOUT` on a client of the pool, its output as comma-joined pages, and the first page
+   * (so that a failure to start is thrown here). When that fails on a lost pooled connection it is
+   * tried again on another, as a read is.
+   */
+  private async copyOut(sql: string): Promise<{ lease: Lease; pages: AsyncGenerator<Buffer>; first: IteratorResult<Buffer> }> {
+    for (let attempt = 0; ; attempt++) {
+      let lease: Lease
+      try {
+        lease = new Lease(await this.pool.connect())
+      } catch (error) {
+        throw toStoreError(error)
+      }
+      const output = lease.client.query(copyTo(sql))
+      // The iterator sees the stream's errors while it reads; once it has stopped, pg still reports
+      // the discarded connection's end here.
+      output.on('error', () => {})
+      const pages = commaJoinedLines(output)
+      try {
+        return { lease, pages, first: await pages.next() }
+      } catch (error) {
+        lease.discard()
+        if (!isLostConnection(error) || attempt >= this.poolSize) throw toStoreError(error)
+      }
+    }
+  }
+
+  /**
    * A client of the pool with a transaction begun by `sql` (statements that change nothing; the
    * results of each are returned). When that fails on a lost pooled connection it is tried again on
    * another, as a read is.
@@ -678,9 +693,6 @@ export class PostgresStore implements Store {
     }
   }
 }
-
-/** One page's row of the JSON list: [count, last id, body], as text (null body: no orders left). */
-type JsonPageRow = [string, string | null, string | null]
 
 /**
  * The next statement of a stream, sent before the consumer is handed the current batch, so that the
