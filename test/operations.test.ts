@@ -37,6 +37,14 @@ forEachStore('operations endpoints', (kind) => {
     assert.match(text, /orders_cancel_total\{outcome="already_shipped"\} 1/)
     assert.match(text, /orders_cancel_total\{outcome="not_found"\} 1/)
     assert.ok(!text.includes(key), 'metrics never carry a key')
+
+    // Counts keep adding up from one scrape to the next, and agree with the duration histogram's.
+    await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })
+    await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })
+    const again = await (await fetch(`${server.origin}/metrics`)).text()
+    assert.match(again, /http_requests_total\{method="GET",route="\/v1\/store\/orders",status="200"\} 3\n/)
+    assert.match(again, /http_request_duration_seconds_count\{method="GET",route="\/v1\/store\/orders",status="200"\} 3\n/)
+    assert.match(again, /http_requests_total\{method="GET",route="\/metrics",status="200"\} 1\n/)
   })
 
   it('echoes a plain X-Request-Id and generates one otherwise', async () => {
