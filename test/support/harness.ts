@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe } from 'node:test'
+import type { FastifyBaseLogger } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import { loadConfig, type Config, type DatabaseConfig } from '../../src/config.js'
 import { generateApiKey, SCOPES, type Scope } from '../../src/domain/api-keys.js'
@@ -84,6 +85,8 @@ after(async () => {
 export interface TestServerOptions {
   env?: Record<string, string>
   database?: TestDatabaseHandle
+  /** A pino logger for the app (none by default). */
+  logger?: FastifyBaseLogger
 }
 
 /** A real server on 127.0.0.1 with a real, migrated database of `kind`, closed when the file ends. */
@@ -92,7 +95,7 @@ export async function startTestServer(kind: StoreKind, options: TestServerOption
   const config: Config = { ...loadConfig({ PORT: '0', ...options.env }), database: database.config }
   const store = await openStore(config.database, SERVER_SQLITE_OPTIONS)
   await store.migrate()
-  const app = await buildApp({ config, store })
+  const app = await buildApp({ config, store, logger: options.logger })
   const address = await app.listen({ host: '127.0.0.1', port: 0 })
   let closed = false
   const server: TestServer = {
