@@ -73,7 +73,7 @@ export async function cancels(context: StoreContext): Promise<void> {
       },
     )
     section.notes.push(
-      `Runs: project ${fmt.count(project.requests)} cancels in ${project.seconds} s; baseline ${fmt.count(baseline.requests)} in ${baseline.seconds} s (each after ${fmt.count(WARMUP_CANCELS)} warm-up cancels). Both use synchronous=FULL in WAL mode: every COMMIT syncs the WAL before its 204s are sent.`,
+      `Runs: project ${fmt.count(project.requests)} cancels in ${project.seconds.toFixed(2)} s; baseline ${fmt.count(baseline.requests)} in ${baseline.seconds.toFixed(2)} s (each after ${fmt.count(WARMUP_CANCELS)} warm-up cancels). Both use synchronous=FULL in WAL mode: every COMMIT syncs the WAL before its 204s are sent.`,
     )
   } else {
     // Not a target: the same load with a pool as large as the number of clients.
@@ -91,7 +91,7 @@ export async function cancels(context: StoreContext): Promise<void> {
       },
     )
     section.notes.push(
-      `${fmt.count(project.requests)} cancels in ${project.seconds} s after ${fmt.count(WARMUP_CANCELS)} warm-up cancels; PostgreSQL with synchronous_commit=on (its default), DATABASE_POOL_SIZE=10 (the default).`,
+      `${fmt.count(project.requests)} cancels in ${project.seconds.toFixed(2)} s after ${fmt.count(WARMUP_CANCELS)} warm-up cancels; PostgreSQL with synchronous_commit=on (its default), DATABASE_POOL_SIZE=10 (the default).`,
     )
   }
 }
