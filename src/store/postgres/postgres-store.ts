@@ -576,38 +576,50 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * `COPY … TO STDOUT` on a client of the pool, its output as comma-joined pages, and the first page
-   * (so that a failure to start is thrown here). When that fails on a lost pooled connection it is
-   * tried again on another, as a read is.
+   * `COPY … TO STDOUT` on a client of its own, its output as comma-joined pages, and the first page
+   * (so that a failure to start is thrown here).
    */
-  private async copyOut(sql: string): Promise<{ lease: Lease; pages: AsyncGenerator<Buffer>; first: IteratorResult<Buffer> }> {
-    for (let attempt = 0; ; attempt++) {
-      let lease: Lease
-      try {
-        lease = new Lease(await this.pool.connect())
-      } catch (error) {
-        throw toStoreError(error)
-      }
-      const output = lease.client.query(copyTo(sql))
-      // The iterator sees the stream's errors while it reads; once it has stopped, pg still reports
-      // the discarded connection's end here.
-      output.on('error', () => {})
-      const pages = commaJoinedLines(output)
-      try {
-        return { lease, pages, first: await pages.next() }
-      } catch (error) {
-        lease.discard()
-        if (!isLostConnection(error) || attempt >= this.poolSize) throw toStoreError(error)
-      }
-    }
+  private copyOut(sql: string): Promise<{ lease: Lease; pages: AsyncGenerator<Buffer>; first: IteratorResult<Buffer> }> {
+    return this.leased(
+      async (lease) => {
+        const output = lease.client.query(copyTo(sql))
+        // The iterator sees the stream's errors while it reads; once it has stopped, pg still reports
+        // the discarded connection's end here.
+        output.on('error', () => {})
+        const pages = commaJoinedLines(output)
+        try {
+          return { pages, first: await pages.next() }
+        } catch (error) {
+          throw toStoreError(error)
+        }
+      },
+      (lease) => lease.discard(),
+    )
   }
 
   /**
    * A client of the pool with a transaction begun by `sql` (statements that change nothing; the
-   * results of each are returned). When that fails on a lost pooled connection it is tried again on
-   * another, as a read is.
+   * results of each are returned).
    */
-  private async begin(sql: Statement): Promise<{ lease: Lease; results: pg.QueryResult[] }> {
+  private begin(sql: Statement): Promise<{ lease: Lease; results: pg.QueryResult[] }> {
+    return this.leased(
+      async (lease) => {
+        // A query of several statements resolves to one result per statement.
+        const results = (await lease.query(sql)) as pg.QueryResult | pg.QueryResult[]
+        return { results: Array.isArray(results) ? results : [results] }
+      },
+      (lease, error) => lease.rollbackAndRelease(error),
+    )
+  }
+
+  /**
+   * `start` on a client of the pool, which it keeps. When `start` fails, `abandon` gives the client
+   * back; a failure on a lost pooled connection is tried again on another, as a read is.
+   */
+  private async leased<T>(
+    start: (lease: Lease) => Promise<T>,
+    abandon: (lease: Lease, error: unknown) => Promise<void> | void,
+  ): Promise<T & { lease: Lease }> {
     for (let attempt = 0; ; attempt++) {
       let lease: Lease
       try {
@@ -616,11 +628,9 @@ export class PostgresStore implements Store {
         throw toStoreError(error)
       }
       try {
-        // A query of several statements resolves to one result per statement.
-        const results = (await lease.query(sql)) as pg.QueryResult | pg.QueryResult[]
-        return { lease, results: Array.isArray(results) ? results : [results] }
+        return { ...(await start(lease)), lease }
       } catch (error) {
-        await lease.rollbackAndRelease(error)
+        await abandon(lease, error)
         if (!isLostConnection(error) || attempt >= this.poolSize) throw error
       }
     }
