@@ -212,18 +212,20 @@ class Lease {
 
   /** Back to the pool; a client whose connection failed is discarded instead. */
   release(failure?: unknown): void {
-    if (this.released) return
-    this.released = true
-    this.client.removeListener('error', this.onIdleError)
-    this.client.release(failure !== undefined && isUnavailable(failure) ? (failure as Error) : undefined)
+    this.giveBack(failure !== undefined && isUnavailable(failure) ? (failure as Error) : undefined)
   }
 
   /** Closes the connection instead of returning it (one in a state no other statement may inherit). */
   discard(): void {
+    this.giveBack(new Error('connection discarded'))
+  }
+
+  /** To the pool, which closes the client when given an error; a closing client keeps its 'error' listener. */
+  private giveBack(closeWith: Error | undefined): void {
     if (this.released) return
     this.released = true
-    this.client.release(new Error('connection discarded')) // its 'error' listener stays: it is closing
-
+    if (closeWith === undefined) this.client.removeListener('error', this.onIdleError)
+    this.client.release(closeWith)
   }
 
   /** Ends the open transaction (which also closes its cursors), then releases. Never throws. */
