@@ -128,8 +128,8 @@ const COMPRESSOR_INPUT_BYTES = 2 * 1024 * 1024
 /**
  * `[`, the pages joined by commas, `]`, yielding to the event loop between pages. For the identity
  * body (`chunkBytes` 0) brackets and commas are written on their own and each page as it came:
- * concatenating them would make the socket flatten a copy of every page, garbage the size of the
- * list (in V8's old generation when pages are large), which is most of a stream's memory. For a
+ * concatenating them would copy every page once more, garbage the size of the list, which was most
+ * of a stream's memory when measured. For a
  * compressor, pages are joined into chunks of at least `chunkBytes`: each of its writes is a trip
  * to the thread pool, and large ones compress faster.
  */
