@@ -3,19 +3,9 @@ import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Database from 'better-sqlite3'
 import pg from 'pg'
-import { bearer, createDatabase, expectError, startTestServer, type TestServer } from './support/harness.js'
+import { bearer, createDatabase, expectError, startTestServer, within, type TestServer } from './support/harness.js'
 import { postgresSkipReason } from './support/postgres.js'
 import { privatePostgresUnavailable, startPrivatePostgres } from './support/private-postgres.js'
-
-/** Polls until `check` passes or `ms` is up; returns how long it took. */
-async function within(ms: number, check: () => Promise<boolean>): Promise<number> {
-  const started = Date.now()
-  while (!(await check())) {
-    if (Date.now() - started > ms) assert.fail(`not recovered within ${ms} ms`)
-    await sleep(100)
-  }
-  return Date.now() - started
-}
 
 describe('PostgreSQL going away [postgres]', async () => {
   const reason = (await postgresSkipReason()) ?? privatePostgresUnavailable()
@@ -42,7 +32,7 @@ describe('PostgreSQL going away [postgres]', async () => {
     assert.equal((await fetch(`${server.origin}/healthz`)).status, 200, 'the process itself is still up')
 
     postgres.start()
-    await within(10_000, async () => (await fetch(`${server.origin}/readyz`)).status === 200)
+    await within(10_000, 'recovered', async () => (await fetch(`${server.origin}/readyz`)).status === 200, 100)
     assert.equal((await fetch(`${server.origin}/v1/store/orders/1`, { method: 'DELETE', headers: bearer(key) })).status, 204)
     assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200)
   })

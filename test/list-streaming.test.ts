@@ -9,7 +9,7 @@ import Type from 'typebox'
 import type { OrderRecord } from '../src/domain/orders.js'
 import { Order } from '../src/schemas/order.js'
 import type { PostgresStore } from '../src/store/postgres/postgres-store.js'
-import { bearer, forEachStore, order, startTestServer, type TestServer } from './support/harness.js'
+import { bearer, forEachStore, order, startTestServer, within, type TestServer } from './support/harness.js'
 
 const COUNT = 150_000
 
@@ -88,11 +88,7 @@ forEachStore('listOrders streaming', (kind) => {
 
     req!.destroy() // the client goes away mid-list
     assert.equal((await cancel(pending[1]!)).status, 204)
-    const deadline = Date.now() + 3000
-    while (!(await released())) {
-      assert.ok(Date.now() < deadline, 'the cursor was not released within 3 s of the disconnect')
-      await sleep(50)
-    }
+    await within(3000, 'the cursor released after the disconnect', released, 50)
   })
 })
 

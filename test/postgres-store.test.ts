@@ -11,6 +11,7 @@ import type { Pet } from '../src/schemas/pet.js'
 import { POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_TABLE } from '../src/store/postgres/migrations.js'
 import { PostgresStore } from '../src/store/postgres/postgres-store.js'
 import { ImportConflictError, StoreUnavailableError } from '../src/store/store.js'
+import { within } from './support/harness.js'
 import { createTestDatabase, postgresSkipReason, type TestDatabase } from './support/postgres.js'
 
 const skip = await postgresSkipReason()
@@ -43,16 +44,6 @@ async function jsonPages(store: PostgresStore): Promise<string[]> {
   const pages: string[] = []
   for await (const page of store.streamOrdersJson()) pages.push(page.toString())
   return pages
-}
-
-/** Polls until `check` holds; returns how long it took, or fails after `ms`. */
-async function within(ms: number, what: string, check: () => Promise<boolean> | boolean): Promise<number> {
-  const started = performance.now()
-  while (!(await check())) {
-    if (performance.now() - started > ms) assert.fail(`${what}: not within ${ms} ms`)
-    await sleep(5)
-  }
-  return performance.now() - started
 }
 
 async function rejectsUnavailable(promise: Promise<unknown>, what: string): Promise<void> {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
 import pino from 'pino'
-import { bearer, startTestServer, type TestServer } from './support/harness.js'
+import { bearer, startTestServer, within, type TestServer } from './support/harness.js'
 
 interface Line {
   level: number
@@ -26,7 +26,7 @@ describe('request logs', () => {
     await response.arrayBuffer()
     const id = response.headers.get('x-request-id')!
     // The access line is written once the response has been sent: give it a moment.
-    for (let i = 0; i < 50 && !lines.some((line) => line.reqId === id && line.msg === 'request'); i++) await new Promise((r) => setTimeout(r, 10))
+    await within(500, 'the access line', () => lines.some((line) => line.reqId === id && line.msg === 'request'))
     return lines.filter((line) => line.reqId === id)
   }
 

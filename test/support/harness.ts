@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyBaseLogger } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import { loadConfig, type Config, type DatabaseConfig } from '../../src/config.js'
@@ -160,4 +161,14 @@ export async function expectError(response: Response, status: number, code: stri
   assert.equal(typeof body.message, 'string')
   assert.ok((body.message as string).length > 0)
   return body
+}
+
+/** Polls `check` every `everyMs` until it holds; returns how long that took, or fails after `ms`. */
+export async function within(ms: number, what: string, check: () => Promise<boolean> | boolean, everyMs = 5): Promise<number> {
+  const started = performance.now()
+  while (!(await check())) {
+    if (performance.now() - started > ms) assert.fail(`${what}: not within ${ms} ms`)
+    await sleep(everyMs)
+  }
+  return performance.now() - started
 }
