@@ -1,5 +1,6 @@
 import pino from 'pino'
 import { buildApp } from './app.js'
+import { BatchedDestination } from './log-destination.js'
 import type { Config } from './config.js'
 import type { ApiApp } from './http/api-app.js'
 import { openStore } from './store/open-store.js'
@@ -21,10 +22,8 @@ export async function startServer(config: Config, options: { onListening?: (url:
       // Fastify's request serializer does not log headers; this keeps keys out even if a future one does.
       redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
     },
-    // One write per request line would be a system call per request: lines are buffered up to 4 KiB
-    // and written at least every 250 ms, off the event loop. pino flushes the buffer when the
-    // process exits (also on an uncaught error); only a SIGKILL can lose the last 250 ms of lines.
-    pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 250 }),
+    // Lines are written in batches, off the event loop, and flushed at exit (log-destination.ts).
+    new BatchedDestination(1),
   )
   // The server must not block its event loop waiting for another process's SQLite write lock.
   const store = await openStore(config.database, SERVER_SQLITE_OPTIONS)

@@ -2,12 +2,13 @@
  * Reference point of comparison 4 (not a target): a bare Fastify app — no plugins, hooks, logging,
  * authentication or database — answering GET /v1/store/orders with the same bytes from memory
  * (BODY_FILE). It shows how much of the gap to raw node:http is the framework itself. With
- * LOG_EACH_REQUEST=1 it also logs one pino line per request, as the project does (buffered, to
- * stdout), and nothing else: what an access log costs any Fastify app. Child process of bench/run.ts.
+ * LOG_EACH_REQUEST=1 it also logs one pino line per request, as the project does (to the project's
+ * batched stdout destination), and nothing else: what an access log costs any Fastify app. Child process of bench/run.ts.
  */
 import { readFileSync } from 'node:fs'
 import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import pino from 'pino'
+import { BatchedDestination } from '../../src/log-destination.js'
 import { failed, onShutdown, tell } from '../lib/child-side.js'
 
 try {
@@ -17,7 +18,7 @@ try {
   const logging = process.env.LOG_EACH_REQUEST === '1'
   const app: FastifyInstance = logging
     ? (Fastify({
-        loggerInstance: pino({}, pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 250 })),
+        loggerInstance: pino({}, new BatchedDestination(1)),
         logController: new LogController({ disableRequestLogging: true }),
       }) as unknown as FastifyInstance)
     : Fastify({ logger: false })
