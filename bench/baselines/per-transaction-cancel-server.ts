@@ -11,9 +11,11 @@ import Database from 'better-sqlite3'
 import pino from 'pino'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
+import { BatchedDestination } from '../../src/log-destination.js'
 import { SERVER_SQLITE_OPTIONS } from '../../src/server.js'
 import type { ApiKey, NewApiKey } from '../../src/domain/api-keys.js'
 import type { CancelOutcome, OrderRecord, OrderStatus, ShipOutcome } from '../../src/domain/orders.js'
+import type { MaybePromise } from '../../src/maybe-async.js'
 import type { Order } from '../../src/schemas/order.js'
 import type { Pet } from '../../src/schemas/pet.js'
 import { openStore } from '../../src/store/open-store.js'
@@ -84,7 +86,7 @@ class PerTransactionCancelStore implements Store {
   streamOrdersJson(): AsyncIterable<JsonPage> {
     return this.store.streamOrdersJson()
   }
-  dataVersion(): Promise<bigint> {
+  dataVersion(): MaybePromise<bigint> {
     return this.store.dataVersion()
   }
   shipOrder(id: bigint): Promise<ShipOutcome> {
@@ -124,7 +126,10 @@ try {
   const inner = await openStore(config.database, SERVER_SQLITE_OPTIONS)
   await inner.migrate()
   const store = new PerTransactionCancelStore(inner, new PerTransactionCancels(config.database.path, SERVER_SQLITE_OPTIONS.busyTimeoutMs))
-  const logger = pino({ level: config.logLevel, redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' } })
+  const logger = pino(
+    { level: config.logLevel, redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' } },
+    new BatchedDestination(1),
+  )
   const app = await buildApp({ config, store, logger, processMetrics: true })
   const url = await app.listen({ host: config.host, port: config.port })
   onShutdown(async () => {

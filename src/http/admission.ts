@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHo
 import type { ApiKey, Scope } from '../domain/api-keys.js'
 import { ApiError } from '../errors.js'
 import type { Authenticator } from './authenticator.js'
-import { then, type MaybePromise } from './maybe-async.js'
+import { then, type MaybePromise } from '../maybe-async.js'
 import type { RateLimiter } from './rate-limiter.js'
 
 /**

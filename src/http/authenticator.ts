@@ -1,7 +1,7 @@
 import { hashApiKey, isActive, looksLikeApiKey, type ApiKey, type Scope } from '../domain/api-keys.js'
 import { ApiError } from '../errors.js'
 import type { Store } from '../store/store.js'
-import type { MaybePromise } from './maybe-async.js'
+import type { MaybePromise } from '../maybe-async.js'
 
 const REALM = 'Bearer realm="petstore"'
 // RFC 6750 §2.1: the scheme is case-insensitive; the credentials are a token68.

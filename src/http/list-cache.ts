@@ -2,7 +2,7 @@ import { createWriteStream, mkdtempSync, readdirSync, rmSync, type WriteStream }
 import { open, rm, type FileHandle } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { MaybePromise } from './maybe-async.js'
+import type { MaybePromise } from '../maybe-async.js'
 
 /** Bodies up to this size are kept in memory as one buffer; larger ones go to a file. */
 export const IN_MEMORY_MAX_BYTES = 1024 * 1024

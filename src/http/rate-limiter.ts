@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { ApiError } from '../errors.js'
-import type { MaybePromise } from './maybe-async.js'
+import type { MaybePromise } from '../maybe-async.js'
 
 /**
  * Fixed-window request counters: a window starts at a key's first hit and lasts `windowMs`.

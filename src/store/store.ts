@@ -1,6 +1,7 @@
 import type { ApiKey, NewApiKey } from '../domain/api-keys.js'
 import type { CancelOutcome, OrderRecord, ShipOutcome } from '../domain/orders.js'
 import type { Order } from '../schemas/order.js'
+import type { MaybePromise } from '../maybe-async.js'
 import type { Pet } from '../schemas/pet.js'
 
 /** A run of Order JSON objects, as UTF-8 bytes (see Store.streamOrdersJson). */
@@ -34,9 +35,9 @@ export interface Store {
   /**
    * Bumped in the same transaction as every change to orders; equal versions mean equal lists.
    * May be served from memory, stale by at most the store's documented bound, never across this
-   * instance's own changes.
+   * instance's own changes. A plain value when it is known without waiting (SQLite always).
    */
-  dataVersion(): Promise<bigint>
+  dataVersion(): MaybePromise<bigint>
   /** pending → cancelled, atomically; durable before it resolves. */
   cancelOrder(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome>
   shipOrder(id: bigint): Promise<ShipOutcome>

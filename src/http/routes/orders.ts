@@ -2,7 +2,7 @@ import { pipeline, Readable, Transform } from 'node:stream'
 import { constants as zlib, createBrotliCompress, createGzip } from 'node:zlib'
 import { Negotiator } from '@fastify/accept-negotiator'
 import { setImmediate as nextTurn } from 'node:timers/promises'
-import type { FastifyReply } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import Type from 'typebox'
 import { ApiError } from '../../errors.js'
 import { OrderIdParams, OrderRef } from '../../schemas/order.js'
@@ -10,6 +10,7 @@ import { errorResponses } from '../../schemas/error.js'
 import type { ApiApp } from '../api-app.js'
 import type { JsonPage } from '../../store/store.js'
 import { ListCache, type ListCollector } from '../list-cache.js'
+import { then, type MaybePromise } from '../../maybe-async.js'
 import { sendFile } from '../send-file.js'
 
 export function ordersRoutes(app: ApiApp): void {
@@ -42,44 +43,54 @@ export function ordersRoutes(app: ApiApp): void {
         },
       },
     },
-    async (request, reply: FastifyReply) => {
-      const version = await store.dataVersion()
-      const encoding = negotiateEncoding(request.headers['accept-encoding'])
-      // Strong ETag: one per data version and per encoding (a different representation).
-      const etag = encoding === 'identity' ? `"${version}"` : `"${version}-${encoding}"`
-      reply.headers({ etag, vary: 'Accept-Encoding', 'cache-control': 'private, no-cache' })
-      if (matchesIfNoneMatch(request.headers['if-none-match'], etag)) return reply.code(304).send()
-
-      reply.type('application/json; charset=utf-8')
-      const lookup = listCache.get(version, encoding)
-      const cached = lookup instanceof Promise ? await lookup : lookup // a small list answers at once
-      if (cached !== undefined) {
-        if (encoding !== 'identity') reply.header('content-encoding', encoding)
-        reply.header('content-length', cached.bytes)
-        if ('buffer' in cached) return reply.send(cached.buffer)
-        return sendFile(reply, cached.file, cached.bytes)
-      }
-
-      // Pages of JSON text written by the database itself, held equal to this route's schema
-      // serializer by test/list-streaming.test.ts. The first page is read before the status line
-      // is sent, so a database failure is still a proper 503 Error; after that, a failure can only
-      // cut the stream short.
-      const pages = store.streamOrdersJson()[Symbol.asyncIterator]()
-      const first = await pages.next()
-      if (encoding !== 'identity') reply.header('content-encoding', encoding)
-      // A compressor gets large chunks, the socket the pages as they came (see jsonArray). At most
-      // two chunks wait ahead of the compressor (Readable.from buffers 16 items by default).
-      const chunkBytes = encoding === 'identity' ? 0 : COMPRESSOR_INPUT_BYTES
-      const source = Readable.from(jsonArray(first, pages, chunkBytes), { highWaterMark: chunkBytes === 0 ? 16 : 2 })
-      const stages: (NodeJS.ReadableStream | NodeJS.ReadWriteStream)[] = [source]
-      if (encoding !== 'identity') stages.push(compressor(encoding))
-      const collector = listCache.collector(version, encoding)
-      if (collector !== undefined) stages.push(tee(collector))
-      // pipeline() destroys every stage when the client goes away, which returns the cursor.
-      const body = stages.length === 1 ? stages[0]! : pipeline(stages as never, () => {})
-      return reply.send(body)
-    },
+    // Without a promise when the version and the list are in memory (SQLite, small lists).
+    (request, reply: FastifyReply) => then(store.dataVersion(), (version) => listOrders(request, reply, version)),
   )
+
+  /** Undefined once sent; the streamed and file bodies resolve with the reply once it has finished. */
+  function listOrders(request: FastifyRequest, reply: FastifyReply, version: bigint): MaybePromise<FastifyReply | undefined> {
+    const encoding = negotiateEncoding(request.headers['accept-encoding'])
+    // Strong ETag: one per data version and per encoding (a different representation).
+    const etag = encoding === 'identity' ? `"${version}"` : `"${version}-${encoding}"`
+    reply.headers({ etag, vary: 'Accept-Encoding', 'cache-control': 'private, no-cache' })
+    if (matchesIfNoneMatch(request.headers['if-none-match'], etag)) {
+      reply.code(304).send()
+      return undefined
+    }
+    reply.type('application/json; charset=utf-8')
+    return then(listCache.get(version, encoding), (cached): MaybePromise<FastifyReply | undefined> => {
+      if (cached === undefined) return streamList(reply, version, encoding)
+      if (encoding !== 'identity') reply.header('content-encoding', encoding)
+      if ('buffer' in cached) {
+        reply.send(cached.buffer) // Fastify adds its Content-Length
+        return undefined
+      }
+      reply.header('content-length', cached.bytes)
+      sendFile(reply, cached.file, cached.bytes)
+      return undefined
+    })
+  }
+
+  async function streamList(reply: FastifyReply, version: bigint, encoding: Encoding): Promise<FastifyReply> {
+    // Pages of JSON text written by the database itself, held equal to this route's schema
+    // serializer by test/list-streaming.test.ts. The first page is read before the status line
+    // is sent, so a database failure is still a proper 503 Error; after that, a failure can only
+    // cut the stream short.
+    const pages = store.streamOrdersJson()[Symbol.asyncIterator]()
+    const first = await pages.next()
+    if (encoding !== 'identity') reply.header('content-encoding', encoding)
+    // A compressor gets large chunks, the socket the pages as they came (see jsonArray). At most
+    // two chunks wait ahead of the compressor (Readable.from buffers 16 items by default).
+    const chunkBytes = encoding === 'identity' ? 0 : COMPRESSOR_INPUT_BYTES
+    const source = Readable.from(jsonArray(first, pages, chunkBytes), { highWaterMark: chunkBytes === 0 ? 16 : 2 })
+    const stages: (NodeJS.ReadableStream | NodeJS.ReadWriteStream)[] = [source]
+    if (encoding !== 'identity') stages.push(compressor(encoding))
+    const collector = listCache.collector(version, encoding)
+    if (collector !== undefined) stages.push(tee(collector))
+    // pipeline() destroys every stage when the client goes away, which returns the cursor.
+    const body = stages.length === 1 ? stages[0]! : pipeline(stages as never, () => {})
+    return reply.send(body)
+  }
 
   app.delete(
     '/store/orders/:orderId',

@@ -48,6 +48,8 @@ export class VersionWatcher {
   private epoch = 0
   private lastAttempt = -Infinity
   private reading: Promise<bigint> | undefined
+  /** Resolves in the check phase of the current turn of the event loop (see current). */
+  private turn: Promise<undefined> | undefined
   private closed = false
 
   constructor(
@@ -62,7 +64,9 @@ export class VersionWatcher {
     // delivered to this process is handled: a notification, or the connection's end — the database
     // stopping. Without this turn, a request read in the same turn of the event loop as that end
     // would still be answered from memory as if the database were there.
-    if (this.listening && this.known !== undefined) await nextTurn()
+    // One turn is shared by all the requests read in the same turn (a timer each was a measurable
+    // share of a small request).
+    if (this.listening && this.known !== undefined) await (this.turn ??= nextTurn().then(() => (this.turn = undefined)))
     const now = performance.now()
     if (!this.listening) this.listen(now)
     if (this.listening && this.known !== undefined && now < this.freshUntil) {

@@ -181,7 +181,7 @@ export class SqliteStore implements Store {
     }
   }
 
-  async dataVersion(): Promise<bigint> {
+  dataVersion(): bigint {
     // Every list request asks. A statement costs a few µs of locking in WAL mode, a large share of
     // a small request, so the answer is reused for VERSION_RECHECK_MS: this process's own writes
     // forget it at once (exact), another process's are seen within that bound.
