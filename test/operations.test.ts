@@ -45,6 +45,17 @@ forEachStore('operations endpoints', (kind) => {
     assert.match(again, /http_requests_total\{method="GET",route="\/v1\/store\/orders",status="200"\} 3\n/)
     assert.match(again, /http_request_duration_seconds_count\{method="GET",route="\/v1\/store\/orders",status="200"\} 3\n/)
     assert.match(again, /http_requests_total\{method="GET",route="\/metrics",status="200"\} 1\n/)
+
+    // A path no route has is counted as unmatched; a method a path lacks, under the path's pattern.
+    await fetch(`${server.origin}/nope/123`)
+    await fetch(`${server.origin}/v1/store/orders/7`, { method: 'PUT', headers: bearer(key) })
+    await fetch(`${server.origin}/v1/store/orders`, { method: 'HEAD', headers: bearer(key) })
+    const third = await (await fetch(`${server.origin}/metrics`)).text()
+    assert.match(third, /http_requests_total\{method="GET",route="unmatched",status="404"\} 1\n/)
+    assert.match(third, /http_requests_total\{method="PUT",route="\/v1\/store\/orders\/:orderId",status="405"\} 1\n/)
+    assert.match(third, /http_requests_total\{method="HEAD",route="\/v1\/store\/orders",status="200"\} 1\n/)
+    assert.match(third, /http_request_duration_seconds_count\{method="GET",route="unmatched",status="404"\} 1\n/)
+    assert.ok(!third.includes('/nope'), 'an unmatched path is never a label')
   })
 
   it('echoes a plain X-Request-Id and generates one otherwise', async () => {

@@ -1,6 +1,14 @@
-import type { FastifyInstance } from 'fastify'
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client'
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import { collectDefaultMetrics, Counter, Registry } from 'prom-client'
 import type { CancelOutcome } from '../domain/orders.js'
+import { DurationHistogram, type HistogramSeries } from './duration-histogram.js'
+
+interface Series {
+  requests: Counter.Internal
+  durations: HistogramSeries
+  /** Requests not yet added to `requests` (see Metrics.requests). */
+  uncounted: number
+}
 
 /** Prometheus metrics of one app instance: its own registry, so tests can build many apps. */
 export class Metrics {
@@ -19,13 +27,12 @@ export class Metrics {
       }
     },
   })
-  readonly durations = new Histogram({
-    name: 'http_request_duration_seconds',
-    help: 'HTTP request durations by method, route pattern and status',
-    labelNames: ['method', 'route', 'status'] as const,
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [this.registry],
-  })
+  readonly durations = new DurationHistogram<'method' | 'route' | 'status'>(
+    'http_request_duration_seconds',
+    'HTTP request durations by method, route pattern and status',
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    this.registry,
+  )
   readonly cancels = new Counter({
     name: 'orders_cancel_total',
     help: 'cancelOrder calls by outcome',
@@ -33,10 +40,8 @@ export class Metrics {
     registers: [this.registry],
   })
 
-  // The labelled series of each method, route and status, looked up once. prom-client still
-  // validates and hashes the labels on every call, so requests are counted here and handed to it
-  // when scraped (see `requests`); only the duration is observed per request.
-  private readonly series = new Map<string, { requests: Counter.Internal; durations: Histogram.Internal<string>; uncounted: number }>()
+  // The series of every method, route and status seen, for the collect above.
+  private readonly series = new Map<string, Series>()
 
   constructor(options: { processMetrics: boolean }) {
     if (options.processMetrics) collectDefaultMetrics({ register: this.registry })
@@ -47,22 +52,48 @@ export class Metrics {
   }
 
   register(app: FastifyInstance): void {
+    // Each route counts its own requests, with its pattern (not the URL: ids must not explode the
+    // label set) known in advance: reading it per request (request.routeOptions) builds an object.
+    app.addHook('onRoute', (route) => {
+      const hook = this.recorder(route.url)
+      route.onResponse = route.onResponse === undefined ? [hook] : [route.onResponse, hook].flat()
+    })
+    // A request no route matched never reaches a route's hooks.
+    const unmatched = this.recorder('unmatched')
     app.addHook('onResponse', (request, reply, done) => {
-      // The route pattern, not the URL: ids must not explode the label set.
-      const route = request.routeOptions.url ?? 'unmatched'
-      const id = `${request.method} ${reply.statusCode} ${route}`
-      let series = this.series.get(id)
-      if (series === undefined) {
-        const labels = { method: request.method, route, status: reply.statusCode }
-        series = { requests: this.requests.labels(labels), durations: this.durations.labels(labels), uncounted: 0 }
-        this.series.set(id, series)
-      }
-      series.uncounted++
-      series.durations.observe(reply.elapsedTime / 1000)
-      done()
+      if (request.is404) unmatched(request, reply, done)
+      else done()
     })
     app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
       return reply.type(this.registry.contentType).send(await this.registry.metrics())
     })
+  }
+
+  /** An onResponse hook that counts a request of this route, with its series looked up by method and status. */
+  private recorder(route: string): (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void {
+    const byMethod = new Map<string, Map<number, Series>>()
+    return (request, reply, done) => {
+      const { method } = request
+      const status = reply.statusCode
+      let byStatus = byMethod.get(method)
+      if (byStatus === undefined) byMethod.set(method, (byStatus = new Map()))
+      let series = byStatus.get(status)
+      if (series === undefined) byStatus.set(status, (series = this.seriesOf(method, route, status)))
+      series.uncounted++
+      series.durations.observe(reply.elapsedTime / 1000)
+      done()
+    }
+  }
+
+  /** One series per label set, whichever route's hook (GET and HEAD, say) asks first. */
+  private seriesOf(method: string, route: string, status: number): Series {
+    const id = `${method} ${status} ${route}`
+    let series = this.series.get(id)
+    if (series === undefined) {
+      const labels = { method, route, status }
+      series = { requests: this.requests.labels(labels), durations: this.durations.series(labels), uncounted: 0 }
+      this.series.set(id, series)
+    }
+    return series
   }
 }
