@@ -46,8 +46,9 @@ export function looksLikeApiKey(token: string): boolean {
   return KEY_FORMAT.test(token)
 }
 
-export function isActive(key: ApiKey, now: Date): boolean {
-  return key.revokedAt === null && (key.expiresAt === null || key.expiresAt > now)
+/** Not revoked, and not expired at `nowMs` (milliseconds since the epoch). */
+export function isActive(key: ApiKey, nowMs: number): boolean {
+  return key.revokedAt === null && (key.expiresAt === null || key.expiresAt.getTime() > nowMs)
 }
 
 export function parseScopes(text: string): Scope[] {

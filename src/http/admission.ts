@@ -31,9 +31,7 @@ export function admission(authenticator: Authenticator, limiter: RateLimiter): (
     then(limiter.checkAuthFailures(request.ip), () =>
       then(authenticate(request, scope), (key) => {
         request.apiKey = key
-        return then(limiter.consume(key.id), (headers) => {
-          reply.headers(headers)
-        })
+        return limiter.consume(key.id, reply)
       }),
     )
 

@@ -19,8 +19,9 @@ interface CacheEntry {
  * Lookups are cached (found and not found alike) for `ttlMs`, so a busy key costs no database
  * round trip and no hashing: a cached key is answered at once, without a promise. A key revoked in
  * the database is refused by every instance within `ttlMs`. Expiry needs no lookup: it is checked
- * against the cached expiry on every request. The cache is keyed by the presented token itself; it
- * lives only in this process's memory, like the request that carried it, and is bounded in size.
+ * against the cached expiry on every request. The cache is keyed by the Authorization header as
+ * sent, so a known client's request is not even parsed again; it lives only in this process's
+ * memory, like the request that carried it, and is bounded in size.
  */
 export class Authenticator {
   private readonly cache = new Map<string, CacheEntry>()
@@ -33,15 +34,18 @@ export class Authenticator {
   ) {}
 
   authenticate(header: string | undefined, scope: Scope): MaybePromise<ApiKey> {
-    const token = bearerToken(header)
-    const cached = this.cache.get(token)
-    if (cached !== undefined && this.now() - cached.fetchedAt < this.ttlMs) return this.admit(cached.key, scope)
-    return this.lookup(token).then((key) => this.admit(key, scope))
+    const cached = header === undefined ? undefined : this.cache.get(header)
+    if (cached !== undefined) {
+      const now = this.now()
+      if (now - cached.fetchedAt < this.ttlMs) return this.admit(cached.key, scope, now)
+    }
+    const token = bearerToken(header) // a 401 unless well-formed
+    return this.lookup(header!, token).then((key) => this.admit(key, scope, this.now()))
   }
 
-  private admit(key: ApiKey | undefined, scope: Scope): ApiKey {
+  private admit(key: ApiKey | undefined, scope: Scope, now: number): ApiKey {
     if (key === undefined) throw unauthorized('The API key is not known.')
-    if (!isActive(key, new Date(this.now()))) {
+    if (!isActive(key, now)) {
       throw unauthorized(key.revokedAt !== null ? 'The API key has been revoked.' : 'The API key has expired.')
     }
     if (!key.scopes.includes(scope)) {
@@ -52,21 +56,21 @@ export class Authenticator {
     return key
   }
 
-  private async lookup(token: string): Promise<ApiKey | undefined> {
+  private async lookup(header: string, token: string): Promise<ApiKey | undefined> {
     let pending = this.inFlight.get(token)
     if (pending === undefined) {
       pending = this.store.findApiKeyByHash(hashApiKey(token)).finally(() => this.inFlight.delete(token))
       this.inFlight.set(token, pending)
     }
     const key = await pending
-    this.remember(token, key)
+    this.remember(header, key)
     return key
   }
 
-  private remember(token: string, key: ApiKey | undefined): void {
+  private remember(header: string, key: ApiKey | undefined): void {
     if (this.ttlMs === 0) return
-    this.cache.delete(token) // re-insert at the end: the Map's order is the eviction order
-    this.cache.set(token, { key, fetchedAt: this.now() })
+    this.cache.delete(header) // re-insert at the end: the Map's order is the eviction order
+    this.cache.set(header, { key, fetchedAt: this.now() })
     if (this.cache.size > MAX_CACHED_KEYS) this.cache.delete(this.cache.keys().next().value!)
   }
 }

@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger } from 'fastify'
+import type { FastifyBaseLogger, FastifyReply } from 'fastify'
 import { ApiError } from '../errors.js'
 import type { MaybePromise } from '../maybe-async.js'
 
@@ -20,6 +20,8 @@ export interface CounterStore {
   peek(key: string): MaybePromise<CounterWindow>
   close(): Promise<void>
 }
+
+const NO_WINDOW: CounterWindow = Object.freeze({ count: 0, resetMs: 0 })
 
 /** In this process only, answered at once (no promise). */
 export class MemoryCounterStore implements CounterStore {
@@ -48,7 +50,7 @@ export class MemoryCounterStore implements CounterStore {
   peek(key: string): CounterWindow {
     const now = this.now()
     const window = this.windows.get(key)
-    return window === undefined || window.resetAt <= now ? { count: 0, resetMs: 0 } : { count: window.count, resetMs: window.resetAt - now }
+    return window === undefined || window.resetAt <= now ? NO_WINDOW : { count: window.count, resetMs: window.resetAt - now }
   }
 
   async close(): Promise<void> {
@@ -61,56 +63,78 @@ interface Policy {
   name: string
   limit: number
   windowMs: number
+  /** Its RateLimit-Policy header, the same on every response. */
+  header: string
 }
+
+/** Past this many names cached per policy, the cache starts over (client addresses are unbounded). */
+const MAX_CACHED_NAMES = 10_000
 
 /**
  * The two limits of the API: requests per API key, and failed authentications per client address
  * (a guard against guessing keys). A limit of 0 is off. If the counter store fails (Redis away),
  * requests are let through and the failure is logged: the limiter must not take the API down.
+ *
+ * Every request is checked against both, so the common case (local counters) makes no closure,
+ * no promise and no new string: counter names are kept per key id and per address.
  */
 export class RateLimiter {
   private readonly perKey: Policy
   private readonly authFailures: Policy
+  private readonly keyCounters = new Map<bigint, string>()
+  private readonly addressCounters = new Map<string, string>()
 
   constructor(
     private readonly counters: CounterStore,
     limits: { perKeyPerMinute: number; authFailuresPerMinute: number },
     private readonly log: FastifyBaseLogger,
   ) {
-    this.perKey = { name: 'per-key', limit: limits.perKeyPerMinute, windowMs: 60_000 }
-    this.authFailures = { name: 'auth-failures', limit: limits.authFailuresPerMinute, windowMs: 60_000 }
+    this.perKey = policy('per-key', limits.perKeyPerMinute, 60_000)
+    this.authFailures = policy('auth-failures', limits.authFailuresPerMinute, 60_000)
   }
 
   /** 429 if this address has failed authentication too often in the current window. */
   checkAuthFailures(address: string): MaybePromise<void> {
-    const policy = this.authFailures
-    if (policy.limit === 0) return
-    return this.guarded(
-      () => this.counters.peek(`${policy.name}:${address}`),
-      (window) => {
-        if (window.count >= policy.limit) throw limited(policy, window.resetMs)
-      },
-      undefined,
+    if (this.authFailures.limit === 0) return
+    let window: MaybePromise<CounterWindow>
+    try {
+      window = this.counters.peek(this.addressCounter(address))
+    } catch (error) {
+      return this.failOpen(error, undefined)
+    }
+    if (!(window instanceof Promise)) return this.refuseIfBlocked(window)
+    return window.then(
+      (counted) => this.refuseIfBlocked(counted),
+      (error: unknown) => this.failOpen(error, undefined),
     )
   }
 
   recordAuthFailure(address: string): MaybePromise<void> {
-    const policy = this.authFailures
-    if (policy.limit === 0) return
-    return this.guarded(() => this.counters.hit(`${policy.name}:${address}`, policy.windowMs), () => {}, undefined)
+    if (this.authFailures.limit === 0) return
+    let window: MaybePromise<CounterWindow>
+    try {
+      window = this.counters.hit(this.addressCounter(address), this.authFailures.windowMs)
+    } catch (error) {
+      return this.failOpen(error, undefined)
+    }
+    if (window instanceof Promise) return window.then(() => {}, (error: unknown) => this.failOpen(error, undefined))
   }
 
-  /** Counts a request of this key; 429 past the limit. Returns the headers to send either way. */
-  consume(keyId: bigint): MaybePromise<Record<string, string>> {
-    const policy = this.perKey
-    if (policy.limit === 0) return {}
-    return this.guarded(
-      () => this.counters.hit(`${policy.name}:${keyId}`, policy.windowMs),
-      (window) => {
-        if (window.count > policy.limit) throw limited(policy, window.resetMs)
-        return headers(policy, policy.limit - window.count, window.resetMs)
-      },
-      {},
+  /** Counts a request of this key; 429 past the limit. Sets the RateLimit headers either way. */
+  consume(keyId: bigint, reply: FastifyReply): MaybePromise<void> {
+    if (this.perKey.limit === 0) return
+    let window: MaybePromise<CounterWindow>
+    try {
+      let name = this.keyCounters.get(keyId)
+      if (name === undefined) name = remember(this.keyCounters, keyId, `${this.perKey.name}:${keyId}`)
+      window = this.counters.hit(name, this.perKey.windowMs)
+    } catch (error) {
+      return this.failOpen(error, undefined)
+    }
+    if (!(window instanceof Promise)) return this.admitKey(window, reply)
+    return window.then(
+      (counted) => this.admitKey(counted, reply),
+      (error: unknown) => this.failOpen(error, undefined),
     )
   }
 
@@ -118,15 +142,20 @@ export class RateLimiter {
     return this.counters.close()
   }
 
-  /** `decide` on the counted window; `letThrough` when the counters fail. A 429 thrown by `decide` is not a failure. */
-  private guarded<R>(count: () => MaybePromise<CounterWindow>, decide: (window: CounterWindow) => R, letThrough: R): MaybePromise<R> {
-    let window: MaybePromise<CounterWindow>
-    try {
-      window = count()
-    } catch (error) {
-      return this.failOpen(error, letThrough)
-    }
-    return window instanceof Promise ? window.then(decide, (error: unknown) => this.failOpen(error, letThrough)) : decide(window)
+  private addressCounter(address: string): string {
+    // `address` is the socket's own string on every request of a connection, its hash computed once.
+    return this.addressCounters.get(address) ?? remember(this.addressCounters, address, `${this.authFailures.name}:${address}`)
+  }
+
+  private refuseIfBlocked(window: CounterWindow): void {
+    if (window.count >= this.authFailures.limit) throw limited(this.authFailures, window.resetMs)
+  }
+
+  private admitKey(window: CounterWindow, reply: FastifyReply): void {
+    const policy = this.perKey
+    if (window.count > policy.limit) throw limited(policy, window.resetMs)
+    reply.header('ratelimit-policy', policy.header)
+    reply.header('ratelimit', rateLimit(policy, policy.limit - window.count, window.resetMs))
   }
 
   private failOpen<R>(error: unknown, letThrough: R): R {
@@ -135,15 +164,25 @@ export class RateLimiter {
   }
 }
 
-function headers(policy: Policy, remaining: number, resetMs: number): Record<string, string> {
-  const seconds = Math.max(1, Math.ceil(resetMs / 1000))
-  return {
-    'ratelimit-policy': `"${policy.name}";q=${policy.limit};w=${policy.windowMs / 1000}`,
-    ratelimit: `"${policy.name}";r=${Math.max(remaining, 0)};t=${seconds}`,
-  }
+function policy(name: string, limit: number, windowMs: number): Policy {
+  return { name, limit, windowMs, header: `"${name}";q=${limit};w=${windowMs / 1000}` }
+}
+
+function remember<K>(names: Map<K, string>, id: K, name: string): string {
+  if (names.size >= MAX_CACHED_NAMES) names.clear()
+  names.set(id, name)
+  return name
+}
+
+function rateLimit(policy: Policy, remaining: number, resetMs: number): string {
+  return `"${policy.name}";r=${Math.max(remaining, 0)};t=${Math.max(1, Math.ceil(resetMs / 1000))}`
 }
 
 function limited(policy: Policy, resetMs: number): ApiError {
   const retryAfter = Math.max(1, Math.ceil(resetMs / 1000))
-  return new ApiError('rate_limited', undefined, { ...headers(policy, 0, resetMs), 'retry-after': String(retryAfter) })
+  return new ApiError('rate_limited', undefined, {
+    'ratelimit-policy': policy.header,
+    ratelimit: rateLimit(policy, 0, resetMs),
+    'retry-after': String(retryAfter),
+  })
 }
