@@ -8,6 +8,11 @@ import pino from 'pino'
 import { BatchedDestination } from '../src/log-destination.js'
 import { within } from './support/harness.js'
 
+/** Resolves once everything logged so far has been written (flushSync could race a write in flight). */
+function flushed(destination: BatchedDestination): Promise<void> {
+  return new Promise((resolve, reject) => destination.flush((error) => (error ? reject(error) : resolve())))
+}
+
 describe('BatchedDestination', () => {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-log-'))
   after(() => rmSync(dir, { recursive: true, force: true }))
@@ -37,7 +42,7 @@ describe('BatchedDestination', () => {
     for (let i = 0; i < 1000; i++) logger.info({ i }, 'x'.repeat(100))
     // 1,000 lines of ~150 bytes fill nine batches of up to 16 KiB: written before the 250 ms timer.
     await within(200, 'the full batches', () => text().length >= 8 * 15 * 1024)
-    destination.flushSync()
+    await flushed(destination)
     const numbers = text().trim().split('\n').map((line) => (JSON.parse(line) as { i: number }).i)
     assert.deepEqual(numbers, Array.from({ length: 1000 }, (_, i) => i))
     close()
@@ -48,7 +53,7 @@ describe('BatchedDestination', () => {
     const logger = pino({ base: undefined }, destination)
     const messages = ['ünïcødé ✓ 🐾', 'x'.repeat(40_000), '中文'.repeat(3000), 'short']
     for (const msg of messages) logger.info(msg)
-    destination.flushSync()
+    await flushed(destination)
     assert.deepEqual(text().trim().split('\n').map((line) => (JSON.parse(line) as { msg: string }).msg), messages)
     close()
   })
@@ -56,7 +61,7 @@ describe('BatchedDestination', () => {
   it('flush(cb) calls back once what was logged has been written', async () => {
     const { destination, text, close } = open()
     pino({ base: undefined }, destination).info('flushed')
-    await new Promise<void>((resolve, reject) => destination.flush((error) => (error ? reject(error) : resolve())))
+    await flushed(destination)
     assert.match(text(), /"msg":"flushed"/)
     close()
   })
