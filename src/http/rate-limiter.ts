@@ -125,9 +125,7 @@ export class RateLimiter {
     if (this.perKey.limit === 0) return
     let window: MaybePromise<CounterWindow>
     try {
-      let name = this.keyCounters.get(keyId)
-      if (name === undefined) name = remember(this.keyCounters, keyId, `${this.perKey.name}:${keyId}`)
-      window = this.counters.hit(name, this.perKey.windowMs)
+      window = this.counters.hit(this.keyCounter(keyId), this.perKey.windowMs)
     } catch (error) {
       return this.failOpen(error, undefined)
     }
@@ -140,6 +138,10 @@ export class RateLimiter {
 
   close(): Promise<void> {
     return this.counters.close()
+  }
+
+  private keyCounter(keyId: bigint): string {
+    return this.keyCounters.get(keyId) ?? remember(this.keyCounters, keyId, `${this.perKey.name}:${keyId}`)
   }
 
   private addressCounter(address: string): string {
