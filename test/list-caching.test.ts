@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { openStore } from '../src/store/open-store.js'
 import { IN_MEMORY_MAX_BYTES } from '../src/http/list-cache.js'
 import { VERSION_RECHECK_MS } from '../src/store/sqlite/sqlite-store.js'
-import { bearer, createDatabase, forEachStore, records, order, startTestServer, type TestServer } from './support/harness.js'
+import { bearer, createDatabase, forEachStore, records, order, startTestServer, within, type TestServer } from './support/harness.js'
 
 forEachStore('listOrders caching and compression', (kind) => {
   let server: TestServer
@@ -155,7 +155,7 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
   it('keeps a list over 1 MiB in a file and sends the same bytes from it', async () => {
     const streamed = Buffer.from(await (await list()).arrayBuffer())
     assert.ok(streamed.length > IN_MEMORY_MAX_BYTES, `${streamed.length} bytes`)
-    await until(() => bodies().length === 1, 'the cache file')
+    await within(5000, 'the cache file', () => bodies().length === 1, 20)
     // The file is in the cache once completely written: until then a GET streams from the database.
     let served = await list()
     for (const deadline = Date.now() + 5000; served.headers.get('content-length') === null && Date.now() < deadline; served = await list()) {
@@ -184,7 +184,7 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
     await cancel(7)
     const text = await (await list()).text()
     assert.ok(!text.includes('"id":7,'))
-    await until(() => bodies().length === 1 && bodies()[0] !== before, 'the new cache file')
+    await within(5000, 'the new cache file', () => bodies().length === 1 && bodies()[0] !== before, 20)
     assert.equal(await (await list()).text(), text)
   })
 
@@ -194,7 +194,7 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
     await sleep(200)
     assert.deepEqual(bodies(), [])
     assert.ok(!(await (await list()).text()).includes('"id":8,'))
-    await until(() => bodies().length === 1, 'the cache file')
+    await within(5000, 'the cache file', () => bodies().length === 1, 20)
     // Now from the file, again and again: a client leaving mid-file must not disturb the server.
     for (let i = 0; i < 10; i++) await readSomeThenLeave(server.origin, key)
     assert.ok(!(await (await list()).text()).includes('"id":8,'))
@@ -226,7 +226,7 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
 
   it('removes its files when the server closes', async () => {
     await list()
-    await until(() => bodies().length === 1, 'the cache file')
+    await within(5000, 'the cache file', () => bodies().length === 1, 20)
     await server.close()
     assert.deepEqual(bodies(), [])
   })
@@ -265,14 +265,6 @@ function useTmpdir(path: string): () => void {
   return () => {
     if (saved === undefined) delete process.env.TMPDIR
     else process.env.TMPDIR = saved
-  }
-}
-
-async function until(condition: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 5000
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`)
-    await sleep(20)
   }
 }
 
