@@ -96,48 +96,47 @@ export class RateLimiter {
   /** 429 if this address has failed authentication too often in the current window. */
   checkAuthFailures(address: string): MaybePromise<void> {
     if (this.authFailures.limit === 0) return
-    let window: MaybePromise<CounterWindow>
-    try {
-      window = this.counters.peek(this.addressCounter(address))
-    } catch (error) {
-      return this.failOpen(error, undefined)
-    }
-    if (!(window instanceof Promise)) return this.refuseIfBlocked(window)
-    return window.then(
-      (counted) => this.refuseIfBlocked(counted),
-      (error: unknown) => this.failOpen(error, undefined),
-    )
+    return this.counted(this.addressCounter(address), undefined, this.refuseIfBlocked, undefined)
   }
 
   recordAuthFailure(address: string): MaybePromise<void> {
     if (this.authFailures.limit === 0) return
-    let window: MaybePromise<CounterWindow>
-    try {
-      window = this.counters.hit(this.addressCounter(address), this.authFailures.windowMs)
-    } catch (error) {
-      return this.failOpen(error, undefined)
-    }
-    if (window instanceof Promise) return window.then(() => {}, (error: unknown) => this.failOpen(error, undefined))
+    return this.counted(this.addressCounter(address), this.authFailures.windowMs, nothingToDecide, undefined)
   }
 
   /** Counts a request of this key; 429 past the limit. Sets the RateLimit headers either way. */
   consume(keyId: bigint, reply: FastifyReply): MaybePromise<void> {
     if (this.perKey.limit === 0) return
-    let window: MaybePromise<CounterWindow>
-    try {
-      window = this.counters.hit(this.keyCounter(keyId), this.perKey.windowMs)
-    } catch (error) {
-      return this.failOpen(error, undefined)
-    }
-    if (!(window instanceof Promise)) return this.admitKey(window, reply)
-    return window.then(
-      (counted) => this.admitKey(counted, reply),
-      (error: unknown) => this.failOpen(error, undefined),
-    )
+    return this.counted(this.keyCounter(keyId), this.perKey.windowMs, this.admitKey, reply)
   }
 
   close(): Promise<void> {
     return this.counters.close()
+  }
+
+  /**
+   * `decide(window, arg)` on the counter's window: peeked, or hit when `hitWindowMs` is given. Now if
+   * the counters answer at once, else when they do. Counters that fail, at once or later, let the
+   * request through (logged); a 429 thrown by `decide` is not a failure. No closure is made on the
+   * way that answers at once.
+   */
+  private counted<A>(
+    name: string,
+    hitWindowMs: number | undefined,
+    decide: (this: RateLimiter, window: CounterWindow, arg: A) => void,
+    arg: A,
+  ): MaybePromise<void> {
+    let window: MaybePromise<CounterWindow>
+    try {
+      window = hitWindowMs === undefined ? this.counters.peek(name) : this.counters.hit(name, hitWindowMs)
+    } catch (error) {
+      return this.failOpen(error, undefined)
+    }
+    if (!(window instanceof Promise)) return decide.call(this, window, arg)
+    return window.then(
+      (answered) => decide.call(this, answered, arg),
+      (error: unknown) => this.failOpen(error, undefined),
+    )
   }
 
   private keyCounter(keyId: bigint): string {
@@ -165,6 +164,9 @@ export class RateLimiter {
     return letThrough
   }
 }
+
+/** A hit that decides nothing (a failed authentication is only counted). */
+function nothingToDecide(): void {}
 
 function policy(name: string, limit: number, windowMs: number): Policy {
   return { name, limit, windowMs, header: `"${name}";q=${limit};w=${windowMs / 1000}` }
