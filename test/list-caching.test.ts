@@ -112,6 +112,30 @@ forEachStore('listOrders caching and compression', (kind) => {
     assert.equal(identity.headers['content-encoding'], undefined)
     assert.deepEqual(identity.body, plain)
   })
+
+  it('after a cancel, the gzip list reuses the unchanged segments and decodes to the new list', async () => {
+    // 40,000 orders: segments start at the first and at ids 10000, 20000, 30000, 40000 (src/http/gzip-segments.ts).
+    await server.importOrders(Array.from({ length: 37_000 }, (_, i) => ({ id: BigInt(3001 + i), quantity: (i % 9) + 1 })))
+    const segments = async (outcome: string): Promise<number> => {
+      const text = await (await fetch(`${server.origin}/metrics`)).text()
+      return Number(new RegExp(`^orders_list_gzip_segments_total\\{outcome="${outcome}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0)
+    }
+    const gzipList = async (): Promise<Buffer> => {
+      const response = await rawGet(server.origin, key, 'gzip')
+      assert.equal(response.headers['content-encoding'], 'gzip')
+      return gunzipSync(response.body)
+    }
+    assert.deepEqual(await gzipList(), Buffer.from(await (await list()).arrayBuffer()))
+    const deflated = await segments('deflated')
+    const reused = await segments('reused')
+
+    assert.equal((await fetch(`${server.origin}/v1/store/orders/25000`, { method: 'DELETE', headers: bearer(key) })).status, 204)
+    const after = await gzipList()
+    assert.deepEqual(after, Buffer.from(await (await list()).arrayBuffer()))
+    assert.ok(!after.includes('"id":25000,') && after.includes('"id":25001,'))
+    assert.equal((await segments('deflated')) - deflated, 1, 'only the segment of order 25000 is deflated again')
+    assert.equal((await segments('reused')) - reused, 4)
+  })
 })
 
 async function rawGet(origin: string, key: string, acceptEncoding: string) {

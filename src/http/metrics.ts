@@ -40,6 +40,13 @@ export class Metrics {
     registers: [this.registry],
   })
 
+  readonly gzipSegments = new Counter({
+    name: 'orders_list_gzip_segments_total',
+    help: 'Segments of the gzip order list: deflated, or reused from the last list sent because their bytes had not changed',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  })
+
   // The series of every method, route and status seen, for the collect above.
   private readonly series = new Map<string, Series>()
 
@@ -49,6 +56,10 @@ export class Metrics {
 
   cancelled(outcome: CancelOutcome | 'error'): void {
     this.cancels.inc({ outcome })
+  }
+
+  gzipSegment(outcome: 'deflated' | 'reused'): void {
+    this.gzipSegments.inc({ outcome })
   }
 
   register(app: FastifyInstance): void {

@@ -1,5 +1,5 @@
 import { pipeline, Readable, Transform } from 'node:stream'
-import { constants as zlib, createBrotliCompress, createGzip } from 'node:zlib'
+import { constants as zlib, createBrotliCompress } from 'node:zlib'
 import { Negotiator } from '@fastify/accept-negotiator'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { FastifyReply, FastifyRequest } from 'fastify'
@@ -10,12 +10,14 @@ import { errorResponses } from '../../schemas/error.js'
 import type { ApiApp } from '../api-app.js'
 import type { JsonPage } from '../../store/store.js'
 import { ListCache, type ListCollector } from '../list-cache.js'
+import { GzipSegments } from '../gzip-segments.js'
 import { then, type MaybePromise } from '../../maybe-async.js'
 import { sendFile } from '../send-file.js'
 
 export function ordersRoutes(app: ApiApp): void {
   const { store, metrics } = app
   const listCache = new ListCache(app.config.listCacheMaxBytes)
+  const gzipSegments = new GzipSegments(app.config.listCacheMaxBytes, (outcome) => metrics.gzipSegment(outcome))
   app.addHook('onClose', (_app, done) => {
     listCache.close()
     done()
@@ -79,12 +81,14 @@ export function ordersRoutes(app: ApiApp): void {
     const pages = store.streamOrdersJson()[Symbol.asyncIterator]()
     const first = await pages.next()
     if (encoding !== 'identity') reply.header('content-encoding', encoding)
-    // A compressor gets large chunks, the socket the pages as they came (see jsonArray). At most
-    // two chunks wait ahead of the compressor (Readable.from buffers 16 items by default).
-    const chunkBytes = encoding === 'identity' ? 0 : COMPRESSOR_INPUT_BYTES
-    const source = Readable.from(jsonArray(first, pages, chunkBytes), { highWaterMark: chunkBytes === 0 ? 16 : 2 })
-    const stages: (NodeJS.ReadableStream | NodeJS.ReadWriteStream)[] = [source]
-    if (encoding !== 'identity') stages.push(compressor(encoding))
+    // brotli gets large chunks, the socket and the gzip segmenter the pages as they came (see
+    // jsonArray). At most two chunks wait ahead of brotli (Readable.from buffers 16 items by default).
+    const stages: (NodeJS.ReadableStream | NodeJS.ReadWriteStream)[] =
+      encoding === 'br'
+        ? [Readable.from(jsonArray(first, pages, BROTLI_INPUT_BYTES), { highWaterMark: 2 }), brotli()]
+        : encoding === 'gzip'
+          ? [Readable.from(gzipSegments.encode(jsonArray(first, pages, 0)), { highWaterMark: 2 })]
+          : [Readable.from(jsonArray(first, pages, 0))]
     const collector = listCache.collector(version, encoding)
     if (collector !== undefined) stages.push(tee(collector))
     // pipeline() destroys every stage when the client goes away, which returns the cursor.
@@ -133,16 +137,16 @@ export function ordersRoutes(app: ApiApp): void {
 }
 
 // 2 MiB: on the 1M list, gzip's cache miss took 1.07× the identity one with 512 KiB chunks, 1.18×
-// with 128 KiB, 0.98–0.99× with 2 MiB (npm run bench -- --only compression; 4 MiB gained nothing).
-const COMPRESSOR_INPUT_BYTES = 2 * 1024 * 1024
+// with 128 KiB, 0.98–0.99× with 2 MiB, when gzip was a zlib stream too (npm run bench -- --only
+// compression; 4 MiB gained nothing).
+const BROTLI_INPUT_BYTES = 2 * 1024 * 1024
 
 /**
  * `[`, the pages joined by commas, `]`, yielding to the event loop between pages. For the identity
- * body (`chunkBytes` 0) brackets and commas are written on their own and each page as it came:
- * concatenating them would copy every page once more, garbage the size of the list, which was most
- * of a stream's memory when measured. For a
- * compressor, pages are joined into chunks of at least `chunkBytes`: each of its writes is a trip
- * to the thread pool, and large ones compress faster.
+ * body and gzip's segmenter (`chunkBytes` 0) brackets and commas are written on their own and each
+ * page as it came: concatenating them would copy every page once more, garbage the size of the list,
+ * which was most of a stream's memory when measured. For brotli, pages are joined into chunks of at
+ * least `chunkBytes`: each of its writes is a trip to the thread pool, and large ones compress faster.
  */
 async function* jsonArray(first: IteratorResult<JsonPage>, rest: AsyncIterator<JsonPage>, chunkBytes: number): AsyncGenerator<JsonPage> {
   let next = first
@@ -186,16 +190,14 @@ function negotiateEncoding(header: string | undefined): Encoding {
   return header === undefined || header === '' ? 'identity' : (negotiator.negotiate(header) ?? 'identity')
 }
 
-/** Levels fast enough to keep up with the database (see docs/benchmarks.md). */
-function compressor(encoding: 'gzip' | 'br'): NodeJS.ReadWriteStream {
+/** brotli at quality 1 keeps up with the database (see docs/benchmarks.md); gzip is GzipSegments. */
+function brotli(): NodeJS.ReadWriteStream {
   // Large output chunks too: each one is a round trip to the thread pool.
   const chunking = { chunkSize: 256 * 1024, highWaterMark: 1024 * 1024 }
-  return encoding === 'gzip'
-    ? createGzip({ level: 1, ...chunking })
-    : createBrotliCompress({
-        ...chunking,
-        params: { [zlib.BROTLI_PARAM_QUALITY]: 1, [zlib.BROTLI_PARAM_MODE]: zlib.BROTLI_MODE_TEXT },
-      })
+  return createBrotliCompress({
+    ...chunking,
+    params: { [zlib.BROTLI_PARAM_QUALITY]: 1, [zlib.BROTLI_PARAM_MODE]: zlib.BROTLI_MODE_TEXT },
+  })
 }
 
 /** RFC 9110 §13.1.2: weak comparison against each listed tag, or `*`. */

@@ -1,0 +1,149 @@
+import { crc32, constants as zlib, deflateRaw } from 'node:zlib'
+import { promisify } from 'node:util'
+
+const deflateRawAsync = promisify(deflateRaw)
+
+/**
+ * The gzip body of the order list, assembled from segments deflated one by one, so that a segment
+ * whose bytes have not changed since the last list is not deflated again.
+ *
+ * On two cores, deflating the 1M list at level 1 costs more CPU than the whole uncompressed
+ * response (docs/benchmarks.md, comparison 3), while a change to orders (a cancel) touches one row.
+ * Each segment is its own raw deflate stream, ended with a sync flush: byte-aligned, not final and
+ * referring to nothing before it, so segments concatenate into one valid deflate stream (RFC 1951)
+ * whatever list they were first compressed in. The gzip member around them (RFC 1952) is written
+ * here because zlib's streams cannot take blocks compressed elsewhere: a header, the blocks, an
+ * empty final block, the CRC-32 and the length of the whole list.
+ *
+ * A block is reused only when its segment's bytes equal, byte for byte, those it was compressed
+ * from: the segments of the last complete list are kept in memory, bounded by `maxBytes` (raw and
+ * compressed together; what does not fit is simply compressed again next time).
+ */
+export class GzipSegments {
+  private previous = new Map<string, Segment>()
+
+  /** `counted` hears of each segment: deflated, or reused from the last list (metrics, tests). */
+  constructor(
+    readonly maxBytes: number,
+    private readonly counted: (outcome: 'deflated' | 'reused') => void = () => {},
+  ) {}
+
+  /** The gzip encoding of `body`, a JSON array of order objects, as an async iterable of chunks. */
+  async *encode(body: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+    const kept = new Map<string, Segment>()
+    let keptBytes = 0
+    let crc = 0
+    let length = 0
+    // Blocks being deflated on the thread pool, in order: a few run ahead of the one being sent,
+    // so that the database and the compressor work at the same time.
+    const ahead: Promise<Buffer>[] = []
+    yield GZIP_HEADER
+    try {
+      for await (const { key, bytes } of segments(body)) {
+        crc = crc32(bytes, crc)
+        length += bytes.length
+        const segment = this.compress(key, bytes)
+        ahead.push(
+          segment.then((done) => {
+            if (this.maxBytes > 0 && keptBytes + done.raw.length + done.block.length <= this.maxBytes) {
+              kept.set(key, done)
+              keptBytes += done.raw.length + done.block.length
+            }
+            return done.block
+          }),
+        )
+        if (ahead.length >= BLOCKS_AHEAD) yield await ahead.shift()!
+      }
+      while (ahead.length > 0) yield await ahead.shift()!
+    } finally {
+      for (const pending of ahead) pending.catch(() => {}) // abandoned: nobody awaits them now
+    }
+    const trailer = Buffer.allocUnsafe(10)
+    FINAL_EMPTY_BLOCK.copy(trailer, 0)
+    trailer.writeUInt32LE(crc, 2)
+    trailer.writeUInt32LE(length % 2 ** 32, 6) // ISIZE is the length modulo 2^32
+    this.previous = kept // only a list sent whole replaces the last one
+    yield trailer
+  }
+
+  private compress(key: string, raw: Buffer): Promise<Segment> {
+    const before = this.previous.get(key)
+    if (before !== undefined && before.raw.equals(raw)) {
+      this.counted('reused')
+      return Promise.resolve(before)
+    }
+    this.counted('deflated')
+    return deflateRawAsync(raw, DEFLATE_OPTIONS).then((block) => ({ raw, block }))
+  }
+}
+
+interface Segment {
+  /** The uncompressed bytes, to compare the next list's segment of the same key with. */
+  raw: Buffer
+  /** Their raw deflate stream, ended by a sync flush. */
+  block: Buffer
+}
+
+const DEFLATE_OPTIONS = { level: 1, finishFlush: zlib.Z_SYNC_FLUSH }
+const BLOCKS_AHEAD = 4
+/** ID1 ID2, CM deflate, no flags, no MTIME, XFL 4 (fastest), OS 3 (Unix): what zlib writes at level 1. */
+const GZIP_HEADER = Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 4, 3])
+/** BFINAL set, fixed Huffman codes, and only the end-of-block code. */
+const FINAL_EMPTY_BLOCK = Buffer.from([3, 0])
+
+/**
+ * A segment ends before an order whose id ends in `0000` (about every 10,000 orders, ~850 KB, when
+ * ids are dense), once it holds at least MIN_SEGMENT_BYTES. Cutting at ids, not at byte or row
+ * counts, keeps the segments after a change where they were: a cancel removes an order from the
+ * list and shifts every byte after it. Past MAX_SEGMENT_BYTES without such an id (sparse ids), a
+ * segment ends at the next order. The boundaries only decide what can be reused, never what is
+ * sent: a segment is reused only when its bytes are equal.
+ */
+const ID_SUFFIX = Buffer.from('0000,"')
+const ORDER_START = Buffer.from('{"id":')
+const MIN_SEGMENT_BYTES = 64 * 1024
+const MAX_SEGMENT_BYTES = 4 * 1024 * 1024
+
+/**
+ * Cuts the body, as the route writes it (`[`, pages of whole orders joined by `,`, `]`; each a
+ * separate buffer, see jsonArray), into segments keyed by the id that starts them.
+ */
+export async function* segments(body: AsyncIterable<Buffer>): AsyncGenerator<{ key: string; bytes: Buffer }> {
+  let parts: Buffer[] = []
+  let size = 0
+  let key = '' // the first segment starts with `[`
+  for await (const chunk of body) {
+    let from = 0 // start of the part of `chunk` not yet in `parts`
+    for (let cut = nextCut(chunk, from, size); cut !== -1; cut = nextCut(chunk, from, size)) {
+      parts.push(chunk.subarray(from, cut))
+      yield { key, bytes: Buffer.concat(parts) }
+      key = chunk.toString('latin1', cut + ORDER_START.length, chunk.indexOf(0x2c, cut)) // the id's digits
+      parts = []
+      size = 0
+      from = cut
+    }
+    if (from < chunk.length) {
+      parts.push(from === 0 ? chunk : chunk.subarray(from))
+      size += chunk.length - from
+    }
+  }
+  if (parts.length > 0) yield { key, bytes: Buffer.concat(parts) }
+}
+
+/**
+ * Where in `chunk`, at or after `from`, the next segment starts (the `{` of an order), given
+ * `carried` bytes of the current segment in earlier chunks; -1 if it does not start in `chunk`.
+ */
+function nextCut(chunk: Buffer, from: number, carried: number): number {
+  const minimum = from + Math.max(0, MIN_SEGMENT_BYTES - carried)
+  if (minimum >= chunk.length) return -1
+  for (let hit = chunk.indexOf(ID_SUFFIX, minimum); hit !== -1; hit = chunk.indexOf(ID_SUFFIX, hit + 1)) {
+    let digits = hit
+    while (digits > 0 && chunk[digits - 1]! >= 0x30 && chunk[digits - 1]! <= 0x39) digits--
+    const start = digits - ORDER_START.length
+    if (start >= minimum && ORDER_START.equals(chunk.subarray(start, digits))) return start
+  }
+  const overflow = from + Math.max(0, MAX_SEGMENT_BYTES - carried)
+  if (overflow >= chunk.length) return -1
+  return chunk.indexOf(ORDER_START, overflow)
+}
