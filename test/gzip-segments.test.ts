@@ -48,7 +48,11 @@ async function encode(gzip: ReturnType<typeof counting>, chunks: Buffer[]): Prom
 
 async function segmentsOf(chunks: Buffer[]): Promise<{ key: string; bytes: Buffer }[]> {
   const all: { key: string; bytes: Buffer }[] = []
-  for await (const segment of segments(from(chunks))) all.push(segment)
+  for await (const { key, parts, bytes } of segments(from(chunks))) {
+    const joined = Buffer.concat(parts)
+    assert.equal(joined.length, bytes)
+    all.push({ key, bytes: joined })
+  }
   return all
 }
 

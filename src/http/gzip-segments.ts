@@ -1,5 +1,6 @@
 import { crc32, constants as zlib, deflateRaw } from 'node:zlib'
 import { promisify } from 'node:util'
+import { crc32Combine } from './crc32-combine.js'
 
 const deflateRawAsync = promisify(deflateRaw)
 
@@ -39,12 +40,12 @@ export class GzipSegments {
     const ahead: Promise<Buffer>[] = []
     yield GZIP_HEADER
     try {
-      for await (const { key, bytes } of segments(body)) {
-        crc = crc32(bytes, crc)
-        length += bytes.length
-        const segment = this.compress(key, bytes)
+      for await (const { key, parts, bytes } of segments(body)) {
+        const segment = this.compress(key, parts, bytes)
+        crc = crc32Combine(crc, segment.crc, bytes)
+        length += bytes
         ahead.push(
-          segment.then((done) => {
+          segment.done.then((done) => {
             if (this.maxBytes > 0 && keptBytes + done.raw.length + done.block.length <= this.maxBytes) {
               kept.set(key, done)
               keptBytes += done.raw.length + done.block.length
@@ -66,20 +67,36 @@ export class GzipSegments {
     yield trailer
   }
 
-  private compress(key: string, raw: Buffer): Promise<Segment> {
+  /** The segment's CRC-32 at once, and the segment when its block is ready. */
+  private compress(key: string, parts: Buffer[], bytes: number): { crc: number; done: Promise<Segment> } {
     const before = this.previous.get(key)
-    if (before !== undefined && before.raw.equals(raw)) {
+    if (before !== undefined && equal(before.raw, parts, bytes)) {
       this.counted('reused')
-      return Promise.resolve(before)
+      return { crc: before.crc, done: Promise.resolve(before) }
     }
     this.counted('deflated')
-    return deflateRawAsync(raw, DEFLATE_OPTIONS).then((block) => ({ raw, block }))
+    const raw = parts.length === 1 ? parts[0]! : Buffer.concat(parts, bytes)
+    const crc = crc32(raw)
+    return { crc, done: deflateRawAsync(raw, DEFLATE_OPTIONS).then((block) => ({ raw, crc, block })) }
   }
+}
+
+/** Whether `parts`, `bytes` long together, are the bytes of `raw` (compared where they lie, not copied). */
+function equal(raw: Buffer, parts: Buffer[], bytes: number): boolean {
+  if (raw.length !== bytes) return false
+  let offset = 0
+  for (const part of parts) {
+    if (!part.equals(raw.subarray(offset, offset + part.length))) return false
+    offset += part.length
+  }
+  return true
 }
 
 interface Segment {
   /** The uncompressed bytes, to compare the next list's segment of the same key with. */
   raw: Buffer
+  /** Their CRC-32 (the gzip trailer's is combined from the segments'). */
+  crc: number
   /** Their raw deflate stream, ended by a sync flush. */
   block: Buffer
 }
@@ -106,28 +123,29 @@ const MAX_SEGMENT_BYTES = 4 * 1024 * 1024
 
 /**
  * Cuts the body, as the route writes it (`[`, pages of whole orders joined by `,`, `]`; each a
- * separate buffer, see jsonArray), into segments keyed by the id that starts them.
+ * separate buffer, see jsonArray), into segments keyed by the id that starts them. A segment is the
+ * pieces of the pages it spans, not a copy: pages are never changed once handed over.
  */
-export async function* segments(body: AsyncIterable<Buffer>): AsyncGenerator<{ key: string; bytes: Buffer }> {
+export async function* segments(body: AsyncIterable<Buffer>): AsyncGenerator<{ key: string; parts: Buffer[]; bytes: number }> {
   let parts: Buffer[] = []
-  let size = 0
+  let bytes = 0
   let key = '' // the first segment starts with `[`
   for await (const chunk of body) {
     let from = 0 // start of the part of `chunk` not yet in `parts`
-    for (let cut = nextCut(chunk, from, size); cut !== -1; cut = nextCut(chunk, from, size)) {
-      parts.push(chunk.subarray(from, cut))
-      yield { key, bytes: Buffer.concat(parts) }
+    for (let cut = nextCut(chunk, from, bytes); cut !== -1; cut = nextCut(chunk, from, bytes)) {
+      if (cut > from) parts.push(chunk.subarray(from, cut))
+      yield { key, parts, bytes: bytes + cut - from }
       key = chunk.toString('latin1', cut + ORDER_START.length, chunk.indexOf(0x2c, cut)) // the id's digits
       parts = []
-      size = 0
+      bytes = 0
       from = cut
     }
     if (from < chunk.length) {
       parts.push(from === 0 ? chunk : chunk.subarray(from))
-      size += chunk.length - from
+      bytes += chunk.length - from
     }
   }
-  if (parts.length > 0) yield { key, bytes: Buffer.concat(parts) }
+  if (parts.length > 0) yield { key, parts, bytes }
 }
 
 /**
@@ -137,7 +155,8 @@ export async function* segments(body: AsyncIterable<Buffer>): AsyncGenerator<{ k
 function nextCut(chunk: Buffer, from: number, carried: number): number {
   const minimum = from + Math.max(0, MIN_SEGMENT_BYTES - carried)
   if (minimum >= chunk.length) return -1
-  for (let hit = chunk.indexOf(ID_SUFFIX, minimum); hit !== -1; hit = chunk.indexOf(ID_SUFFIX, hit + 1)) {
+  const scan = from > 0 || mayHoldBoundary(chunk) ? minimum : -1
+  for (let hit = scan === -1 ? -1 : chunk.indexOf(ID_SUFFIX, scan); hit !== -1; hit = chunk.indexOf(ID_SUFFIX, hit + 1)) {
     let digits = hit
     while (digits > 0 && chunk[digits - 1]! >= 0x30 && chunk[digits - 1]! <= 0x39) digits--
     const start = digits - ORDER_START.length
@@ -147,3 +166,27 @@ function nextCut(chunk: Buffer, from: number, carried: number): number {
   if (overflow >= chunk.length) return -1
   return chunk.indexOf(ORDER_START, overflow)
 }
+
+/**
+ * False when `chunk` is orders in ascending id order whose ids cannot end in 0000: its first and
+ * last ids differ only in their last four digits, and the first does not end in 0000. Such a chunk
+ * (nine pages of ten with dense ids) is not searched at all.
+ */
+function mayHoldBoundary(chunk: Buffer): boolean {
+  const first = idAt(chunk, 0)
+  const last = idAt(chunk, chunk.lastIndexOf(ORDER_START))
+  if (first === undefined || last === undefined) return true
+  return first.endsWith('0000') || first.length !== last.length || first.slice(0, -4) !== last.slice(0, -4)
+}
+
+/** The digits of the id of the order starting at `at`, or undefined if no order starts there. */
+function idAt(chunk: Buffer, at: number): string | undefined {
+  if (at < 0 || !ORDER_START.equals(chunk.subarray(at, at + ORDER_START.length))) return undefined
+  const digits = at + ORDER_START.length
+  const end = chunk.indexOf(0x2c, digits)
+  if (end === -1 || end - digits > MAX_ID_LENGTH) return undefined
+  const id = chunk.toString('latin1', digits, end)
+  return /^-?[0-9]+$/.test(id) ? id : undefined
+}
+
+const MAX_ID_LENGTH = 20 // -9223372036854775808
