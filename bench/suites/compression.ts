@@ -3,7 +3,7 @@ import { PROJECT_ENV, startServerChild } from '../lib/processes.js'
 import { fmt, median, verdict, type Row } from '../lib/report.js'
 import { bigDataset, bumpVersion, type StoreContext } from './context.js'
 
-const ROUNDS = 5
+const ROUNDS = 7
 const CACHED_GETS = 3
 const ENCODINGS = ['identity', 'gzip', 'br'] as const
 type Encoding = (typeof ENCODINGS)[number]
