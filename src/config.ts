@@ -14,6 +14,8 @@ export interface Config {
   keyCacheTtlMs: number
   /** Bytes of serialized order list kept per instance (0: no cache). */
   listCacheMaxBytes: number
+  /** Bytes of the last gzip list's segments kept in memory for reuse (0: none; see GzipSegments). */
+  gzipSegmentsMaxBytes: number
   pets: { deprecatedAt: Date; sunsetAt: Date; deprecationLink: string }
   /** Requests per minute; 0 turns a limit off. With `redisUrl` the counters are shared by all instances. */
   rateLimit: { perKeyPerMinute: number; authFailuresPerMinute: number; redisUrl: string | undefined; redisPrefix: string }
@@ -45,6 +47,7 @@ export function loadConfig(env: Env = process.env): Config {
     stagingBaseUrl: baseUrl(env, 'STAGING_BASE_URL', 'https://staging.api.petstore.example/v1'),
     keyCacheTtlMs: integer(env, 'KEY_CACHE_TTL_MS', 2000, 0, 60_000),
     listCacheMaxBytes: integer(env, 'LIST_CACHE_MAX_BYTES', 256 * 1024 * 1024, 0, 16 * 1024 ** 3),
+    gzipSegmentsMaxBytes: integer(env, 'GZIP_SEGMENTS_MAX_BYTES', 128 * 1024 * 1024, 0, 16 * 1024 ** 3),
     pets: petsDeprecation(env),
     rateLimit: {
       perKeyPerMinute: integer(env, 'RATE_LIMIT_PER_KEY', 1200, 0, 10_000_000),

@@ -17,7 +17,7 @@ import { sendFile } from '../send-file.js'
 export function ordersRoutes(app: ApiApp): void {
   const { store, metrics } = app
   const listCache = new ListCache(app.config.listCacheMaxBytes)
-  const gzipSegments = new GzipSegments(app.config.listCacheMaxBytes, (outcome) => metrics.gzipSegment(outcome))
+  const gzipSegments = new GzipSegments(app.config.gzipSegmentsMaxBytes, (outcome) => metrics.gzipSegment(outcome))
   app.addHook('onClose', (_app, done) => {
     listCache.close()
     done()
