@@ -85,6 +85,16 @@ describe('GzipSegments (the gzip list, deflated segment by segment)', () => {
     assert.deepEqual(Buffer.concat(cut.map((segment) => segment.bytes)), Buffer.concat(chunks))
   })
 
+  it('cuts before negative ids ending in 0000 too', async () => {
+    const chunks = body(orders(range(-35_000, -1)))
+    const cut = await segmentsOf(chunks)
+    assert.deepEqual(
+      cut.map((segment) => segment.key),
+      ['', '-30000', '-20000', '-10000'],
+    )
+    assert.deepEqual(Buffer.concat(cut.map((segment) => segment.bytes)), Buffer.concat(chunks))
+  })
+
   it('still cuts, at most about every 4 MiB, when no id ends in 0000', async () => {
     const chunks = body(orders(range(1, 60_000).map((n) => n * 10_000 + 7)), 500) // ~7.6 MB
     const cut = await segmentsOf(chunks)
@@ -142,6 +152,25 @@ describe('GzipSegments (the gzip list, deflated segment by segment)', () => {
     await encode(small, list)
     const next = await encode(small, list)
     assert.deepEqual({ deflated: next.deflated, reused: next.reused }, { deflated: 2, reused: 1 })
+  })
+
+  it('lets one list at a time collect the segments to keep; the others reuse but keep nothing', async () => {
+    const gzip = counting(MAX_BYTES)
+    const a = body(orders(range(1, 25_000)))
+    const b = body(orders(range(1, 25_000)).filter((o) => o.id !== 5))
+    const c = body(orders(range(1, 25_000)).filter((o) => o.id !== 15_005))
+    await encode(gzip, a)
+    const collecting = gzip.encode(from(b))
+    const out: Buffer[] = [(await collecting.next()).value as Buffer] // B collects from here on
+    const meanwhile = await encode(gzip, c) // reuses A's segments, keeps nothing
+    assert.deepEqual({ deflated: meanwhile.deflated, reused: meanwhile.reused }, { deflated: 1, reused: 2 })
+    assert.deepEqual(gunzipSync(meanwhile.gz), Buffer.concat(c))
+    const stillA = await encode(gzip, a) // C did not replace A's segments
+    assert.deepEqual({ deflated: stillA.deflated, reused: stillA.reused }, { deflated: 0, reused: 3 })
+    for await (const chunk of collecting) out.push(chunk as Buffer)
+    assert.deepEqual(gunzipSync(Buffer.concat(out)), Buffer.concat(b))
+    const again = await encode(gzip, b) // B's segments were kept, not C's
+    assert.deepEqual({ deflated: again.deflated, reused: again.reused }, { deflated: 0, reused: 3 })
   })
 
   it('keeps the segments of the last list sent whole, not of one abandoned midway', async () => {

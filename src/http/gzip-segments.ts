@@ -18,10 +18,15 @@ const deflateRawAsync = promisify(deflateRaw)
  *
  * A block is reused only when its segment's bytes equal, byte for byte, those it was compressed
  * from: the segments of the last complete list are kept in memory, bounded by `maxBytes` (raw and
- * compressed together; what does not fit is simply compressed again next time).
+ * compressed together; what does not fit is simply compressed again next time). One list at a time
+ * collects the segments that will replace them (concurrent gzip lists still reuse, but keep
+ * nothing), so at most the changed segments of one list are held beside the kept ones: under
+ * `2 × maxBytes` in all, and nearly `maxBytes` when little changed.
  */
 export class GzipSegments {
   private previous = new Map<string, Segment>()
+  /** Whether a list is collecting the segments that will replace `previous`. */
+  private collecting = false
 
   /** `counted` hears of each segment: deflated, or reused from the last list (metrics, tests). */
   constructor(
@@ -31,6 +36,8 @@ export class GzipSegments {
 
   /** The gzip encoding of `body`, a JSON array of order objects, as an async iterable of chunks. */
   async *encode(body: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+    const collects = this.maxBytes > 0 && !this.collecting
+    if (collects) this.collecting = true
     const kept = new Map<string, Segment>()
     let keptBytes = 0
     let crc = 0
@@ -38,33 +45,35 @@ export class GzipSegments {
     // Blocks being deflated on the thread pool, in order: a few run ahead of the one being sent,
     // so that the database and the compressor work at the same time.
     const ahead: Promise<Buffer>[] = []
-    yield GZIP_HEADER
     try {
+      yield GZIP_HEADER
       for await (const { key, parts, bytes } of segments(body)) {
         const segment = this.compress(key, parts, bytes)
         crc = crc32Combine(crc, segment.crc, bytes)
         length += bytes
-        ahead.push(
-          segment.done.then((done) => {
-            if (this.maxBytes > 0 && keptBytes + done.raw.length + done.block.length <= this.maxBytes) {
-              kept.set(key, done)
-              keptBytes += done.raw.length + done.block.length
-            }
-            return done.block
-          }),
-        )
+        const block = segment.done.then((done) => {
+          if (collects && keptBytes + done.raw.length + done.block.length <= this.maxBytes) {
+            kept.set(key, done)
+            keptBytes += done.raw.length + done.block.length
+          }
+          return done.block
+        })
+        // A deflate that fails while this list waits on the client or the database must not be an
+        // unhandled rejection (which ends the process): its error is rethrown when its turn comes.
+        block.catch(() => {})
+        ahead.push(block)
         if (ahead.length >= BLOCKS_AHEAD) yield await ahead.shift()!
       }
       while (ahead.length > 0) yield await ahead.shift()!
+      const trailer = Buffer.allocUnsafe(10)
+      FINAL_EMPTY_BLOCK.copy(trailer, 0)
+      trailer.writeUInt32LE(crc, 2)
+      trailer.writeUInt32LE(length % 2 ** 32, 6) // ISIZE is the length modulo 2^32
+      if (collects) this.previous = kept // only a list sent whole replaces the last one
+      yield trailer
     } finally {
-      for (const pending of ahead) pending.catch(() => {}) // abandoned: nobody awaits them now
+      if (collects) this.collecting = false
     }
-    const trailer = Buffer.allocUnsafe(10)
-    FINAL_EMPTY_BLOCK.copy(trailer, 0)
-    trailer.writeUInt32LE(crc, 2)
-    trailer.writeUInt32LE(length % 2 ** 32, 6) // ISIZE is the length modulo 2^32
-    this.previous = kept // only a list sent whole replaces the last one
-    yield trailer
   }
 
   /** The segment's CRC-32 at once, and the segment when its block is ready. */
@@ -159,6 +168,7 @@ function nextCut(chunk: Buffer, from: number, carried: number): number {
   for (let hit = scan === -1 ? -1 : chunk.indexOf(ID_SUFFIX, scan); hit !== -1; hit = chunk.indexOf(ID_SUFFIX, hit + 1)) {
     let digits = hit
     while (digits > 0 && chunk[digits - 1]! >= 0x30 && chunk[digits - 1]! <= 0x39) digits--
+    if (digits > 0 && chunk[digits - 1] === 0x2d) digits-- // a negative id
     const start = digits - ORDER_START.length
     if (start >= minimum && ORDER_START.equals(chunk.subarray(start, digits))) return start
   }
@@ -169,14 +179,15 @@ function nextCut(chunk: Buffer, from: number, carried: number): number {
 
 /**
  * False when `chunk` is orders in ascending id order whose ids cannot end in 0000: its first and
- * last ids differ only in their last four digits, and the first does not end in 0000. Such a chunk
- * (nine pages of ten with dense ids) is not searched at all.
+ * last ids differ only in their last four digits, and neither ends in 0000 (the first of positive
+ * ids, the last of negative ones, would be the only one that can). Such a chunk (nine pages of ten
+ * with dense ids) is not searched at all.
  */
 function mayHoldBoundary(chunk: Buffer): boolean {
   const first = idAt(chunk, 0)
   const last = idAt(chunk, chunk.lastIndexOf(ORDER_START))
   if (first === undefined || last === undefined) return true
-  return first.endsWith('0000') || first.length !== last.length || first.slice(0, -4) !== last.slice(0, -4)
+  return first.endsWith('0000') || last.endsWith('0000') || first.length !== last.length || first.slice(0, -4) !== last.slice(0, -4)
 }
 
 /** The digits of the id of the order starting at `at`, or undefined if no order starts there. */
