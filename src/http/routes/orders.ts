@@ -89,6 +89,9 @@ export function ordersRoutes(app: ApiApp): void {
         : encoding === 'gzip'
           ? [Readable.from(gzipSegments.encode(jsonArray(first, pages, 0)), { highWaterMark: 2 })]
           : [Readable.from(jsonArray(first, pages, 0))]
+    // A client gone before the body's first read destroys it before jsonArray has started, so its
+    // `finally` would never return the cursor: return it here too (a no-op once jsonArray has).
+    stages[0]!.once('close', () => void pages.return?.().catch(() => {})) // its failure is jsonArray's to report
     const collector = listCache.collector(version, encoding)
     if (collector !== undefined) stages.push(tee(collector))
     // pipeline() destroys every stage when the client goes away, which returns the cursor.
