@@ -5,19 +5,23 @@ import { closedLoop, requireAllOk, type LoadResult } from '../lib/load.js'
 import { WORK_DIR } from '../lib/paths.js'
 import { PROJECT_ENV, startServerChild, type RunningChild } from '../lib/processes.js'
 import { cpuDuring } from '../lib/proc.js'
-import { fmt, verdict } from '../lib/report.js'
+import { fmt, median, verdict } from '../lib/report.js'
 import { createDatabase, seed, type StoreContext } from './context.js'
 
 const ORDERS = 100
 const CONNECTIONS = 10
-const ROUNDS = 2
-const SECONDS = 5
+// Pairs of short rounds rather than two long ones: the 2-core VM's speed drifts by up to 2× from one
+// minute to the next (two rounds of 5 s gave 0.50× and 0.93× for the same code within minutes), and
+// a pair's two servers see about the same machine.
+const ROUNDS = 6
+const SECONDS = 3
 const WARMUP_SECONDS = 1
 
 /**
  * Comparison 4: requests/s of an authenticated GET of a 100-order list, the project's server versus a
  * raw node:http server returning the same bytes from memory, under the same autocannon load, in
- * alternating rounds. On PostgreSQL, also the database transactions per request (from the server's
+ * rounds of one run each, the one going first alternating; the ratio is the median of the rounds'
+ * ratios. On PostgreSQL, also the database transactions per request (from the server's
  * own statistics), which shows whether authentication costs a round trip.
  */
 export async function smallRequests(context: StoreContext): Promise<void> {
@@ -48,14 +52,25 @@ export async function smallRequests(context: StoreContext): Promise<void> {
       if (check.sha256 !== first.sha256) throw new Error('the raw server does not send the same bytes')
       for (let round = 0; round < ROUNDS; round++) {
         const load = { headers, connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS }
-        const rawLoad = await cpuDuring({ server: raw.child.child.pid, client: 'self' }, () => closedLoop({ ...load, url: `${raw.child!.url}/v1/store/orders` }))
-        rawRuns.push(requireAllOk('raw server', rawLoad.result))
-        rawCpu.push(rawLoad.cores)
-        const projectLoad = await cpuDuring({ server: project.child.pid, client: 'self' }, () => closedLoop({ ...load, url: `${project.url}/v1/store/orders` }))
-        const run = requireAllOk('project server', projectLoad.result)
-        projectCpu.push(projectLoad.cores)
-        projectRuns.push(run)
-        projectRequests += run.requests + run.warmupRequests
+        const rawRound = async (): Promise<void> => {
+          const rawLoad = await cpuDuring({ server: raw.child!.child.pid, client: 'self' }, () => closedLoop({ ...load, url: `${raw.child!.url}/v1/store/orders` }))
+          rawRuns.push(requireAllOk('raw server', rawLoad.result))
+          rawCpu.push(rawLoad.cores)
+        }
+        const projectRound = async (): Promise<void> => {
+          const projectLoad = await cpuDuring({ server: project.child.pid, client: 'self' }, () => closedLoop({ ...load, url: `${project.url}/v1/store/orders` }))
+          const run = requireAllOk('project server', projectLoad.result)
+          projectCpu.push(projectLoad.cores)
+          projectRuns.push(run)
+          projectRequests += run.requests + run.warmupRequests
+        }
+        if (round % 2 === 0) {
+          await rawRound()
+          await projectRound()
+        } else {
+          await projectRound()
+          await rawRound()
+        }
       }
     } finally {
       await raw.child?.child.stop()
@@ -89,10 +104,11 @@ export async function smallRequests(context: StoreContext): Promise<void> {
     const rate = (runs: LoadResult[]): number => runs.reduce((sum, run) => sum + run.requests, 0) / runs.reduce((sum, run) => sum + run.seconds, 0)
     const projectRate = rate(projectRuns)
     const rawRate = rate(rawRuns)
-    const ratio = projectRate / rawRate
+    const roundRatios = projectRuns.map((run, round) => run.perSecond / rawRuns[round]!.perSecond)
+    const ratio = median(roundRatios)
     section.rows.push(
       {
-        measure: `authenticated GET, ${CONNECTIONS} connections`,
+        measure: `authenticated GET, ${CONNECTIONS} connections (median ratio of ${ROUNDS} rounds)`,
         project: fmt.rate(projectRate),
         baseline: fmt.rate(rawRate),
         ratio: fmt.ratio(ratio),
@@ -139,7 +155,9 @@ export async function smallRequests(context: StoreContext): Promise<void> {
         `project server ${share(projectCpu, 'server')} with autocannon at ${share(projectCpu, 'client')}. A load generator near 100% means the server in question could answer more than it was asked.`,
     )
     section.notes.push(
-      `${ROUNDS} rounds of ${SECONDS} s each (after ${WARMUP_SECONDS} s of warm-up), raw then project; the body is ${fmt.count(bodyBytes)} bytes. Per round (req/s): project ${projectRuns.map((run) => Math.round(run.perSecond)).join(', ')}; raw ${rawRuns.map((run) => Math.round(run.perSecond)).join(', ')}.`,
+      `${ROUNDS} rounds of one ${SECONDS}-second run per server (after ${WARMUP_SECONDS} s of warm-up each), raw first in even rounds, project first in odd ones; the body is ${fmt.count(bodyBytes)} bytes. ` +
+        `Per round (req/s): project ${projectRuns.map((run) => Math.round(run.perSecond)).join(', ')}; raw ${rawRuns.map((run) => Math.round(run.perSecond)).join(', ')}; ratios ${roundRatios.map((r) => r.toFixed(3)).join(', ')}. ` +
+        'The reference rows are single runs after the rounds, compared with the raw rounds\' pooled rate.',
     )
   } finally {
     rmSync(bodyFile, { force: true })
