@@ -130,12 +130,12 @@ export class RateLimiter {
     try {
       window = hitWindowMs === undefined ? this.counters.peek(name) : this.counters.hit(name, hitWindowMs)
     } catch (error) {
-      return this.failOpen(error, undefined)
+      return this.failOpen(error)
     }
     if (!(window instanceof Promise)) return decide.call(this, window, arg)
     return window.then(
       (answered) => decide.call(this, answered, arg),
-      (error: unknown) => this.failOpen(error, undefined),
+      (error: unknown) => this.failOpen(error),
     )
   }
 
@@ -159,9 +159,8 @@ export class RateLimiter {
     reply.header('ratelimit', rateLimit(policy, policy.limit - window.count, window.resetMs))
   }
 
-  private failOpen<R>(error: unknown, letThrough: R): R {
+  private failOpen(error: unknown): void {
     this.log.warn({ err: error }, 'rate limit counters unavailable; request let through')
-    return letThrough
   }
 }
 
