@@ -52,9 +52,10 @@ export class GzipSegments {
         crc = crc32Combine(crc, segment.crc, bytes)
         length += bytes
         const block = segment.done.then((done) => {
-          if (collects && keptBytes + done.raw.length + done.block.length <= this.maxBytes) {
+          const size = done.raw.length + done.block.length
+          if (collects && keptBytes + size <= this.maxBytes) {
             kept.set(key, done)
-            keptBytes += done.raw.length + done.block.length
+            keptBytes += size
           }
           return done.block
         })
