@@ -28,12 +28,20 @@ export class CancelBatcher {
   private scheduled: Promise<void> | undefined
   private retry: Promise<void> | undefined // the pending retry, settled once it has run
   private readonly commitBatch: Database.Transaction<(batch: PendingCancel[]) => CancelOutcome[]>
+  // Prepared once: db.pragma() prepares its statement on every call, ~40 µs a batch on a slow host.
+  private readonly noWait: Database.Statement
+  private readonly wait: Database.Statement
 
   constructor(
-    private readonly db: Database.Database,
+    db: Database.Database,
+    /** The connection's own busy_timeout, restored after each commit attempt. */
+    busyTimeoutMs: number,
     /** Called after every commit attempt (the data version may have moved). */
     private readonly onWrite: () => void = () => {},
   ) {
+    if (!Number.isSafeInteger(busyTimeoutMs) || busyTimeoutMs < 0) throw new RangeError(`busyTimeoutMs must be a whole number of ms, got ${busyTimeoutMs}`)
+    this.noWait = db.prepare('PRAGMA busy_timeout = 0')
+    this.wait = db.prepare(`PRAGMA busy_timeout = ${busyTimeoutMs}`)
     const cancel = db.prepare(
       `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ? WHERE id = ? AND status = 'pending'`,
     )
@@ -84,8 +92,7 @@ export class CancelBatcher {
     let outcomes: CancelOutcome[]
     // The attempt itself must not wait on another process's lock (the timer below does the
     // waiting); reads on this connection keep their short busy wait, which WAL needs now and then.
-    const busyTimeout = this.db.pragma('busy_timeout', { simple: true }) as number
-    this.db.pragma('busy_timeout = 0')
+    this.noWait.run()
     try {
       outcomes = this.commitBatch.immediate(batch)
     } catch (error) {
@@ -100,7 +107,7 @@ export class CancelBatcher {
       if (this.queue.length > 0) this.retryLater()
       return
     } finally {
-      this.db.pragma(`busy_timeout = ${busyTimeout}`)
+      this.wait.run()
       this.onWrite()
     }
     batch.forEach((pending, i) => pending.resolve(outcomes[i]!))

@@ -223,7 +223,7 @@ export class SqliteStore implements Store {
   }
 
   cancelOrder(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
-    this.cancels ??= new CancelBatcher(this.db, () => (this.version = undefined))
+    this.cancels ??= new CancelBatcher(this.db, this.busyTimeoutMs, () => (this.version = undefined))
     return this.cancels.cancel(id, cancelledByKey).catch(classify)
   }
 
