@@ -3,7 +3,8 @@ import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Database from 'better-sqlite3'
 import pg from 'pg'
-import { bearer, createDatabase, expectError, startTestServer, within, type TestServer } from './support/harness.js'
+import { SqliteStore } from '../src/store/sqlite/sqlite-store.js'
+import { bearer, createDatabase, expectError, order, records, startTestServer, within, type TestServer } from './support/harness.js'
 import { postgresSkipReason } from './support/postgres.js'
 import { privatePostgresUnavailable, startPrivatePostgres } from './support/private-postgres.js'
 
@@ -140,5 +141,42 @@ describe('SQLite locked by another process [sqlite]', () => {
       ids.map((id) => fetch(`${server.origin}/v1/store/orders/${id}`, { method: 'DELETE', headers: bearer(key) }).then((r) => r.status)),
     )
     assert.deepEqual(again, ids.map(() => 204))
+  })
+})
+
+describe('SQLite list readers failing [sqlite]', () => {
+  it('closes a list reader whose read transaction fails to end, and serves the next list on a fresh one', async () => {
+    const database = await createDatabase('sqlite')
+    after(() => database.dispose())
+    const store = new SqliteStore((database.config as { path: string }).path)
+    after(() => store.close())
+    await store.migrate()
+    await store.importOrders(records([order({ id: 1n }), order({ id: 2n })]))
+    const readList = async (): Promise<string> => {
+      const pages: Buffer[] = []
+      for await (const page of store.streamOrdersJson()) pages.push(page)
+      return Buffer.concat(pages).toString()
+    }
+
+    // The reader's COMMIT (ending its snapshot) fails once, as an I/O error would make it.
+    const exec = Database.prototype.exec
+    const failed: Database.Database[] = []
+    Database.prototype.exec = function (this: Database.Database, sql: string) {
+      if (sql === 'COMMIT' && this.readonly && failed.length === 0) {
+        failed.push(this)
+        throw Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' })
+      }
+      return exec.call(this, sql)
+    }
+    let first: string
+    try {
+      first = await readList()
+    } finally {
+      Database.prototype.exec = exec
+    }
+    assert.equal(failed.length, 1, 'the fault was injected')
+    assert.match(first, /^\{"id":1,.*\},\{"id":2,/, 'the list read before the failure is whole')
+    assert.equal(failed[0]!.open, false, 'the reader left in its transaction is closed, not pooled')
+    assert.equal(await readList(), first, 'the next list gets a working reader')
   })
 })

@@ -162,8 +162,9 @@ export class SqliteStore implements Store {
     // Each stream iterates on a connection of its own: the statement holds one read snapshot (WAL)
     // for the whole list while cancels commit on the writer connection.
     const reader = this.acquireReader()
-    const rows = reader.prepare(LIST_ORDERS).iterate() as IterableIterator<OrderRow>
+    let rows: IterableIterator<OrderRow> | undefined
     try {
+      rows = reader.prepare(LIST_ORDERS).iterate() as IterableIterator<OrderRow>
       let batch: Order[] = []
       for (const row of rows) {
         batch.push(rowToOrder(row))
@@ -176,7 +177,7 @@ export class SqliteStore implements Store {
     } catch (error) {
       classify(error)
     } finally {
-      rows.return?.()
+      rows?.return?.()
       this.releaseReader(reader)
     }
   }
@@ -217,8 +218,7 @@ export class SqliteStore implements Store {
     } catch (error) {
       classify(error)
     } finally {
-      if (reader.inTransaction) reader.exec('COMMIT')
-      this.releaseReader(reader)
+      this.releaseReader(reader) // ends the read transaction
     }
   }
 
@@ -406,8 +406,14 @@ export class SqliteStore implements Store {
   }
 
   private releaseReader(reader: Db): void {
-    if (this.closed || this.idleReaders.length >= 4) reader.close()
-    else this.idleReaders.push(reader)
+    let reusable = !this.closed && this.idleReaders.length < 4
+    try {
+      if (reader.inTransaction) reader.exec('COMMIT') // a read snapshot: nothing to write
+    } catch {
+      reusable = false // still in its transaction, it would fail the next list's BEGIN
+    }
+    if (reusable) this.idleReaders.push(reader)
+    else reader.close()
   }
 }
 
