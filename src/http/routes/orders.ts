@@ -81,6 +81,17 @@ export function ordersRoutes(app: ApiApp): void {
     const pages = store.streamOrdersJson()[Symbol.asyncIterator]()
     const first = await pages.next()
     if (encoding !== 'identity') reply.header('content-encoding', encoding)
+    try {
+      return reply.send(listBody(pages, first, version, encoding))
+    } catch (error) {
+      // The cursor is open from here on, and nothing will read the body that was to return it.
+      await pages.return?.().catch(() => {}) // the error that brought us here is the one to report
+      throw error
+    }
+  }
+
+  /** The list's body stream from its first page on, in `encoding`, filling the cache on the way. */
+  function listBody(pages: AsyncIterator<JsonPage>, first: IteratorResult<JsonPage>, version: bigint, encoding: Encoding): NodeJS.ReadableStream {
     // brotli gets large chunks, the socket and the gzip segmenter the pages as they came (see
     // jsonArray). At most two chunks wait ahead of brotli (Readable.from buffers 16 items by default).
     const stages: (NodeJS.ReadableStream | NodeJS.ReadWriteStream)[] =
@@ -95,8 +106,7 @@ export function ordersRoutes(app: ApiApp): void {
     const collector = listCache.collector(version, encoding)
     if (collector !== undefined) stages.push(tee(collector))
     // pipeline() destroys every stage when the client goes away, which returns the cursor.
-    const body = stages.length === 1 ? stages[0]! : pipeline(stages as never, () => {})
-    return reply.send(body)
+    return stages.length === 1 ? stages[0]! : (pipeline(stages as never, () => {}) as NodeJS.ReadWriteStream) // ends with the tee
   }
 
   app.delete(
