@@ -145,7 +145,7 @@ export async function* segments(body: AsyncIterable<Buffer>): AsyncGenerator<{ k
     for (let cut = nextCut(chunk, from, bytes); cut !== -1; cut = nextCut(chunk, from, bytes)) {
       if (cut > from) parts.push(chunk.subarray(from, cut))
       yield { key, parts, bytes: bytes + cut - from }
-      key = chunk.toString('latin1', cut + ORDER_START.length, chunk.indexOf(0x2c, cut)) // the id's digits
+      key = idAt(chunk, cut) ?? '' // a key only finds a candidate: reuse still needs equal bytes
       parts = []
       bytes = 0
       from = cut
