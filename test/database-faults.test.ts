@@ -100,6 +100,36 @@ describe('SQLite locked by another process [sqlite]', () => {
     assert.equal((await fetch(`${server.origin}/v1/store/orders/1`, { method: 'DELETE', headers: bearer(key) })).status, 204)
   })
 
+  it('never waits for the lock on the event loop, however long the store lets its other statements wait', async () => {
+    const database = await createDatabase('sqlite')
+    // A busy timeout longer than the cancel's whole retry window: a commit attempt that waited inside
+    // SQLite would hold the event loop for all of it.
+    const server = await startTestServer('sqlite', { database, sqlite: { busyTimeoutMs: 5000 } })
+    after(() => database.dispose())
+    const key = await server.createKey()
+    await server.importOrders([{ id: 1n }])
+    const other = new Database((database.config as { path: string }).path)
+    other.exec('BEGIN IMMEDIATE')
+    try {
+      const started = Date.now()
+      const pending = fetch(`${server.origin}/v1/store/orders/1`, { method: 'DELETE', headers: bearer(key) })
+      // The server runs in this process: a held event loop shows as a late timer as well as a slow answer.
+      for (let probe = 0; probe < 5; probe++) {
+        const asked = Date.now()
+        await sleep(250)
+        assert.equal((await fetch(`${server.origin}/healthz`)).status, 200)
+        const late = Date.now() - asked - 250
+        assert.ok(late < 500, `the event loop was held ${late} ms while a cancel waited for the lock`)
+      }
+      await expectError(await pending, 503, 'service_unavailable')
+      const waited = Date.now() - started
+      assert.ok(waited >= 1900 && waited < 4000, `the cancel was retried for about 2 s (${waited} ms), not for the busy timeout`)
+    } finally {
+      other.exec('ROLLBACK')
+      other.close()
+    }
+  })
+
   it('commits a cancel that was waiting when the lock is released within the retry window', async () => {
     const database = await createDatabase('sqlite')
     const server = await startTestServer('sqlite', { database })
@@ -148,7 +178,8 @@ describe('SQLite list readers failing [sqlite]', () => {
   it('closes a list reader whose read transaction fails to end, and serves the next list on a fresh one', async () => {
     const database = await createDatabase('sqlite')
     after(() => database.dispose())
-    const store = new SqliteStore((database.config as { path: string }).path)
+    const path = (database.config as { path: string }).path
+    const store = new SqliteStore(path)
     after(() => store.close())
     await store.migrate()
     await store.importOrders(records([order({ id: 1n }), order({ id: 2n })]))
@@ -162,7 +193,7 @@ describe('SQLite list readers failing [sqlite]', () => {
     const exec = Database.prototype.exec
     const failed: Database.Database[] = []
     Database.prototype.exec = function (this: Database.Database, sql: string) {
-      if (sql === 'COMMIT' && this.readonly && failed.length === 0) {
+      if (sql === 'COMMIT' && this.readonly && this.name === path && failed.length === 0) {
         failed.push(this)
         throw Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' })
       }

@@ -11,6 +11,7 @@ import { generateApiKey, SCOPES, type Scope } from '../../src/domain/api-keys.js
 import type { OrderRecord, OrderStatus } from '../../src/domain/orders.js'
 import type { ApiApp } from '../../src/http/api-app.js'
 import { SERVER_SQLITE_OPTIONS } from '../../src/server.js'
+import type { SqliteStoreOptions } from '../../src/store/sqlite/sqlite-store.js'
 import { openStore } from '../../src/store/open-store.js'
 import type { Store } from '../../src/store/store.js'
 import { createTestDatabase, postgresSkipReason } from './postgres.js'
@@ -88,13 +89,15 @@ export interface TestServerOptions {
   database?: TestDatabaseHandle
   /** A pino logger for the app (none by default). */
   logger?: FastifyBaseLogger
+  /** How the SQLite store is opened (default: as the server opens it). */
+  sqlite?: SqliteStoreOptions
 }
 
 /** A real server on 127.0.0.1 with a real, migrated database of `kind`, closed when the file ends. */
 export async function startTestServer(kind: StoreKind, options: TestServerOptions = {}): Promise<TestServer> {
   const database = options.database ?? (await createDatabase(kind))
   const config: Config = { ...loadConfig({ PORT: '0', ...options.env }), database: database.config }
-  const store = await openStore(config.database, SERVER_SQLITE_OPTIONS)
+  const store = await openStore(config.database, options.sqlite ?? SERVER_SQLITE_OPTIONS)
   await store.migrate()
   const app = await buildApp({ config, store, logger: options.logger })
   const address = await app.listen({ host: '127.0.0.1', port: 0 })

@@ -4,7 +4,8 @@ import { BUMP_DATA_VERSION } from './migrations.js'
 
 // While another process holds the write lock (a CLI import, say), the queued cancels are retried by
 // one timer, off the event loop, until each has waited this long since it was queued; then it fails
-// (503). A commit attempt itself never waits for the lock (busy_timeout 0 around it, see flush).
+// (503). A commit attempt itself never waits for the lock: the batcher's connection is its own, with
+// busy_timeout 0.
 const BUSY_RETRY_MS = 2000
 const BUSY_BACKOFF_MS = 25
 
@@ -28,20 +29,19 @@ export class CancelBatcher {
   private scheduled: Promise<void> | undefined
   private retry: Promise<void> | undefined // the pending retry, settled once it has run
   private readonly commitBatch: Database.Transaction<(batch: PendingCancel[]) => CancelOutcome[]>
-  // Prepared once: db.pragma() prepares its statement on every call, ~40 µs a batch on a slow host.
-  private readonly noWait: Database.Statement
-  private readonly wait: Database.Statement
 
   constructor(
-    db: Database.Database,
-    /** The connection's own busy_timeout, restored after each commit attempt. */
-    busyTimeoutMs: number,
+    /**
+     * A connection for the batcher alone, opened with busy_timeout 0. (Switching a shared
+     * connection's timeout per batch took a PRAGMA prepared each time: SQLite applies
+     * `PRAGMA busy_timeout = N` when it prepares the statement, so a statement prepared once and run
+     * again does not set it.)
+     */
+    private readonly db: Database.Database,
     /** Called after every commit attempt (the data version may have moved). */
     private readonly onWrite: () => void = () => {},
   ) {
-    if (!Number.isSafeInteger(busyTimeoutMs) || busyTimeoutMs < 0) throw new RangeError(`busyTimeoutMs must be a whole number of ms, got ${busyTimeoutMs}`)
-    this.noWait = db.prepare('PRAGMA busy_timeout = 0')
-    this.wait = db.prepare(`PRAGMA busy_timeout = ${busyTimeoutMs}`)
+    if (Number(db.pragma('busy_timeout', { simple: true })) !== 0) throw new Error('the cancel batcher needs a connection with busy_timeout 0')
     const cancel = db.prepare(
       `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ? WHERE id = ? AND status = 'pending'`,
     )
@@ -85,14 +85,17 @@ export class CancelBatcher {
     }
   }
 
+  /** Settles what is queued, then closes the connection. */
+  async close(): Promise<void> {
+    await this.drain()
+    this.db.close()
+  }
+
   private flush(): void {
     const batch = this.queue
     this.queue = []
     if (batch.length === 0) return
     let outcomes: CancelOutcome[]
-    // The attempt itself must not wait on another process's lock (the timer below does the
-    // waiting); reads on this connection keep their short busy wait, which WAL needs now and then.
-    this.noWait.run()
     try {
       outcomes = this.commitBatch.immediate(batch)
     } catch (error) {
@@ -107,7 +110,6 @@ export class CancelBatcher {
       if (this.queue.length > 0) this.retryLater()
       return
     } finally {
-      this.wait.run()
       this.onWrite()
     }
     batch.forEach((pending, i) => pending.resolve(outcomes[i]!))

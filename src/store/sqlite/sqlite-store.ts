@@ -223,8 +223,23 @@ export class SqliteStore implements Store {
   }
 
   cancelOrder(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
-    this.cancels ??= new CancelBatcher(this.db, this.busyTimeoutMs, () => (this.version = undefined))
+    try {
+      this.cancels ??= this.openCancelBatcher()
+    } catch (error) {
+      return Promise.reject(error).catch(classify)
+    }
     return this.cancels.cancel(id, cancelledByKey).catch(classify)
+  }
+
+  /** Group commit on a writer of its own, opened at the first cancel (CLI commands never need one). */
+  private openCancelBatcher(): CancelBatcher {
+    const writer = connect(this.path, false, 0) // its commits never wait for the lock: see CancelBatcher
+    try {
+      return new CancelBatcher(writer, () => (this.version = undefined))
+    } catch (error) {
+      writer.close()
+      throw error
+    }
   }
 
   async shipOrder(id: bigint): Promise<ShipOutcome> {
@@ -373,7 +388,7 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
-    await this.cancels?.drain()
+    await this.cancels?.close()
     for (const reader of this.idleReaders.splice(0)) reader.close()
     this.db.close()
   }
