@@ -1,22 +1,24 @@
 import assert from 'node:assert/strict'
 import { it } from 'node:test'
 import Database from 'better-sqlite3'
-import { GzipSegments } from '../src/http/gzip-segments.js'
+import { ListCache } from '../src/http/list-cache.js'
 import { bearer, expectError, startTestServer } from './support/harness.js'
 
-// A body that fails to set up once the first page is read (a compressor that cannot allocate its
-// state, say) cannot be caused with valid input: the next GzipSegments.encode throws instead.
-const encode = GzipSegments.prototype.encode
+// Setting up a list's body can fail synchronously once its first page is read (the cache's
+// collector, a compressor that cannot allocate its state); with valid input it cannot be made to,
+// so the next ListCache.collector throws instead. Later failures, while the body streams, are the
+// body's to handle (jsonArray's finally; test/list-streaming.test.ts).
+const collector = ListCache.prototype.collector
 let failNext = false
-GzipSegments.prototype.encode = function (this: GzipSegments, ...args: Parameters<typeof encode>) {
-  if (!failNext) return encode.apply(this, args)
+ListCache.prototype.collector = function (this: ListCache, ...args: Parameters<typeof collector>) {
+  if (!failNext) return collector.apply(this, args)
   failNext = false
-  throw new Error('simulated Z_MEM_ERROR')
+  throw new Error('simulated ENOSPC')
 }
 
-it('a list that fails after its first page was read (here: its gzip encoder) answers 500 and returns the cursor [sqlite]', async () => {
+it('a list whose body cannot be set up after its first page was read answers 500 and returns the cursor [sqlite]', async () => {
   // SQLite only: the cursor is returned by the route, whichever store it came from.
-  const server = await startTestServer('sqlite', { env: { LIST_CACHE_MAX_BYTES: '0' } })
+  const server = await startTestServer('sqlite')
   const key = await server.createKey()
   await server.importOrders([{ id: 1n }, { id: 2n }, { id: 3n }])
   const list = (encoding: string): Promise<Response> =>
@@ -26,7 +28,7 @@ it('a list that fails after its first page was read (here: its gzip encoder) ans
   await expectError(await list('gzip'), 500, 'internal_error')
   assert.equal(failNext, false, 'the fault was injected')
 
-  // A checkpoint can reset the WAL only when no reader holds a snapshot older than the last write.
+  // A write, then a TRUNCATE checkpoint: refused (busy) while any reader still has its read transaction open.
   assert.equal((await fetch(`${server.origin}/v1/store/orders/1`, { method: 'DELETE', headers: bearer(key) })).status, 204)
   const other = new Database((server.database.config as { path: string }).path, { timeout: 0 })
   try {
