@@ -53,7 +53,8 @@ export class GzipSegments {
         length += bytes
         const block = segment.done.then((done) => {
           const size = done.raw.length + done.block.length
-          if (collects && keptBytes + size <= this.maxBytes) {
+          // Keys are unique in a list of ascending ids; should one repeat, the first is kept, once.
+          if (collects && !kept.has(key) && keptBytes + size <= this.maxBytes) {
             kept.set(key, done)
             keptBytes += size
           }
