@@ -32,7 +32,7 @@ export class CancelBatcher {
 
   constructor(
     /**
-     * A connection for the batcher alone, opened with busy_timeout 0. (Switching a shared
+     * A connection for the batcher alone, whose busy_timeout is 0. (Switching a shared
      * connection's timeout per batch took a PRAGMA prepared each time: SQLite applies
      * `PRAGMA busy_timeout = N` when it prepares the statement, so a statement prepared once and run
      * again does not set it.)
