@@ -2,14 +2,13 @@ import assert from 'node:assert/strict'
 import { request } from 'node:http'
 import { before, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import Database from 'better-sqlite3'
 import pg from 'pg'
 import fastJson from 'fast-json-stringify'
 import Type from 'typebox'
 import type { OrderRecord } from '../src/domain/orders.js'
 import { Order } from '../src/schemas/order.js'
 import type { PostgresStore } from '../src/store/postgres/postgres-store.js'
-import { bearer, forEachStore, order, startTestServer, within, type TestServer } from './support/harness.js'
+import { bearer, forEachStore, order, sqliteReaderReleased, startTestServer, within, type TestServer } from './support/harness.js'
 
 const COUNT = 150_000
 
@@ -91,19 +90,6 @@ forEachStore('listOrders streaming', (kind) => {
     await within(3000, 'the cursor released after the disconnect', released, 50)
   })
 })
-
-/** SQLite: a checkpoint can reset the WAL only when no reader holds an old snapshot. */
-function sqliteReaderReleased(server: TestServer): () => Promise<boolean> {
-  return async () => {
-    const db = new Database((server.database.config as { path: string }).path, { timeout: 0 }) // answer, don't wait
-    try {
-      const [result] = db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[]
-      return result!.busy === 0
-    } finally {
-      db.close()
-    }
-  }
-}
 
 /**
  * PostgreSQL: the list's connection is back in the pool (or closed), and no connection of the

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import Database from 'better-sqlite3'
 import type { FastifyBaseLogger } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import { loadConfig, type Config, type DatabaseConfig } from '../../src/config.js'
@@ -174,4 +175,17 @@ export async function within(ms: number, what: string, check: () => Promise<bool
     await sleep(everyMs)
   }
   return performance.now() - started
+}
+
+/** SQLite: a checkpoint can reset the WAL only when no reader holds an old snapshot. */
+export function sqliteReaderReleased(server: TestServer): () => Promise<boolean> {
+  return async () => {
+    const db = new Database((server.database.config as { path: string }).path, { timeout: 0 }) // answer, don't wait
+    try {
+      const [result] = db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[]
+      return result!.busy === 0
+    } finally {
+      db.close()
+    }
+  }
 }
