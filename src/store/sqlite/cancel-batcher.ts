@@ -32,8 +32,8 @@ export class CancelBatcher {
 
   constructor(
     /**
-     * A connection for the batcher alone, whose busy_timeout is 0. (Switching a shared
-     * connection's timeout per batch took a PRAGMA prepared each time: SQLite applies
+     * A connection for the batcher alone, whose busy_timeout it sets to 0 for good. (Switching a
+     * shared connection's timeout per batch took a PRAGMA prepared each time: SQLite applies
      * `PRAGMA busy_timeout = N` when it prepares the statement, so a statement prepared once and run
      * again does not set it.)
      */
@@ -41,7 +41,7 @@ export class CancelBatcher {
     /** Called after every commit attempt (the data version may have moved). */
     private readonly onWrite: () => void = () => {},
   ) {
-    if (Number(db.pragma('busy_timeout', { simple: true })) !== 0) throw new Error('the cancel batcher needs a connection with busy_timeout 0')
+    db.pragma('busy_timeout = 0')
     const cancel = db.prepare(
       `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ? WHERE id = ? AND status = 'pending'`,
     )

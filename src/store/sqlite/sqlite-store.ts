@@ -233,11 +233,10 @@ export class SqliteStore implements Store {
 
   /** Group commit on a writer of its own, opened at the first cancel (CLI commands never need one). */
   private openCancelBatcher(): CancelBatcher {
-    // Opened as every connection is (a brief lock while it is set up is waited for, once), then its
-    // commits never wait for the lock: see CancelBatcher.
+    // Opened as every connection is (a brief lock while it is set up is waited for, once); the
+    // batcher then makes its commits never wait for the lock.
     const writer = connect(this.path, false, this.busyTimeoutMs)
     try {
-      writer.pragma('busy_timeout = 0')
       return new CancelBatcher(writer, () => (this.version = undefined))
     } catch (error) {
       writer.close()
