@@ -84,8 +84,7 @@ export function ordersRoutes(app: ApiApp): void {
     try {
       return reply.send(listBody(pages, first, version, encoding))
     } catch (error) {
-      // The cursor is open from here on, and nothing will read the body that was to return it.
-      await pages.return?.().catch(() => {}) // the error that brought us here is the one to report
+      await returnCursor(pages) // open from here on, and no body will read it to the end
       throw error
     }
   }
@@ -102,7 +101,7 @@ export function ordersRoutes(app: ApiApp): void {
           : [Readable.from(jsonArray(first, pages, 0))]
     // A client gone before the body's first read destroys it before jsonArray has started, so its
     // `finally` would never return the cursor: return it here too (a no-op once jsonArray has).
-    stages[0]!.once('close', () => void pages.return?.().catch(() => {})) // its failure is jsonArray's to report
+    stages[0]!.once('close', () => void returnCursor(pages))
     const collector = listCache.collector(version, encoding)
     if (collector !== undefined) stages.push(tee(collector))
     // pipeline() destroys every stage when the client goes away, which returns the cursor.
@@ -184,6 +183,14 @@ async function* jsonArray(first: IteratorResult<JsonPage>, rest: AsyncIterator<J
   }
   pending.push(CLOSE)
   yield join(pending)
+}
+
+/**
+ * Ends the store's iteration early, releasing its cursor (a no-op once it has ended). A failure to
+ * release is not reported here: the error already being handled, or jsonArray, reports it.
+ */
+function returnCursor(pages: AsyncIterator<JsonPage>): Promise<unknown> {
+  return pages.return?.().catch(() => {}) ?? Promise.resolve()
 }
 
 const OPEN = Buffer.from('[')
