@@ -81,6 +81,10 @@ export function verdict(pass: boolean): Verdict {
   return pass ? 'PASS' : 'MISS'
 }
 
+function number3(value: number): string {
+  return value >= 100 ? value.toFixed(0) : value.toPrecision(3)
+}
+
 // Formats. Memory in MiB (what /proc reports is KiB); sizes of responses in MB (10^6 bytes).
 export const fmt = {
   ms: (ms: number): string => (ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : ms >= 10 ? `${ms.toFixed(0)} ms` : `${ms.toFixed(1)} ms`),
@@ -88,8 +92,49 @@ export const fmt = {
   mib: (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(0)} MiB`,
   mb: (bytes: number): string => `${(bytes / 1e6).toFixed(1)} MB`,
   rate: (perSecond: number, unit = 'req/s'): string => `${Math.round(perSecond).toLocaleString('en-US')} ${unit}`,
-  ratio: (ratio: number): string => `${ratio >= 100 ? ratio.toFixed(0) : ratio.toPrecision(3)}×`,
+  ratio: (ratio: number): string => `${number3(ratio)}×`,
+  /** The median of paired rounds and their range: `0.84× (0.71–0.97)`. */
+  rounds: (r: RoundRatios, suffix = ''): string => `${number3(r.median)}×${suffix} (${number3(r.min)}–${number3(r.max)})`,
+  /** Every round's ratio, for the notes. */
+  roundList: (r: RoundRatios): string => r.ratios.map((ratio) => number3(ratio)).join(', '),
   count: (n: number): string => n.toLocaleString('en-US'),
+}
+
+/**
+ * Runs `rounds` pairs of measurements, baseline and project back to back: the baseline first in even
+ * rounds, the project first in odd ones, so that neither always meets the machine the other left.
+ */
+export async function pairedRounds<B, P>(
+  rounds: number,
+  baseline: (round: number) => Promise<B>,
+  project: (round: number) => Promise<P>,
+): Promise<{ baseline: B[]; project: P[] }> {
+  const result: { baseline: B[]; project: P[] } = { baseline: [], project: [] }
+  for (let round = 0; round < rounds; round++) {
+    if (round % 2 === 0) {
+      result.baseline.push(await baseline(round))
+      result.project.push(await project(round))
+    } else {
+      result.project.push(await project(round))
+      result.baseline.push(await baseline(round))
+    }
+  }
+  return result
+}
+
+/** The ratio of each paired round: a target is judged on their median; their range is shown beside it. */
+export interface RoundRatios {
+  ratios: number[]
+  median: number
+  min: number
+  max: number
+}
+
+/** `of(project, baseline)` for each round: project / baseline unless told otherwise (a speedup: baseline / project). */
+export function roundRatios(project: number[], baseline: number[], of = (p: number, b: number): number => p / b): RoundRatios {
+  if (project.length !== baseline.length || project.length === 0) throw new Error('paired rounds need as many project as baseline figures, at least one')
+  const ratios = project.map((value, round) => of(value, baseline[round]!))
+  return { ratios, median: median(ratios), min: Math.min(...ratios), max: Math.max(...ratios) }
 }
 
 export function median(values: number[]): number {

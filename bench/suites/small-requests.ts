@@ -5,7 +5,7 @@ import { closedLoop, requireAllOk, type LoadResult } from '../lib/load.js'
 import { WORK_DIR } from '../lib/paths.js'
 import { PROJECT_ENV, startServerChild, type RunningChild } from '../lib/processes.js'
 import { cpuDuring } from '../lib/proc.js'
-import { fmt, median, verdict } from '../lib/report.js'
+import { fmt, pairedRounds, roundRatios, verdict } from '../lib/report.js'
 import { createDatabase, seed, type StoreContext } from './context.js'
 
 const ORDERS = 100
@@ -20,8 +20,7 @@ const WARMUP_SECONDS = 1
 /**
  * Comparison 4: requests/s of an authenticated GET of a 100-order list, the project's server versus a
  * raw node:http server returning the same bytes from memory, under the same autocannon load, in
- * rounds of one run each, the one going first alternating; the ratio is the median of the rounds'
- * ratios. On PostgreSQL, also the database transactions per request (from the server's
+ * paired rounds (lib/report.ts). On PostgreSQL, also the database transactions per request (from the server's
  * own statistics), which shows whether authentication costs a round trip.
  */
 export async function smallRequests(context: StoreContext): Promise<void> {
@@ -50,28 +49,22 @@ export async function smallRequests(context: StoreContext): Promise<void> {
       raw.child = await startServerChild('raw node:http server', 'baselines/raw-bytes-server.ts', { BODY_FILE: bodyFile })
       const check = await downloader.request(`${raw.child.url}/v1/store/orders`, { headers, hash: 'raw' })
       if (check.sha256 !== first.sha256) throw new Error('the raw server does not send the same bytes')
-      for (let round = 0; round < ROUNDS; round++) {
-        const load = { headers, connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS }
-        const rawRound = async (): Promise<void> => {
+      const load = { headers, connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS }
+      await pairedRounds(
+        ROUNDS,
+        async () => {
           const rawLoad = await cpuDuring({ server: raw.child!.child.pid, client: 'self' }, () => closedLoop({ ...load, url: `${raw.child!.url}/v1/store/orders` }))
           rawRuns.push(requireAllOk('raw server', rawLoad.result))
           rawCpu.push(rawLoad.cores)
-        }
-        const projectRound = async (): Promise<void> => {
+        },
+        async () => {
           const projectLoad = await cpuDuring({ server: project.child.pid, client: 'self' }, () => closedLoop({ ...load, url: `${project.url}/v1/store/orders` }))
           const run = requireAllOk('project server', projectLoad.result)
           projectCpu.push(projectLoad.cores)
           projectRuns.push(run)
           projectRequests += run.requests + run.warmupRequests
-        }
-        if (round % 2 === 0) {
-          await rawRound()
-          await projectRound()
-        } else {
-          await projectRound()
-          await rawRound()
-        }
-      }
+        },
+      )
     } finally {
       await raw.child?.child.stop()
       await project.child.stop()
@@ -104,16 +97,18 @@ export async function smallRequests(context: StoreContext): Promise<void> {
     const rate = (runs: LoadResult[]): number => runs.reduce((sum, run) => sum + run.requests, 0) / runs.reduce((sum, run) => sum + run.seconds, 0)
     const projectRate = rate(projectRuns)
     const rawRate = rate(rawRuns)
-    const roundRatios = projectRuns.map((run, round) => run.perSecond / rawRuns[round]!.perSecond)
-    const ratio = median(roundRatios)
+    const rounds = roundRatios(
+      projectRuns.map((run) => run.perSecond),
+      rawRuns.map((run) => run.perSecond),
+    )
     section.rows.push(
       {
-        measure: `authenticated GET, ${CONNECTIONS} connections (median ratio of ${ROUNDS} rounds)`,
+        measure: `authenticated GET, ${CONNECTIONS} connections (${ROUNDS} paired rounds)`,
         project: fmt.rate(projectRate),
         baseline: fmt.rate(rawRate),
-        ratio: fmt.ratio(ratio),
+        ratio: fmt.rounds(rounds),
         target: '≥ 0.7×',
-        result: verdict(ratio >= 0.7),
+        result: verdict(rounds.median >= 0.7),
       },
       {
         measure: 'same, LOG_LEVEL=warn (no request logs)',
@@ -156,7 +151,7 @@ export async function smallRequests(context: StoreContext): Promise<void> {
     )
     section.notes.push(
       `${ROUNDS} rounds of one ${SECONDS}-second run per server (after ${WARMUP_SECONDS} s of warm-up each), raw first in even rounds, project first in odd ones; the body is ${fmt.count(bodyBytes)} bytes. ` +
-        `Per round (req/s): project ${projectRuns.map((run) => Math.round(run.perSecond)).join(', ')}; raw ${rawRuns.map((run) => Math.round(run.perSecond)).join(', ')}; ratios ${roundRatios.map((r) => r.toFixed(3)).join(', ')}. ` +
+        `Per round (req/s): project ${projectRuns.map((run) => Math.round(run.perSecond)).join(', ')}; raw ${rawRuns.map((run) => Math.round(run.perSecond)).join(', ')}; ratios ${fmt.roundList(rounds)}. ` +
         'The reference rows are single runs after the rounds, compared with the raw rounds\' pooled rate.',
     )
   } finally {
