@@ -2,7 +2,7 @@ import { bearer } from '../lib/client.js'
 import { cancelLoad, requireAllOk, type LoadResult } from '../lib/load.js'
 import { PROJECT_ENV, startServerChild } from '../lib/processes.js'
 import { cpuDuring } from '../lib/proc.js'
-import { fmt, verdict } from '../lib/report.js'
+import { fmt, median, pairedRounds, roundRatios, verdict } from '../lib/report.js'
 import { bigDataset, type StoreContext } from './context.js'
 
 const CONNECTIONS = 50
@@ -11,6 +11,8 @@ const MAX_SECONDS = 10
 /** Enough for MAX_SECONDS at rates well above what this machine reaches; fewer if the data set is small. */
 const PROJECT_CANCELS = 100_000
 const BASELINE_CANCELS = 40_000
+/** SQLite: paired rounds, each a fresh server of each kind, sharing the cancels above. */
+const ROUNDS = 3
 
 interface CancelRun extends LoadResult {
   /** CPU of the server and of the load generator during the measured run, as shares of one core. */
@@ -22,9 +24,9 @@ interface CancelRun extends LoadResult {
 /**
  * Comparison 5: 50 concurrent clients each cancelling distinct pending orders (DELETE, 204), the
  * project's server (group commit) versus the same server committing each cancel in its own
- * synchronous=FULL transaction (baselines/per-transaction-cancel-server.ts). After each run the server
- * is killed with SIGKILL and the database is read: every acknowledged cancel must be there. On
- * PostgreSQL the same load is measured and reported.
+ * synchronous=FULL transaction (baselines/per-transaction-cancel-server.ts), in paired rounds
+ * (lib/report.ts). After each run the server is killed with SIGKILL and the database is read: every
+ * acknowledged cancel must be there. On PostgreSQL the same load is measured and reported.
  */
 export async function cancels(context: StoreContext): Promise<void> {
   await bigDataset(context)
@@ -36,46 +38,56 @@ export async function cancels(context: StoreContext): Promise<void> {
   // Pending orders left in the data set, shared between the runs (each also draws a warm-up).
   const remaining = context.big!.pending.remaining()
   const share = (part: number, cap: number): number => Math.min(cap, Math.floor(remaining * part) - WARMUP_CANCELS - 2 * CONNECTIONS)
-  const project = await run(context, 'project server', 'lib/project-server.ts', share(context.kind === 'sqlite' ? 0.7 : 0.5, PROJECT_CANCELS))
   const cpuRow = (result: CancelRun): string => `${Math.round(result.cpu.server! * 100)}% / ${Math.round(result.cpu.client! * 100)}%`
-  const cancelledRow = (name: string, result: CancelRun): string => `${fmt.count(result.durable)} of ${fmt.count(result.ok)} acknowledged (${name})`
+  const cancelledRow = (name: string, results: CancelRun[]): string =>
+    `${fmt.count(sum(results, (r) => r.durable))} of ${fmt.count(sum(results, (r) => r.ok))} acknowledged (${name})`
+  const allDurable = (results: CancelRun[]): boolean => results.every((result) => result.durable >= result.ok)
 
   if (context.kind === 'sqlite') {
-    const baseline = await run(context, 'per-transaction cancel server', 'baselines/per-transaction-cancel-server.ts', share(0.3, BASELINE_CANCELS))
-    const ratio = project.perSecond / baseline.perSecond
+    const rounds = await pairedRounds(
+      ROUNDS,
+      () => run(context, 'per-transaction cancel server', 'baselines/per-transaction-cancel-server.ts', share(0.3 / ROUNDS, Math.floor(BASELINE_CANCELS / ROUNDS))),
+      () => run(context, 'project server', 'lib/project-server.ts', share(0.7 / ROUNDS, Math.floor(PROJECT_CANCELS / ROUNDS))),
+    )
+    const rate = (results: CancelRun[]): number => median(results.map((result) => result.perSecond))
+    const ratios = roundRatios(rounds.project.map((r) => r.perSecond), rounds.baseline.map((r) => r.perSecond))
+    const project = rounds.project.at(-1)!
+    const baseline = rounds.baseline.at(-1)!
     section.rows.push(
       {
-        measure: 'cancels per second (204)',
-        project: fmt.rate(project.perSecond, 'cancels/s'),
-        baseline: fmt.rate(baseline.perSecond, 'cancels/s'),
-        ratio: fmt.ratio(ratio),
+        measure: `cancels per second (204), ${ROUNDS} paired rounds`,
+        project: fmt.rate(rate(rounds.project), 'cancels/s'),
+        baseline: fmt.rate(rate(rounds.baseline), 'cancels/s'),
+        ratio: fmt.rounds(ratios),
         target: '≥ 5×',
-        result: verdict(ratio >= 5),
+        result: verdict(ratios.median >= 5),
       },
       {
-        measure: 'latency p50 / p99',
+        measure: 'latency p50 / p99 (last round)',
         project: `${project.p50Ms} / ${project.p99Ms} ms`,
         baseline: `${baseline.p50Ms} / ${baseline.p99Ms} ms`,
         result: 'info',
       },
       {
-        measure: 'CPU: server / load generator (of one core)',
+        measure: 'CPU: server / load generator (of one core, last round)',
         project: cpuRow(project),
         baseline: cpuRow(baseline),
         result: 'info',
       },
       {
         measure: 'durable after SIGKILL',
-        project: cancelledRow('project', project),
-        baseline: cancelledRow('baseline', baseline),
+        project: cancelledRow('project', rounds.project),
+        baseline: cancelledRow('baseline', rounds.baseline),
         target: 'all',
-        result: verdict(project.durable >= project.ok && baseline.durable >= baseline.ok),
+        result: verdict(allDurable(rounds.project) && allDurable(rounds.baseline)),
       },
     )
+    const runs = (results: CancelRun[]): string => results.map((r) => `${fmt.count(r.requests)} in ${r.seconds.toFixed(2)} s`).join(', ')
     section.notes.push(
-      `Runs: project ${fmt.count(project.requests)} cancels in ${project.seconds.toFixed(2)} s; baseline ${fmt.count(baseline.requests)} in ${baseline.seconds.toFixed(2)} s (each after ${fmt.count(WARMUP_CANCELS)} warm-up cancels). Both use synchronous=FULL in WAL mode: every COMMIT syncs the WAL before its 204s are sent.`,
+      `Runs: project ${runs(rounds.project)}; baseline ${runs(rounds.baseline)} (each on a fresh server, after ${fmt.count(WARMUP_CANCELS)} warm-up cancels, then SIGKILLed); ratios ${fmt.roundList(ratios)}. Both use synchronous=FULL in WAL mode: every COMMIT syncs the WAL before its 204s are sent.`,
     )
   } else {
+    const project = await run(context, 'project server', 'lib/project-server.ts', share(0.5, PROJECT_CANCELS))
     // Not a target: the same load with a pool as large as the number of clients.
     const largePool = await run(context, 'project server, DATABASE_POOL_SIZE=50', 'lib/project-server.ts', share(0.5, PROJECT_CANCELS), { DATABASE_POOL_SIZE: '50' })
     section.rows.push(
@@ -85,9 +97,9 @@ export async function cancels(context: StoreContext): Promise<void> {
       { measure: 'same, DATABASE_POOL_SIZE=50', project: fmt.rate(largePool.perSecond, 'cancels/s'), result: 'info' },
       {
         measure: 'durable after SIGKILL',
-        project: cancelledRow('project', project),
+        project: cancelledRow('project', [project]),
         target: 'all',
-        result: verdict(project.durable >= project.ok && largePool.durable >= largePool.ok),
+        result: verdict(allDurable([project, largePool])),
       },
     )
     section.notes.push(
@@ -116,4 +128,8 @@ async function run(context: StoreContext, name: string, script: string, cancels:
   } finally {
     await server.child.kill()
   }
+}
+
+function sum(results: CancelRun[], of: (result: CancelRun) => number): number {
+  return results.reduce((total, result) => total + of(result), 0)
 }
