@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: the performance comparisons of docs/benchmarks.md, each in one run, with ratios.
  *
- *   npm run bench                        everything, SQLite then PostgreSQL (~10 minutes, 2 cores)
+ *   npm run bench                        everything, SQLite then PostgreSQL (~12 minutes, 2 cores)
  *   npm run bench -- --only list-stream  one comparison (repeat --only, or separate names by commas)
  *   BENCH_ORDERS=100000 npm run bench    a smaller data set (default 1,000,000 orders)
  *   BENCH_POSTGRES=0 npm run bench       SQLite only
@@ -9,7 +9,8 @@
  *   SOAK_SECONDS=30 npm run bench -- --only soak   a shorter soak (default 180 s; SOAK_ORDERS, default 20000)
  *
  * Every server under test is a child process on 127.0.0.1 running compiled JavaScript under plain
- * node; the load comes from this process (autocannon) and from a separate downloader process.
+ * node; the load comes from this process (autocannon) and from a separate downloader process. A
+ * ratio target is judged on the median of paired rounds and shown with its range (lib/report.ts).
  * Results are printed as each comparison ends, then summarized and saved to .bench/results.md.
  */
 import { spawnSync } from 'node:child_process'
