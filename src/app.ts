@@ -42,6 +42,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
     // One log line per request (below) instead of Fastify's two: half the logging cost per request.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT,
+    trustProxy: config.trustProxy, // request.ip: the client's address as the trusted proxies give it
     routerOptions: { maxParamLength: 256 }, // long ids reach the int64 validator (400), not a 404
     // Bad percent-encoding in the URL is caught before routing; answer it with an Error body too.
     frameworkErrors: (error, request, reply) => {
