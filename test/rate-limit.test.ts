@@ -1,9 +1,14 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, it } from 'node:test'
+import type { FastifyBaseLogger } from 'fastify'
 import pino from 'pino'
 import { generateApiKey } from '../src/domain/api-keys.js'
 import { loadConfig } from '../src/config.js'
+import { memoryCounters } from '../src/http/rate-limiter.js'
+import { RedisCounters } from '../src/http/redis-counter-store.js'
 import { bearer, createDatabase, expectError, forEachStore, startTestServer } from './support/harness.js'
 import { REDIS_URL, redisSkipReason } from './support/redis.js'
 
@@ -121,6 +126,24 @@ describe('rate limits while Redis is unreachable', () => {
     const warnings = lines.filter((line) => line.level >= 40 && /redis|rate limit/i.test(line.msg))
     assert.equal(warnings.length, 1, JSON.stringify(warnings))
   })
+
+  it('log the outage again once a minute on the monotonic clock, and count in memory meanwhile', async () => {
+    const warnings: unknown[] = []
+    const log = { warn: (...args: unknown[]) => void warnings.push(args), info: () => {} } as unknown as FastifyBaseLogger
+    let now = 0
+    const redis = new RedisCounters('redis://127.0.0.1:1', 'petstore-test:', log, () => now)
+    const counters = redis.store(memoryCounters())
+    const counts: number[] = []
+    for (let i = 0; i < 3; i++) counters.incr('k', (_error, result) => counts.push(result!.current), 60_000, 10)
+    now += 59_999
+    counters.incr('k', (_error, result) => counts.push(result!.current), 60_000, 10)
+    assert.equal(warnings.length, 1)
+    now += 1
+    counters.incr('k', (_error, result) => counts.push(result!.current), 60_000, 10)
+    assert.equal(warnings.length, 2)
+    assert.deepEqual(counts, [1, 2, 3, 4, 5])
+    await redis.close()
+  })
 })
 
 describe('rate limits shared through Redis', async () => {
@@ -151,5 +174,46 @@ describe('rate limits shared through Redis', async () => {
       ),
     )
     assert.equal(statuses.filter((status) => status === 401).length, 10)
+  })
+
+  it('counts per instance while Redis is away mid-run, logged once, and in Redis again when it is back', { skip: reason }, async () => {
+    // Redis is reached through a TCP relay that the test cuts and restores.
+    const upstream = new URL(REDIS_URL)
+    const sockets = new Set<Socket>()
+    const relay = createServer((client) => {
+      const redis = connect(Number(upstream.port || 6379), upstream.hostname)
+      for (const socket of [client, redis]) {
+        sockets.add(socket)
+        socket.on('error', () => {})
+        socket.on('close', () => sockets.delete(socket))
+      }
+      client.pipe(redis).pipe(client)
+    })
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve))
+    const port = (relay.address() as AddressInfo).port
+    const lines: { level: number; msg: string }[] = []
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) })
+    const env = { RATE_LIMIT_PER_KEY: '4', REDIS_URL: `redis://127.0.0.1:${port}`, RATE_LIMIT_REDIS_PREFIX: `petstore-test:${randomBytes(6).toString('hex')}:` }
+    const server = await startTestServer('sqlite', { env, logger })
+    const key = await server.createKey()
+    const list = async () => (await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status
+    assert.deepEqual([await list(), await list()], [200, 200]) // 2 counted in Redis
+
+    await new Promise<void>((resolve) => {
+      relay.close(() => resolve())
+      for (const socket of sockets) socket.destroy()
+    })
+    await sleep(200)
+    const during: number[] = []
+    for (let i = 0; i < 6; i++) during.push(await list())
+    assert.deepEqual(during, [200, 200, 200, 200, 429, 429]) // a fresh budget in this instance's memory
+    assert.equal(lines.filter((line) => line.level === 40).length, 1)
+
+    await new Promise<void>((resolve) => relay.listen(port, '127.0.0.1', resolve))
+    for (let waited = 0; !lines.some((line) => /again/.test(line.msg)) && waited < 10_000; waited += 100) await sleep(100)
+    assert.deepEqual([await list(), await list(), await list()], [200, 200, 429]) // the 2 in Redis, then 2 more
+    await server.close()
+    relay.close()
+    for (const socket of sockets) socket.destroy()
   })
 })
