@@ -24,7 +24,7 @@ export function admission(authenticator: Authenticator, limiter: RateLimiter): (
     try {
       token = authenticator.token(request.headers.authorization)
     } catch (unauthorized) {
-      return then(limiter.countAttempt(normalizeIP(request.ip, IPV6_SUBNET)), () => {
+      return then(limiter.countAttempt(clientAddress(request)), () => {
         throw unauthorized
       })
     }
@@ -41,7 +41,7 @@ export function admission(authenticator: Authenticator, limiter: RateLimiter): (
         }),
       )
     }
-    return then(limiter.countAttempt(normalizeIP(request.ip, IPV6_SUBNET)), () =>
+    return then(limiter.countAttempt(clientAddress(request)), () =>
       authenticator.lookup(token).then((key) =>
         then(key === undefined ? undefined : limiter.countKey(key.counter, reply), () => {
           request.apiKey = authenticator.admit(key, scope)
@@ -62,4 +62,9 @@ export function admission(authenticator: Authenticator, limiter: RateLimiter): (
       if (admitted instanceof Promise) admitted.then(() => done(), done)
       else done()
     }
+}
+
+/** As counted: IPv6 per subnet, IPv4-mapped as IPv4 (the socket may be gone already: then '?'). */
+function clientAddress(request: FastifyRequest): string {
+  return normalizeIP((request.ip as string | undefined) ?? '?', IPV6_SUBNET)
 }
