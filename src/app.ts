@@ -10,7 +10,7 @@ import { clientErrorResponse, registerErrorHandling, registerMethodNotAllowed, t
 import { int64ParamsValidator } from './http/int64-params.js'
 import { Metrics } from './http/metrics.js'
 import { openApiDocument } from './http/openapi.js'
-import { MemoryCounterStore, RateLimiter, type CounterStore } from './http/rate-limiter.js'
+import { memoryCounters, RateLimiter } from './http/rate-limiter.js'
 import { requestId } from './http/request-id.js'
 import { docsRoutes } from './http/routes/docs.js'
 import { healthRoutes } from './http/routes/health.js'
@@ -42,6 +42,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
     // One log line per request (below) instead of Fastify's two: half the logging cost per request.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT,
+    trustProxy: config.trustProxy, // request.ip: the client's address as the trusted proxies give it
     routerOptions: { maxParamLength: 256 }, // long ids reach the int64 validator (400), not a 404
     // Bad percent-encoding in the URL is caught before routing; answer it with an Error body too.
     frameworkErrors: (error, request, reply) => {
@@ -69,14 +70,17 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   const metrics = new Metrics({ processMetrics })
-  const authenticator = new Authenticator(store, config.keyCacheTtlMs)
-  const counters: CounterStore =
-    config.rateLimit.redisUrl === undefined
-      ? new MemoryCounterStore()
-      : new (await import('./http/redis-counter-store.js')).RedisCounterStore(config.rateLimit.redisUrl, config.rateLimit.redisPrefix)
-  await counters.ready?.()
-  const limiter = new RateLimiter(counters, config.rateLimit, app.log)
-  app.addHook('onClose', () => limiter.close())
+  const authenticator = new Authenticator((hash) => store.findApiKeyByHash(hash), config.keyCacheTtlMs)
+  const counters = { perKey: memoryCounters(), authFailures: memoryCounters() }
+  if (config.rateLimit.redisUrl !== undefined) {
+    const { RedisCounters } = await import('./http/redis-counter-store.js')
+    const redis = new RedisCounters(config.rateLimit.redisUrl, config.rateLimit.redisPrefix, app.log)
+    app.addHook('onClose', () => redis.close())
+    await redis.ready()
+    counters.perKey = redis.store(counters.perKey)
+    counters.authFailures = redis.store(counters.authFailures)
+  }
+  const limiter = new RateLimiter(config.rateLimit, counters)
   app.decorate('config', config)
   app.decorate('store', store)
   app.decorate('metrics', metrics)

@@ -1,8 +1,18 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, it } from 'node:test'
+import type { FastifyBaseLogger } from 'fastify'
+import pino from 'pino'
+import { generateApiKey } from '../src/domain/api-keys.js'
+import { loadConfig } from '../src/config.js'
+import { memoryCounters } from '../src/http/rate-limiter.js'
+import { RedisCounters } from '../src/http/redis-counter-store.js'
 import { bearer, createDatabase, expectError, forEachStore, startTestServer } from './support/harness.js'
 import { REDIS_URL, redisSkipReason } from './support/redis.js'
+
+const unknownKey = (): string => generateApiKey().secret
 
 forEachStore('rate limits', (kind) => {
   it('limits requests per API key with RateLimit headers, then 429 with Retry-After', async () => {
@@ -27,28 +37,112 @@ forEachStore('rate limits', (kind) => {
     assert.equal((await fetch(`${server.origin}/v1/store/orders/1`, { method: 'DELETE', headers: bearer(other) })).status, 204)
   })
 
-  it('limits failed authentication per client address, even for a then-valid key', async () => {
+  it('counts a 403 against the key: a key without the scope cannot poll for free', async () => {
+    const server = await startTestServer(kind, { env: { RATE_LIMIT_PER_KEY: '3' } })
+    const petsOnly = await server.createKey({ scopes: ['pets:read'] })
+    const statuses: number[] = []
+    for (let i = 0; i < 5; i++) statuses.push((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(petsOnly) })).status)
+    assert.deepEqual(statuses, [403, 403, 403, 429, 429])
+  })
+
+  it('limits failed authentication per client address, but never refuses a key it knows to be valid', async () => {
     const server = await startTestServer(kind, { env: { RATE_LIMIT_AUTH_FAILURES: '3' } })
     const key = await server.createKey()
-    for (let i = 0; i < 3; i++) {
-      await expectError(await fetch(`${server.origin}/v1/store/orders`, { headers: bearer('pso_' + 'x'.repeat(40)) }), 401, 'unauthorized')
+    // Every token not yet found by this instance is an attempt, counted before its lookup: this one too.
+    assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200)
+    for (let i = 0; i < 2; i++) {
+      await expectError(await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(unknownKey()) }), 401, 'unauthorized')
     }
-    const blocked = await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })
+    const blocked = await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(unknownKey()) })
     assert.equal(blocked.headers.get('ratelimit-policy'), '"auth-failures";q=3;w=60')
     assert.ok(Number(blocked.headers.get('retry-after')) >= 1)
     await expectError(blocked, 429, 'rate_limited')
+    // The address is blocked for unknown keys, not for the valid key it already presented.
+    assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200)
+  })
+
+  it('lets at most the limit of concurrent unknown keys from one address reach the database', async () => {
+    const server = await startTestServer(kind, { env: { RATE_LIMIT_AUTH_FAILURES: '30' } })
+    const statuses = await Promise.all(
+      Array.from({ length: 300 }, () => fetch(`${server.origin}/v1/store/orders`, { headers: bearer(unknownKey()) }).then((r) => r.status)),
+    )
+    assert.equal(statuses.filter((status) => status === 401).length, 30)
+    assert.equal(statuses.filter((status) => status === 429).length, 270)
+  })
+
+  it('counts failures per client address from X-Forwarded-For when the proxy is trusted (TRUST_PROXY)', async () => {
+    const server = await startTestServer(kind, { env: { RATE_LIMIT_AUTH_FAILURES: '3', TRUST_PROXY: '127.0.0.1/8' } })
+    const key = await server.createKey()
+    const from = (address: string, token: string) =>
+      fetch(`${server.origin}/v1/store/orders`, { headers: { ...bearer(token), 'x-forwarded-for': address } })
+    for (let i = 0; i < 3; i++) await expectError(await from('203.0.113.7', unknownKey()), 401, 'unauthorized')
+    await expectError(await from('203.0.113.7', unknownKey()), 429, 'rate_limited')
+    // Another client behind the same proxy is not locked out, with a new key or a bad one.
+    assert.equal((await from('198.51.100.9', key)).status, 200)
+    await expectError(await from('198.51.100.9', unknownKey()), 401, 'unauthorized')
+    // IPv6 clients are counted per /64: a client rotating addresses in its subnet shares one budget.
+    for (let i = 1; i <= 3; i++) await expectError(await from(`2001:db8:1:2::${i}`, unknownKey()), 401, 'unauthorized')
+    await expectError(await from('2001:db8:1:2:ffff::1', unknownKey()), 429, 'rate_limited')
+    await expectError(await from('2001:db8:1:3::1', unknownKey()), 401, 'unauthorized')
   })
 
   it('turns a limit off with 0', async () => {
     const server = await startTestServer(kind, { env: { RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_AUTH_FAILURES: '0' } })
     const key = await server.createKey()
     for (let i = 0; i < 40; i++) {
-      await expectError(await fetch(`${server.origin}/v1/store/orders`, { headers: bearer('pso_' + 'y'.repeat(40)) }), 401, 'unauthorized')
+      await expectError(await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(unknownKey()) }), 401, 'unauthorized')
     }
     const statuses = await Promise.all(
       Array.from({ length: 100 }, () => fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) }).then((r) => r.status)),
     )
     assert.deepEqual(new Set(statuses), new Set([200]))
+  })
+})
+
+describe('rate limit settings', () => {
+  it('takes TRUST_PROXY as addresses or CIDRs and names the variable when one is wrong', () => {
+    assert.deepEqual(loadConfig({}).trustProxy, false)
+    assert.deepEqual(loadConfig({ TRUST_PROXY: '10.0.0.0/8, 192.168.1.5,fd00::/8' }).trustProxy, ['10.0.0.0/8', '192.168.1.5', 'fd00::/8'])
+    for (const bad of ['true', '10.0.0.0/33', 'lb.internal', '10.0.0.1,', '::1/129']) {
+      assert.throws(() => loadConfig({ TRUST_PROXY: bad }), /^ConfigError: TRUST_PROXY: /, bad)
+    }
+  })
+
+  it('refuses the old RATE_LIMIT_REDIS_URL rather than silently counting per instance', () => {
+    assert.throws(() => loadConfig({ RATE_LIMIT_REDIS_URL: 'redis://127.0.0.1:6379' }), /RATE_LIMIT_REDIS_URL: .*REDIS_URL/)
+  })
+})
+
+// Needs no Redis: REDIS_URL points at a port where none listens.
+describe('rate limits while Redis is unreachable', () => {
+  it('fall back to per-instance counters and log the outage once, not per request', async () => {
+    const lines: { level: number; msg: string; err?: unknown }[] = []
+    const logger = pino({ level: 'warn' }, { write: (line: string) => void lines.push(JSON.parse(line)) })
+    const server = await startTestServer('sqlite', { env: { RATE_LIMIT_PER_KEY: '2', REDIS_URL: 'redis://127.0.0.1:1' }, logger })
+    const key = await server.createKey()
+    const statuses: number[] = []
+    for (let i = 0; i < 20; i++) statuses.push((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status)
+    assert.deepEqual(statuses, [200, 200, ...Array<number>(18).fill(429)])
+    const warnings = lines.filter((line) => line.level >= 40 && /redis|rate limit/i.test(line.msg))
+    assert.equal(warnings.length, 1, JSON.stringify(warnings))
+  })
+
+  it('log the outage again once a minute on the monotonic clock, and count in memory meanwhile', async () => {
+    const warnings: unknown[] = []
+    const log = { warn: (...args: unknown[]) => void warnings.push(args), info: () => {} } as unknown as FastifyBaseLogger
+    let now = 0
+    const redis = new RedisCounters('redis://127.0.0.1:1', 'petstore-test:', log, () => now)
+    const counters = redis.store(memoryCounters())
+    const counts: number[] = []
+    for (let i = 0; i < 3; i++) counters.incr('k', (_error, result) => counts.push(result!.current), 60_000, 10)
+    now += 59_999
+    counters.incr('k', (_error, result) => counts.push(result!.current), 60_000, 10)
+    assert.equal(warnings.length, 1)
+    now += 1
+    counters.incr('k', (_error, result) => counts.push(result!.current), 60_000, 10)
+    assert.equal(warnings.length, 2)
+    assert.deepEqual(counts, [1, 2, 3, 4, 5])
+    await redis.close()
   })
 })
 
@@ -69,11 +163,57 @@ describe('rate limits shared through Redis', async () => {
     assert.deepEqual(statuses, [200, 200, 200, 200, 200, 200, 429, 429])
   })
 
-  it('lets requests through when Redis is unreachable', { skip: reason }, async () => {
-    const server = await startTestServer('sqlite', { env: { RATE_LIMIT_PER_KEY: '1', REDIS_URL: 'redis://127.0.0.1:1' } })
+  it('counts one failure budget per address across two instances, the lookups included', { skip: reason }, async () => {
+    const database = await createDatabase('sqlite')
+    const env = { RATE_LIMIT_AUTH_FAILURES: '10', REDIS_URL, RATE_LIMIT_REDIS_PREFIX: `petstore-test:${randomBytes(6).toString('hex')}:` }
+    const a = await startTestServer('sqlite', { env, database })
+    const b = await startTestServer('sqlite', { env, database })
+    const statuses = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        fetch(`${i % 2 === 0 ? a.origin : b.origin}/v1/store/orders`, { headers: bearer(unknownKey()) }).then((r) => r.status),
+      ),
+    )
+    assert.equal(statuses.filter((status) => status === 401).length, 10)
+  })
+
+  it('counts per instance while Redis is away mid-run, logged once, and in Redis again when it is back', { skip: reason }, async () => {
+    // Redis is reached through a TCP relay that the test cuts and restores.
+    const upstream = new URL(REDIS_URL)
+    const sockets = new Set<Socket>()
+    const relay = createServer((client) => {
+      const redis = connect(Number(upstream.port || 6379), upstream.hostname)
+      for (const socket of [client, redis]) {
+        sockets.add(socket)
+        socket.on('error', () => {})
+        socket.on('close', () => sockets.delete(socket))
+      }
+      client.pipe(redis).pipe(client)
+    })
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve))
+    const port = (relay.address() as AddressInfo).port
+    const lines: { level: number; msg: string }[] = []
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) })
+    const env = { RATE_LIMIT_PER_KEY: '4', REDIS_URL: `redis://127.0.0.1:${port}`, RATE_LIMIT_REDIS_PREFIX: `petstore-test:${randomBytes(6).toString('hex')}:` }
+    const server = await startTestServer('sqlite', { env, logger })
     const key = await server.createKey()
-    for (let i = 0; i < 3; i++) {
-      assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200)
-    }
+    const list = async () => (await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status
+    assert.deepEqual([await list(), await list()], [200, 200]) // 2 counted in Redis
+
+    await new Promise<void>((resolve) => {
+      relay.close(() => resolve())
+      for (const socket of sockets) socket.destroy()
+    })
+    await sleep(200)
+    const during: number[] = []
+    for (let i = 0; i < 6; i++) during.push(await list())
+    assert.deepEqual(during, [200, 200, 200, 200, 429, 429]) // a fresh budget in this instance's memory
+    assert.equal(lines.filter((line) => line.level === 40).length, 1)
+
+    await new Promise<void>((resolve) => relay.listen(port, '127.0.0.1', resolve))
+    for (let waited = 0; !lines.some((line) => /again/.test(line.msg)) && waited < 10_000; waited += 100) await sleep(100)
+    assert.deepEqual([await list(), await list(), await list()], [200, 200, 429]) // the 2 in Redis, then 2 more
+    await server.close()
+    relay.close()
+    for (const socket of sockets) socket.destroy()
   })
 })

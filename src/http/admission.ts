@@ -1,39 +1,54 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify'
-import type { ApiKey, Scope } from '../domain/api-keys.js'
-import { ApiError } from '../errors.js'
+import { normalizeIP } from '@fastify/rate-limit'
+import type { Scope } from '../domain/api-keys.js'
 import type { Authenticator } from './authenticator.js'
 import { then, type MaybePromise } from '../maybe-async.js'
 import type { RateLimiter } from './rate-limiter.js'
 
+/** IPv6 clients are counted per /64: one end site holds a whole /64 or more. */
+const IPV6_SUBNET = 64
+
 /**
- * The onRequest hook of every operation that needs a key: the failed-authentication limit of the
- * client's address (429), the key (401) and its scope (403), then the key's own request limit (429,
- * and the RateLimit headers). A callback hook, not an async one: with the key cached and the counters
- * in memory, a request is admitted without a single promise.
+ * The onRequest hook of every operation that needs a key. A token this instance has already found
+ * in the store is counted against its key's limit (429, RateLimit headers) before anything else,
+ * then checked (401 revoked or expired, 403 scope), and read again only once its cache entry is
+ * stale. Any other request (no token, a malformed one, one not seen here) is first counted against
+ * its client address's attempt limit (429), and only then looked up: at most that many lookups per
+ * address and window reach the database, and a known key is never refused for its address's failures.
+ * A callback hook, not an async one: with the key cached and the counters in memory, a request is
+ * admitted without a single promise.
  */
 export function admission(authenticator: Authenticator, limiter: RateLimiter): (scope: Scope) => onRequestHookHandler {
-  const authenticate = (request: FastifyRequest, scope: Scope): MaybePromise<ApiKey> => {
-    const refused = (error: unknown): MaybePromise<never> => {
-      if (!(error instanceof ApiError && error.code === 'unauthorized')) throw error
-      return then(limiter.recordAuthFailure(request.ip), () => {
-        throw error
+  const admit = (request: FastifyRequest, reply: FastifyReply, scope: Scope): MaybePromise<void> => {
+    let token: string
+    try {
+      token = authenticator.token(request.headers.authorization)
+    } catch (unauthorized) {
+      return then(limiter.countAttempt(clientAddress(request)), () => {
+        throw unauthorized
       })
     }
-    try {
-      const key = authenticator.authenticate(request.headers.authorization, scope)
-      return key instanceof Promise ? key.catch(refused) : key
-    } catch (error) {
-      return refused(error)
+    const known = authenticator.known(token)
+    if (known !== undefined) {
+      const counted = limiter.countKey(known.counter, reply)
+      if (!(counted instanceof Promise) && authenticator.isFresh(known)) {
+        request.apiKey = authenticator.admit(known, scope) // the common case: no promise, no closure
+        return
+      }
+      return then(counted, () =>
+        then(authenticator.isFresh(known) ? known : authenticator.lookup(token), (key) => {
+          request.apiKey = authenticator.admit(key, scope)
+        }),
+      )
     }
-  }
-
-  const admit = (request: FastifyRequest, reply: FastifyReply, scope: Scope): MaybePromise<void> =>
-    then(limiter.checkAuthFailures(request.ip), () =>
-      then(authenticate(request, scope), (key) => {
-        request.apiKey = key
-        return limiter.consume(key.id, reply)
-      }),
+    return then(limiter.countAttempt(clientAddress(request)), () =>
+      authenticator.lookup(token).then((key) =>
+        then(key === undefined ? undefined : limiter.countKey(key.counter, reply), () => {
+          request.apiKey = authenticator.admit(key, scope)
+        }),
+      ),
     )
+  }
 
   return (scope) =>
     function requireScope(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
@@ -47,4 +62,9 @@ export function admission(authenticator: Authenticator, limiter: RateLimiter): (
       if (admitted instanceof Promise) admitted.then(() => done(), done)
       else done()
     }
+}
+
+/** As counted: IPv6 per subnet, IPv4-mapped as IPv4 (the socket may be gone already: then '?'). */
+function clientAddress(request: FastifyRequest): string {
+  return normalizeIP((request.ip as string | undefined) ?? '?', IPV6_SUBNET)
 }

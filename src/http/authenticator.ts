@@ -1,51 +1,80 @@
+import { performance } from 'node:perf_hooks'
 import { hashApiKey, isActive, looksLikeApiKey, type ApiKey, type Scope } from '../domain/api-keys.js'
 import { ApiError } from '../errors.js'
-import type { Store } from '../store/store.js'
-import type { MaybePromise } from '../maybe-async.js'
+import { keyCounter } from './rate-limiter.js'
 
 const REALM = 'Bearer realm="petstore"'
 // RFC 6750 §2.1: the scheme is case-insensitive; the credentials are a token68.
 const BEARER = /^bearer +([A-Za-z0-9\-._~+/]+=*) *$/i
 const MAX_CACHED_KEYS = 10_000
 
-interface CacheEntry {
-  key: ApiKey | undefined
+/** Reads a key by the hash of its secret (the store's lookup). */
+export type FindApiKey = (hash: string) => Promise<ApiKey | undefined>
+
+export interface KnownKey {
+  key: ApiKey
+  /** Its counter in the per-key rate limit. */
+  counter: string
+  /** When it was read, on the monotonic clock. */
   fetchedAt: number
 }
 
 /**
- * Turns an Authorization header into an API key, or a 401/403 ApiError.
- *
- * Lookups are cached (found and not found alike) for `ttlMs`, so a busy key costs no database
- * round trip and no hashing: a cached key is answered at once, without a promise. A key revoked in
- * the database is refused by every instance within `ttlMs`. Expiry needs no lookup: it is checked
- * against the cached expiry on every request. The cache is keyed by the Authorization header as
- * sent, so a known client's request is not even parsed again; it lives only in this process's
- * memory, like the request that carried it, and is bounded in size.
+ * API keys by the token presented, for `ttlMs`, so a busy key costs no database round trip and no
+ * hashing. Only keys found in the store are kept (revoked and expired ones too, so that their
+ * client does not cause a lookup per request): an unknown token takes no room, so the cache is
+ * bounded by the keys that exist, and by MAX_CACHED_KEYS. A key revoked in the database is refused
+ * by every instance within `ttlMs`, measured on the monotonic clock `now` (a wall clock stepped back
+ * would stretch it); expiry is checked against the wall clock `wallNow` on every request.
  */
 export class Authenticator {
-  private readonly cache = new Map<string, CacheEntry>()
-  private readonly inFlight = new Map<string, Promise<ApiKey | undefined>>()
+  private readonly cache = new Map<string, KnownKey>()
+  private readonly inFlight = new Map<string, Promise<KnownKey | undefined>>()
 
   constructor(
-    private readonly store: Store,
+    private readonly findApiKey: FindApiKey,
     private readonly ttlMs: number,
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number = () => performance.now(),
+    private readonly wallNow: () => number = Date.now,
   ) {}
 
-  authenticate(header: string | undefined, scope: Scope): MaybePromise<ApiKey> {
-    const cached = header === undefined ? undefined : this.cache.get(header)
-    if (cached !== undefined) {
-      const now = this.now()
-      if (now - cached.fetchedAt < this.ttlMs) return this.admit(cached.key, scope, now)
+  /** The token of a well-formed `Bearer` header, or a 401 saying what is wrong with it. */
+  token(header: string | undefined): string {
+    // The usual spelling, `Bearer <token>`, is taken as it is: a token of another shape is simply
+    // not in the cache, and is then parsed in full.
+    if (header !== undefined && header.startsWith('Bearer ') && header.charCodeAt(7) !== 32) {
+      const token = header.slice(7)
+      if (this.cache.has(token)) return token
     }
-    const token = bearerToken(header) // a 401 unless well-formed
-    return this.lookup(header!, token).then((key) => this.admit(key, scope, this.now()))
+    return bearerToken(header)
   }
 
-  private admit(key: ApiKey | undefined, scope: Scope, now: number): ApiKey {
-    if (key === undefined) throw unauthorized('The API key is not known.')
-    if (!isActive(key, now)) {
+  /** A key this instance has found by this token: fresh, or due to be read again (`isFresh`). */
+  known(token: string): KnownKey | undefined {
+    return this.cache.get(token)
+  }
+
+  isFresh(known: KnownKey): boolean {
+    return this.now() - known.fetchedAt < this.ttlMs
+  }
+
+  /** Reads the token's key from the store (one read at a time per token), and caches it if found. */
+  lookup(token: string): Promise<KnownKey | undefined> {
+    let pending = this.inFlight.get(token)
+    if (pending === undefined) {
+      pending = this.findApiKey(hashApiKey(token))
+        .then((key) => this.remember(token, key))
+        .finally(() => this.inFlight.delete(token))
+      this.inFlight.set(token, pending)
+    }
+    return pending
+  }
+
+  /** The key if it is active and has the scope; else a 401 or a 403. */
+  admit(known: KnownKey | undefined, scope: Scope): ApiKey {
+    if (known === undefined) throw unauthorized('The API key is not known.')
+    const key = known.key
+    if (!isActive(key, this.wallNow())) {
       throw unauthorized(key.revokedAt !== null ? 'The API key has been revoked.' : 'The API key has expired.')
     }
     if (!key.scopes.includes(scope)) {
@@ -56,26 +85,16 @@ export class Authenticator {
     return key
   }
 
-  private async lookup(header: string, token: string): Promise<ApiKey | undefined> {
-    let pending = this.inFlight.get(token)
-    if (pending === undefined) {
-      pending = this.store.findApiKeyByHash(hashApiKey(token)).finally(() => this.inFlight.delete(token))
-      this.inFlight.set(token, pending)
-    }
-    const key = await pending
-    this.remember(header, key)
-    return key
-  }
-
-  private remember(header: string, key: ApiKey | undefined): void {
-    if (this.ttlMs === 0) return
-    this.cache.delete(header) // re-insert at the end: the Map's order is the eviction order
-    this.cache.set(header, { key, fetchedAt: this.now() })
+  private remember(token: string, key: ApiKey | undefined): KnownKey | undefined {
+    this.cache.delete(token) // re-inserted at the end: the Map's order is the eviction order
+    if (key === undefined) return undefined
+    const known = { key, counter: keyCounter(key.id), fetchedAt: this.now() }
+    this.cache.set(token, known)
     if (this.cache.size > MAX_CACHED_KEYS) this.cache.delete(this.cache.keys().next().value!)
+    return known
   }
 }
 
-/** The token of a well-formed `Bearer` header, or a 401 saying what is wrong with it. */
 function bearerToken(header: string | undefined): string {
   if (header === undefined || header === '') throw unauthorized(undefined)
   const match = BEARER.exec(header)

@@ -1,61 +1,26 @@
-import type { FastifyBaseLogger, FastifyReply } from 'fastify'
+import { createRequire } from 'node:module'
+import type { FastifyReply } from 'fastify'
+import type { FastifyRateLimitStore } from '@fastify/rate-limit'
 import { ApiError } from '../errors.js'
 import type { MaybePromise } from '../maybe-async.js'
 
-/**
- * Fixed-window request counters: a window starts at a key's first hit and lasts `windowMs`.
- * In memory (one instance) or in Redis (shared by every instance; redis-counter-store.ts).
- */
-export interface CounterWindow {
-  count: number
-  resetMs: number
-}
+/** @fastify/rate-limit's store interface (fixed windows), the part the limits use. */
+export type CounterStore = Pick<FastifyRateLimitStore, 'incr'>
+type Counted = { current: number; ttl: number }
 
-export interface CounterStore {
-  /** Counts one hit and returns the count in the current window and the ms until it resets. */
-  hit(key: string, windowMs: number): MaybePromise<CounterWindow>
-  /** Resolves once the store can count (or could not within its timeout: it fails open then). */
-  ready?(): Promise<void>
-  /** The count in the current window without counting. */
-  peek(key: string): MaybePromise<CounterWindow>
-  close(): Promise<void>
-}
+const require = createRequire(import.meta.url)
+// @fastify/rate-limit's in-memory store: an LRU of windows, so it is bounded in entries.
+const LocalStore = require('@fastify/rate-limit/store/LocalStore.js') as new (
+  continueExceeding: boolean,
+  exponentialBackoff: boolean,
+  entries: number,
+) => CounterStore
 
-const NO_WINDOW: CounterWindow = Object.freeze({ count: 0, resetMs: 0 })
+/** Counters kept per policy: past these, the least recently counted key or address is forgotten. */
+const MAX_COUNTERS = 10_000
 
-/** In this process only, answered at once (no promise). */
-export class MemoryCounterStore implements CounterStore {
-  private readonly windows = new Map<string, { count: number; resetAt: number }>()
-  private readonly sweeper: NodeJS.Timeout
-
-  constructor(private readonly now: () => number = Date.now) {
-    // Expired windows are dropped once a minute, so idle keys and addresses do not accumulate.
-    this.sweeper = setInterval(() => {
-      const now = this.now()
-      for (const [key, window] of this.windows) if (window.resetAt <= now) this.windows.delete(key)
-    }, 60_000).unref()
-  }
-
-  hit(key: string, windowMs: number): CounterWindow {
-    const now = this.now()
-    let window = this.windows.get(key)
-    if (window === undefined || window.resetAt <= now) {
-      window = { count: 0, resetAt: now + windowMs }
-      this.windows.set(key, window)
-    }
-    window.count++
-    return { count: window.count, resetMs: window.resetAt - now }
-  }
-
-  peek(key: string): CounterWindow {
-    const now = this.now()
-    const window = this.windows.get(key)
-    return window === undefined || window.resetAt <= now ? NO_WINDOW : { count: window.count, resetMs: window.resetAt - now }
-  }
-
-  async close(): Promise<void> {
-    clearInterval(this.sweeper)
-  }
+export function memoryCounters(): CounterStore {
+  return new LocalStore(false, false, MAX_COUNTERS)
 }
 
 interface Policy {
@@ -65,116 +30,75 @@ interface Policy {
   windowMs: number
   /** Its RateLimit-Policy header, the same on every response. */
   header: string
+  counters: CounterStore
 }
-
-/** Past this many names cached per policy, the cache starts over (client addresses are unbounded). */
-const MAX_CACHED_NAMES = 10_000
 
 /**
- * The two limits of the API: requests per API key, and failed authentications per client address
- * (a guard against guessing keys). A limit of 0 is off. If the counter store fails (Redis away),
- * requests are let through and the failure is logged: the limiter must not take the API down.
- *
- * Every request is checked against both, so the common case (local counters) makes no closure,
- * no promise and no new string: counter names are kept per key id and per address.
+ * The two limits of the API, each a fixed window of a minute counted in a CounterStore: requests
+ * per API key (403s included), and authentication attempts per client address that are not
+ * answered from the key cache (a guard against guessing keys that also bounds the lookups one
+ * address can cause). Both count first and decide after, so concurrent requests cannot overshoot.
+ * A limit of 0 is off.
  */
 export class RateLimiter {
-  private readonly perKey: Policy
-  private readonly authFailures: Policy
-  private readonly keyCounters = new Map<bigint, string>()
-  private readonly addressCounters = new Map<string, string>()
+  readonly perKey: Policy
+  readonly authFailures: Policy
 
   constructor(
-    private readonly counters: CounterStore,
     limits: { perKeyPerMinute: number; authFailuresPerMinute: number },
-    private readonly log: FastifyBaseLogger,
+    counters: { perKey: CounterStore; authFailures: CounterStore },
   ) {
-    this.perKey = policy('per-key', limits.perKeyPerMinute, 60_000)
-    this.authFailures = policy('auth-failures', limits.authFailuresPerMinute, 60_000)
+    this.perKey = policy('per-key', limits.perKeyPerMinute, counters.perKey)
+    this.authFailures = policy('auth-failures', limits.authFailuresPerMinute, counters.authFailures)
   }
 
-  /** 429 if this address has failed authentication too often in the current window. */
-  checkAuthFailures(address: string): MaybePromise<void> {
-    if (this.authFailures.limit === 0) return
-    return this.counted(this.addressCounter(address), undefined, this.refuseIfBlocked, undefined)
+  /** Counts an attempt from this address (a normalized IP); 429 past the limit. */
+  countAttempt(address: string): MaybePromise<void> {
+    const policy = this.authFailures
+    if (policy.limit === 0) return
+    return decide(count(policy, `${policy.name}:${address}`), policy, undefined)
   }
 
-  recordAuthFailure(address: string): MaybePromise<void> {
-    if (this.authFailures.limit === 0) return
-    return this.counted(this.addressCounter(address), this.authFailures.windowMs, nothingToDecide, undefined)
-  }
-
-  /** Counts a request of this key; 429 past the limit. Sets the RateLimit headers either way. */
-  consume(keyId: bigint, reply: FastifyReply): MaybePromise<void> {
+  /** Counts a request of this key (`counter`: its keyCounter); 429 past the limit. RateLimit headers either way. */
+  countKey(counter: string, reply: FastifyReply): MaybePromise<void> {
     if (this.perKey.limit === 0) return
-    return this.counted(this.keyCounter(keyId), this.perKey.windowMs, this.admitKey, reply)
-  }
-
-  close(): Promise<void> {
-    return this.counters.close()
-  }
-
-  /**
-   * `decide(window, arg)` on the counter's window: peeked, or hit when `hitWindowMs` is given. Now if
-   * the counters answer at once, else when they do. Counters that fail, at once or later, let the
-   * request through (logged); a 429 thrown by `decide` is not a failure. No closure is made on the
-   * way that answers at once.
-   */
-  private counted<A>(
-    name: string,
-    hitWindowMs: number | undefined,
-    decide: (this: RateLimiter, window: CounterWindow, arg: A) => void,
-    arg: A,
-  ): MaybePromise<void> {
-    let window: MaybePromise<CounterWindow>
-    try {
-      window = hitWindowMs === undefined ? this.counters.peek(name) : this.counters.hit(name, hitWindowMs)
-    } catch (error) {
-      return this.failOpen(error)
-    }
-    if (!(window instanceof Promise)) return decide.call(this, window, arg)
-    return window.then(
-      (answered) => decide.call(this, answered, arg),
-      (error: unknown) => this.failOpen(error),
-    )
-  }
-
-  private keyCounter(keyId: bigint): string {
-    return this.keyCounters.get(keyId) ?? remember(this.keyCounters, keyId, `${this.perKey.name}:${keyId}`)
-  }
-
-  private addressCounter(address: string): string {
-    // `address` is the socket's own string on every request of a connection, its hash computed once.
-    return this.addressCounters.get(address) ?? remember(this.addressCounters, address, `${this.authFailures.name}:${address}`)
-  }
-
-  private refuseIfBlocked(window: CounterWindow): void {
-    if (window.count >= this.authFailures.limit) throw limited(this.authFailures, window.resetMs)
-  }
-
-  private admitKey(window: CounterWindow, reply: FastifyReply): void {
-    const policy = this.perKey
-    if (window.count > policy.limit) throw limited(policy, window.resetMs)
-    reply.header('ratelimit-policy', policy.header)
-    reply.header('ratelimit', rateLimit(policy, policy.limit - window.count, window.resetMs))
-  }
-
-  private failOpen(error: unknown): void {
-    this.log.warn({ err: error }, 'rate limit counters unavailable; request let through')
+    return decide(count(this.perKey, counter), this.perKey, reply)
   }
 }
 
-/** A hit that decides nothing (a failed authentication is only counted). */
-function nothingToDecide(): void {}
-
-function policy(name: string, limit: number, windowMs: number): Policy {
-  return { name, limit, windowMs, header: `"${name}";q=${limit};w=${windowMs / 1000}` }
+export function keyCounter(keyId: bigint): string {
+  return `per-key:${keyId}`
 }
 
-function remember<K>(names: Map<K, string>, id: K, name: string): string {
-  if (names.size >= MAX_CACHED_NAMES) names.clear()
-  names.set(id, name)
-  return name
+/** The store's callback answer, now if it calls back at once (memory), else a promise (Redis). */
+function count(policy: Policy, name: string): MaybePromise<Counted> {
+  let answer: Counted | Error | undefined
+  let settle: ((answer: Counted | Error) => void) | undefined
+  policy.counters.incr(
+    name,
+    (error, result) => {
+      answer = error ?? result!
+      settle?.(answer)
+    },
+    policy.windowMs,
+    policy.limit,
+  )
+  if (answer === undefined) return new Promise((resolve, reject) => (settle = (a) => (a instanceof Error ? reject(a) : resolve(a))))
+  if (answer instanceof Error) throw answer
+  return answer
+}
+
+function decide(counted: MaybePromise<Counted>, policy: Policy, reply: FastifyReply | undefined): MaybePromise<void> {
+  if (counted instanceof Promise) return counted.then((answer) => decide(answer, policy, reply))
+  if (counted.current > policy.limit) throw limited(policy, counted.ttl)
+  if (reply === undefined) return
+  reply.header('ratelimit-policy', policy.header)
+  reply.header('ratelimit', rateLimit(policy, policy.limit - counted.current, counted.ttl))
+}
+
+function policy(name: string, limit: number, counters: CounterStore): Policy {
+  const windowMs = 60_000
+  return { name, limit, windowMs, header: `"${name}";q=${limit};w=${windowMs / 1000}`, counters }
 }
 
 function rateLimit(policy: Policy, remaining: number, resetMs: number): string {
@@ -182,10 +106,9 @@ function rateLimit(policy: Policy, remaining: number, resetMs: number): string {
 }
 
 function limited(policy: Policy, resetMs: number): ApiError {
-  const retryAfter = Math.max(1, Math.ceil(resetMs / 1000))
   return new ApiError('rate_limited', undefined, {
     'ratelimit-policy': policy.header,
     ratelimit: rateLimit(policy, 0, resetMs),
-    'retry-after': String(retryAfter),
+    'retry-after': String(Math.max(1, Math.ceil(resetMs / 1000))),
   })
 }

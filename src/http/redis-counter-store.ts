@@ -1,30 +1,49 @@
+import { createRequire } from 'node:module'
+import { performance } from 'node:perf_hooks'
+import type { FastifyBaseLogger } from 'fastify'
 import { Redis } from 'ioredis'
-import type { CounterStore, CounterWindow } from './rate-limiter.js'
+import type { CounterStore } from './rate-limiter.js'
 
-// INCR and set the expiry on the first hit, atomically: every instance shares one window per key.
-const HIT = `local c = redis.call('INCR', KEYS[1])
-if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return {c, redis.call('PTTL', KEYS[1])}`
-const PEEK = `return {tonumber(redis.call('GET', KEYS[1]) or '0'), redis.call('PTTL', KEYS[1])}`
+const require = createRequire(import.meta.url)
+// @fastify/rate-limit's Redis store: INCR and PEXPIRE in one script, one window per key for all instances.
+const RedisStore = require('@fastify/rate-limit/store/RedisStore.js') as new (
+  continueExceeding: boolean,
+  exponentialBackoff: boolean,
+  redis: Redis,
+  prefix: string,
+) => CounterStore
+
+/** While Redis is away, its outage is logged at most this often (a request never logs it). */
+const OUTAGE_LOG_INTERVAL_MS = 60_000
 
 /**
- * The rate limits' counters in Redis, shared by every instance. Its own module, loaded only when
- * RATE_LIMIT_REDIS_URL is set: ioredis adds about 3 MiB to the idle memory of a server that never
- * uses it (measured on the started server).
+ * The rate limits' counters in Redis, shared by every instance, each limit with an in-memory store
+ * that counts in its place while Redis is away: the limits then hold per instance instead of
+ * failing open. Its own module, loaded only when REDIS_URL is set: ioredis adds about 3 MiB to the
+ * idle memory of a server that never uses it (measured on the started server).
  */
-export class RedisCounterStore implements CounterStore {
+export class RedisCounters {
   private readonly redis: Redis
+  private lastLoggedAt = -Infinity
+  private down = false
 
   constructor(
     url: string,
     private readonly prefix: string,
+    private readonly log: FastifyBaseLogger,
+    private readonly now: () => number = () => performance.now(),
   ) {
-    // Fail fast while Redis is away (no offline queue, one retry): the limiter then lets requests
-    // through rather than holding them (see RateLimiter).
-    this.redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000, lazyConnect: false })
-    this.redis.on('error', () => {}) // reported per request by the limiter; reconnects by itself
+    // Fail fast while Redis is away (no offline queue, one retry, a command timeout): a request
+    // is then counted in memory rather than held.
+    this.redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000, commandTimeout: 1000 })
+    this.redis.on('error', (error: Error) => this.outage(error))
+    this.redis.on('ready', () => {
+      if (this.down) this.log.info('rate limit counters are shared through Redis again')
+      this.down = false
+    })
   }
 
+  /** Resolves once Redis is ready, or after `timeoutMs` (counting in memory until it is). */
   ready(timeoutMs = 2000): Promise<void> {
     if (this.redis.status === 'ready') return Promise.resolve()
     return new Promise((resolve) => {
@@ -38,17 +57,41 @@ export class RedisCounterStore implements CounterStore {
     })
   }
 
-  async hit(key: string, windowMs: number): Promise<CounterWindow> {
-    const [count, ttl] = (await this.redis.eval(HIT, 1, `${this.prefix}${key}`, windowMs)) as [number, number]
-    return { count, resetMs: Math.max(ttl, 0) }
-  }
-
-  async peek(key: string): Promise<CounterWindow> {
-    const [count, ttl] = (await this.redis.eval(PEEK, 1, `${this.prefix}${key}`)) as [number, number]
-    return { count, resetMs: Math.max(ttl, 0) }
+  /** A store counting in Redis, or in `fallback` while Redis is away. */
+  store(fallback: CounterStore): CounterStore {
+    const shared = new RedisStore(false, false, this.redis, this.prefix)
+    return {
+      incr: (key, callback, windowMs, max) => {
+        if (this.redis.status !== 'ready') {
+          this.outage(undefined)
+          return fallback.incr(key, callback, windowMs, max)
+        }
+        shared.incr(
+          key,
+          (error, result) => {
+            if (error === null) return callback(null, result)
+            this.outage(error)
+            fallback.incr(key, callback, windowMs, max)
+          },
+          windowMs,
+          max,
+        )
+      },
+    }
   }
 
   async close(): Promise<void> {
     this.redis.disconnect()
+  }
+
+  private outage(error: Error | undefined): void {
+    this.down = true
+    const now = this.now()
+    if (now - this.lastLoggedAt < OUTAGE_LOG_INTERVAL_MS) return
+    this.lastLoggedAt = now
+    this.log.warn(
+      { reason: error?.message ?? `connection ${this.redis.status}` },
+      'rate limit counters unavailable in Redis; counting per instance until it is back',
+    )
   }
 }
