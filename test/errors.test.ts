@@ -46,6 +46,19 @@ forEachStore('errors', (kind) => {
     assert.equal(options.headers.get('allow'), 'DELETE, OPTIONS')
   })
 
+  it('answers a path whose parameter is empty (a trailing slash) with 404, whatever the method', async () => {
+    for (const path of ['/v1/store/orders/', '/v1/pets/', '/docs/assets/']) {
+      for (const method of ['GET', 'HEAD', 'DELETE', 'POST', 'PUT', 'OPTIONS']) {
+        for (const headers of [{}, bearer(key)]) {
+          const response = await fetch(`${server.origin}${path}`, { method, headers })
+          assert.equal(response.headers.get('allow'), null, `${method} ${path}`)
+          if (method === 'HEAD') assert.equal(response.status, 404, `${method} ${path}`)
+          else await expectError(response, 404, 'not_found')
+        }
+      }
+    }
+  })
+
   it('answers bad percent-encoding with 400 bad_request', async () => {
     const raw = await rawRequest(server.origin, 'GET /v1/store/orders/%E0%A4%A HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
     expectRawError(raw, 400, 'bad_request')

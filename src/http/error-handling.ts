@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { ApiError, errorBody, ERRORS, type ErrorBody, type ErrorCode } from '../errors.js'
 import { StoreUnavailableError } from '../store/store.js'
 import { requestIdOf } from './request-id.js'
@@ -61,6 +61,19 @@ export function registerErrorHandling(app: FastifyInstance): void {
     return reply.code(404).send(errorBody('not_found'))
   })
 
+  // The router lets a path parameter match an empty segment (`/v1/store/orders/` matches
+  // `/v1/store/orders/:orderId`, and so did its 405 handler). No resource has an empty name: such
+  // a path is unknown, 404, whatever the method, before anything else is checked.
+  app.addHook('onRoute', (route) => {
+    if (!route.url.includes(':')) return
+    route.onRequest = [emptyParameterNotFound, ...[route.onRequest ?? []].flat()]
+  })
+}
+
+function emptyParameterNotFound(request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  const params = request.params as Record<string, string>
+  for (const name in params) if (params[name] === '') return done(new ApiError('not_found'))
+  done()
 }
 
 /**
