@@ -110,15 +110,14 @@ interface HttpSocket extends Socket {
  * request is still the parser's, incomplete.
  */
 export function clientErrorResponse(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
-  const { _httpMessage: response, parser } = socket as HttpSocket
+  const { _httpMessage: response = null, parser } = socket as HttpSocket
   const reading = parser?.incoming?.complete === false ? parser.incoming : undefined
-  const answered = response != null ? response.headersSent : reading !== undefined
-  if (error.code === 'ECONNRESET' || !socket.writable || (answered && response != null)) {
+  if (error.code === 'ECONNRESET' || !socket.writable || response?.headersSent === true) {
     socket.destroy() // a response cut short is better than a second one in its bytes
     return
   }
-  if (answered) {
-    socket.end() // its response is complete: close once it is flushed
+  if (response === null && reading !== undefined) {
+    socket.end() // the request being read was answered already, completely: close once that is flushed
     return
   }
   const code: ErrorCode =
