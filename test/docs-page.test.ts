@@ -37,13 +37,19 @@ describe('/docs over HTTP', () => {
     assert.match(bundle.headers.get('content-type') ?? '', /^text\/javascript/)
     assert.equal(bundle.headers.get('content-encoding'), 'gzip')
     assert.ok((await bundle.text()).includes('SwaggerUIBundle'))
+    const css = await (await fetch(`${server.origin}/docs/assets/swagger-ui.css`)).text()
+    assert.ok(css.includes('.swagger-ui'))
+    assert.doesNotMatch(css, /sourceMappingURL/, 'no reference to a source map the server does not serve')
     const slash = await fetch(`${server.origin}/docs/`, { redirect: 'manual' })
     assert.equal(slash.status, 301)
     assert.equal(new URL(slash.headers.get('location')!, `${server.origin}/docs/`).href, `${server.origin}/docs`)
     const post = await fetch(`${server.origin}/docs`, { method: 'POST' })
     assert.equal(post.status, 405)
     assert.match(post.headers.get('allow') ?? '', /GET/)
-    for (const path of ['/docs/assets/index.html', '/docs/assets/..%2Fpackage.json', '/docs/assets/swagger-ui.js.map']) {
+    const names = ['index.html', '..%2Fpackage.json', 'swagger-ui.js.map', 'swagger-ui.css.map', 'swagger-initializer.js']
+    // Names of properties every object inherits: not files either.
+    names.push('constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf', '__defineGetter__')
+    for (const path of names.map((name) => `/docs/assets/${name}`)) {
       const response = await fetch(`${server.origin}${path}`)
       assert.equal(response.status, 404, path)
       assert.equal(((await response.json()) as { code: string }).code, 'not_found')
@@ -135,5 +141,16 @@ describe('/docs in headless Chromium', { skip: process.env.REQUIRE_BROWSER === '
     await dialog.getByText('bearerAuth').first().waitFor()
     assert.match(await dialog.innerText(), /bearerAuth\s*\(http, Bearer\)/)
     await dialog.locator('.close-modal').click()
+  })
+
+  it('takes no document or configuration from its query string', async () => {
+    const other = await page.context().newPage()
+    const seen: string[] = []
+    other.on('request', (request) => seen.push(request.url()))
+    await other.goto(`${server.origin}/docs?url=/v1/store/orders&configUrl=/healthz&urls.primaryName=x`, { waitUntil: 'load' })
+    await other.locator('.opblock').nth(2).waitFor({ timeout: 30_000 })
+    assert.ok(seen.includes(`${server.origin}/v1/openapi.json`), seen.join('\n'))
+    for (const url of seen.filter((u) => !u.startsWith(`${server.origin}/docs`))) assert.ok(!/\/v1\/store\/orders|\/healthz/.test(url), `the page followed its query string: ${url}`)
+    await other.close()
   })
 })

@@ -16,11 +16,13 @@ import type { ApiApp } from '../api-app.js'
  * - Swagger UI renders everything a reader needs from the document alone (operations with their
  *   summaries and operationIds, deprecation, schemas, the bearer scheme, per-status examples) and
  *   ships as two static files: no framework, no peer dependencies, no fonts or scripts from a CDN.
- * - The files come from @fastify/swagger-ui's `static/` folder: a copy of swagger-ui-dist made by
- *   the Fastify team without the install-time analytics dependency swagger-ui-dist carries and
- *   without source-map references. Its plugin routes are not used: its `/docs/` trailing-slash
- *   variant escapes the onRoute hook that builds the 405 handlers, and it would serve a second copy
- *   of the document at `/docs/json`. The page here loads the canonical `/v1/openapi.json`.
+ * - The files come from swagger-ui-dist, pinned to an exact version and served by these routes (its
+ *   four files named in ASSETS, nothing else of the package). Its install-time analytics dependency
+ *   (@scarf/scarf) is denied its install script in package.json (`allowScripts`, and
+ *   `scarfSettings` for npm versions without `allowScripts`). Not @fastify/swagger-ui: its plugin
+ *   routes were never used (a `/docs/` variant that escapes the onRoute hook building the 405
+ *   handlers, a second copy of the document at `/docs/json`), and its current major pulls a
+ *   dependency that refuses Node 20. The page here loads the canonical `/v1/openapi.json`.
  * - Every path is relative to the page, so the reference also works behind a path prefix; the CSP
  *   lets the page load nothing that this server does not serve. "Try it out" may call the two
  *   servers the document names (and nothing else).
@@ -49,7 +51,7 @@ export function docsRoutes(app: ApiApp, config: Config): void {
     reply.headers(page).type('text/javascript; charset=utf-8').send(INIT_JS),
   )
   app.get<{ Params: { file: string } }>('/docs/assets/:file', { schema: { hide: true } }, async (request, reply) => {
-    const asset = ASSETS[request.params.file]
+    const asset = ASSETS.get(request.params.file) // a Map: no name reaches an inherited property
     if (asset === undefined) return reply.code(404).send(errorBody('not_found'))
     const { identity, gzip } = await loadAsset(request.params.file, asset)
     // The files change only with the package version, which the server's own version pins.
@@ -80,7 +82,9 @@ const INDEX_HTML = `<!doctype html>
 </html>
 `
 
-// Runs in the browser. validatorUrl: null keeps the page from calling the public validator.
+// Runs in the browser. validatorUrl: null keeps the page from calling the public validator;
+// queryConfigEnabled: false keeps it from taking a document or a configuration from its own query
+// string (`/docs?url=…`), which would let a link show any document under this server's name.
 const INIT_JS = `window.addEventListener('load', function () {
   window.ui = SwaggerUIBundle({
     url: new URL('v1/openapi.json', document.baseURI).href,
@@ -93,6 +97,7 @@ const INIT_JS = `window.addEventListener('load', function () {
     defaultModelExpandDepth: 2,
     docExpansion: 'list',
     validatorUrl: null,
+    queryConfigEnabled: false,
   })
 })
 `
@@ -102,26 +107,28 @@ interface Asset {
   compress: boolean
 }
 
-const ASSETS: Partial<Record<string, Asset>> = {
-  'swagger-ui-bundle.js': { type: 'text/javascript; charset=utf-8', compress: true },
-  'swagger-ui.css': { type: 'text/css; charset=utf-8', compress: true },
-  'favicon-32x32.png': { type: 'image/png', compress: false },
-  'favicon-16x16.png': { type: 'image/png', compress: false },
-}
+const ASSETS = new Map<string, Asset>([
+  ['swagger-ui-bundle.js', { type: 'text/javascript; charset=utf-8', compress: true }],
+  ['swagger-ui.css', { type: 'text/css; charset=utf-8', compress: true }],
+  ['favicon-32x32.png', { type: 'image/png', compress: false }],
+  ['favicon-16x16.png', { type: 'image/png', compress: false }],
+])
 
 const gzip = promisify(gzipCallback)
 const negotiator = new Negotiator<'gzip' | 'identity'>({ supportedValues: ['gzip', 'identity'] })
-const STATIC_DIR = join(dirname(createRequire(import.meta.url).resolve('@fastify/swagger-ui/package.json')), 'static')
+const STATIC_DIR = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'))
+// The package ships source maps beside its files; the page serves none, so it names none.
+const SOURCE_MAP_COMMENT = /\n?\/[*/]# sourceMappingURL=[^\n]*\s*$/
 // Read (and compressed) on first use, once per process: most apps built in tests never serve them.
 const loaded = new Map<string, Promise<{ identity: Buffer; gzip: Buffer | undefined }>>()
 
 function loadAsset(file: string, asset: Asset): Promise<{ identity: Buffer; gzip: Buffer | undefined }> {
   let entry = loaded.get(file)
   if (entry === undefined) {
-    entry = readFile(join(STATIC_DIR, file)).then(async (identity) => ({
-      identity,
-      gzip: asset.compress ? await gzip(identity, { level: 9 }) : undefined,
-    }))
+    entry = readFile(join(STATIC_DIR, file)).then(async (read) => {
+      const identity = asset.compress ? Buffer.from(read.toString('utf8').replace(SOURCE_MAP_COMMENT, '\n')) : read
+      return { identity, gzip: asset.compress ? await gzip(identity, { level: 9 }) : undefined }
+    })
     entry.catch(() => loaded.delete(file)) // a failed read is retried by the next request
     loaded.set(file, entry)
   }
