@@ -57,8 +57,11 @@ describe('/docs over HTTP', () => {
   })
 })
 
+const EXACT_ID = '9223372036854775806' // a double would show 9223372036854776000
+
 describe('/docs in headless Chromium', { skip: process.env.REQUIRE_BROWSER === '1' ? false : browserSkipReason }, () => {
   let server: TestServer
+  let key: string
   let browser: Browser
   let page: Page
   const requests: string[] = []
@@ -67,6 +70,8 @@ describe('/docs in headless Chromium', { skip: process.env.REQUIRE_BROWSER === '
   before(async () => {
     assert.ok(existsSync(CHROMIUM), `REQUIRE_BROWSER=1 but ${browserSkipReason}`)
     server = await startTestServer('sqlite')
+    key = await server.createKey()
+    await server.importOrders([{ id: 1n }, { id: BigInt(EXACT_ID) }])
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
@@ -141,6 +146,37 @@ describe('/docs in headless Chromium', { skip: process.env.REQUIRE_BROWSER === '
     await dialog.getByText('bearerAuth').first().waitFor()
     assert.match(await dialog.innerText(), /bearerAuth\s*\(http, Bearer\)/)
     await dialog.locator('.close-modal').click()
+  })
+
+  it('tries operations out on the server that serves the page first, and shows int64 ids exactly', async () => {
+    const servers = page.locator('.servers select')
+    const options = await servers.locator('option').allTextContents()
+    assert.match(options[0]!, /^\/v1\b/, options.join(' | '))
+    assert.ok(options.some((text) => text.includes('https://api.petstore.example/v1')), options.join(' | '))
+    assert.equal(await servers.inputValue(), '/v1')
+
+    await page.locator('.auth-wrapper .authorize').click()
+    const dialog = page.locator('.dialog-ux .modal-ux')
+    await dialog.locator('input').first().fill(key)
+    await dialog.locator('.auth-btn-wrapper .authorize').click()
+    await dialog.locator('.close-modal').click()
+
+    const list = page.locator('.opblock', { hasText: 'listOrders' })
+    await list.locator('.opblock-summary').first().click()
+    await list.locator('.try-out__btn').click()
+    const answered = page.waitForResponse((response) => response.url() === `${server.origin}/v1/store/orders`)
+    await list.locator('.btn.execute').click()
+    assert.equal((await answered).status(), 200)
+    const body = list.locator('.live-responses-table .response-col_description .microlight').first()
+    await body.waitFor()
+    const text = await body.innerText()
+    assert.ok(text.includes(`"id": ${EXACT_ID}`), text)
+    assert.ok(!text.includes('9223372036854776000'), text)
+  })
+
+  it('leaves the served document with its two configured servers', async () => {
+    const doc = (await (await fetch(`${server.origin}/v1/openapi.json`)).json()) as { servers: { url: string }[] }
+    assert.deepEqual(doc.servers.map((s) => s.url), ['https://api.petstore.example/v1', 'https://staging.api.petstore.example/v1'])
   })
 
   it('takes no document or configuration from its query string', async () => {

@@ -24,8 +24,8 @@ import type { ApiApp } from '../api-app.js'
  *   handlers, a second copy of the document at `/docs/json`), and its current major pulls a
  *   dependency that refuses Node 20. The page here loads the canonical `/v1/openapi.json`.
  * - Every path is relative to the page, so the reference also works behind a path prefix; the CSP
- *   lets the page load nothing that this server does not serve. "Try it out" may call the two
- *   servers the document names (and nothing else).
+ *   lets the page load nothing that this server does not serve. "Try it out" calls this server
+ *   first (see INIT_JS) and may call the two servers the document names (and nothing else).
  */
 export function docsRoutes(app: ApiApp, config: Config): void {
   const serverOrigins = [config.publicBaseUrl, config.stagingBaseUrl].map((url) => new URL(url).origin)
@@ -85,21 +85,117 @@ const INDEX_HTML = `<!doctype html>
 // Runs in the browser. validatorUrl: null keeps the page from calling the public validator;
 // queryConfigEnabled: false keeps it from taking a document or a configuration from its own query
 // string (`/docs?url=…`), which would let a link show any document under this server's name.
-const INIT_JS = `window.addEventListener('load', function () {
-  window.ui = SwaggerUIBundle({
-    url: new URL('v1/openapi.json', document.baseURI).href,
-    dom_id: '#swagger-ui',
-    layout: 'BaseLayout',
-    presets: [SwaggerUIBundle.presets.apis],
-    deepLinking: true,
-    displayOperationId: true,
-    defaultModelsExpandDepth: 1,
-    defaultModelExpandDepth: 2,
-    docExpansion: 'list',
-    validatorUrl: null,
-    queryConfigEnabled: false,
+//
+// Two plugins:
+// - The page's copy of the document lists this server first, as a relative URL ("Try it out" then
+//   calls the server that serves the page, and a key pasted here stays on it); the production and
+//   staging servers follow. /v1/openapi.json itself is unchanged: clients and generators read it.
+// - JSON response bodies are shown as received, re-indented without being parsed into numbers:
+//   Swagger UI's own rendering (JSON.parse, then JSON.stringify) would show the id
+//   9223372036854775806 as 9223372036854776000.
+const INIT_JS = `(function () {
+  'use strict'
+  var thisServer = { url: new URL('v1', document.baseURI).pathname, description: 'This server (the one serving this page)' }
+
+  function withThisServer(text) {
+    if (typeof text !== 'string') return text
+    try {
+      // Swagger UI parses the document into plain numbers itself, so nothing is lost here.
+      var doc = JSON.parse(text)
+      var servers = Array.isArray(doc.servers) ? doc.servers : []
+      if (servers.some(function (server) { return server.url === thisServer.url })) return text
+      doc.servers = [thisServer].concat(servers)
+      return JSON.stringify(doc)
+    } catch (error) {
+      return text
+    }
+  }
+
+  // JSON.stringify(JSON.parse(text), null, '  '), but with every number, string and key copied as
+  // it is in the text. Returns null for anything that is not JSON.
+  function indentExactly(text) {
+    try {
+      JSON.parse(text)
+    } catch (error) {
+      return null
+    }
+    var out = ''
+    var depth = 0
+    var newline = function () { return '\\n' + '  '.repeat(depth) }
+    for (var i = 0; i < text.length; i++) {
+      var c = text[i]
+      if (c === '"') {
+        var end = i + 1
+        while (text[end] !== '"') end += text[end] === '\\\\' ? 2 : 1
+        out += text.slice(i, end + 1)
+        i = end
+      } else if (c === '{' || c === '[') {
+        var next = i + 1
+        while (' \\t\\r\\n'.indexOf(text[next]) !== -1) next++
+        if (text[next] === (c === '{' ? '}' : ']')) {
+          out += c + text[next]
+          i = next
+        } else {
+          depth++
+          out += c + newline()
+        }
+      } else if (c === '}' || c === ']') {
+        depth--
+        out += newline() + c
+      } else if (c === ',') {
+        out += ',' + newline()
+      } else if (c === ':') {
+        out += ': '
+      } else if (' \\t\\r\\n'.indexOf(c) === -1) {
+        out += c
+      }
+    }
+    return out
+  }
+
+  var ThisServerFirst = function () {
+    return {
+      statePlugins: {
+        spec: { wrapActions: { updateSpec: function (update) { return function (text) { return update(withThisServer(text)) } } } },
+      },
+    }
+  }
+
+  var ExactJsonBodies = function (system) {
+    var h = system.React.createElement
+    return {
+      wrapComponents: {
+        responseBody: function (Original) {
+          return function (props) {
+            var exact = typeof props.content === 'string' && /json/i.test(props.contentType || '') ? indentExactly(props.content) : null
+            if (exact === null) return h(Original, props)
+            var HighlightCode = props.getComponent('HighlightCode', true)
+            return h('div', null,
+              h('h5', null, 'Response body'),
+              h(HighlightCode, { language: 'json', downloadable: true, fileName: 'response_' + Date.now() + '.json', canCopy: true }, exact))
+          }
+        },
+      },
+    }
+  }
+
+  window.addEventListener('load', function () {
+    window.ui = SwaggerUIBundle({
+      url: new URL('v1/openapi.json', document.baseURI).href,
+      dom_id: '#swagger-ui',
+      layout: 'BaseLayout',
+      presets: [SwaggerUIBundle.presets.apis],
+      plugins: [ThisServerFirst, ExactJsonBodies],
+      deepLinking: true,
+      displayOperationId: true,
+      defaultModelsExpandDepth: 1,
+      defaultModelExpandDepth: 2,
+      docExpansion: 'list',
+      validatorUrl: null,
+      queryConfigEnabled: false,
+    })
   })
-})
+})()
 `
 
 interface Asset {
