@@ -37,13 +37,19 @@ describe('/docs over HTTP', () => {
     assert.match(bundle.headers.get('content-type') ?? '', /^text\/javascript/)
     assert.equal(bundle.headers.get('content-encoding'), 'gzip')
     assert.ok((await bundle.text()).includes('SwaggerUIBundle'))
+    const css = await (await fetch(`${server.origin}/docs/assets/swagger-ui.css`)).text()
+    assert.ok(css.includes('.swagger-ui'))
+    assert.doesNotMatch(css, /sourceMappingURL/, 'no reference to a source map the server does not serve')
     const slash = await fetch(`${server.origin}/docs/`, { redirect: 'manual' })
     assert.equal(slash.status, 301)
     assert.equal(new URL(slash.headers.get('location')!, `${server.origin}/docs/`).href, `${server.origin}/docs`)
     const post = await fetch(`${server.origin}/docs`, { method: 'POST' })
     assert.equal(post.status, 405)
     assert.match(post.headers.get('allow') ?? '', /GET/)
-    for (const path of ['/docs/assets/index.html', '/docs/assets/..%2Fpackage.json', '/docs/assets/swagger-ui.js.map']) {
+    const names = ['index.html', '..%2Fpackage.json', 'swagger-ui.js.map', 'swagger-ui.css.map', 'swagger-initializer.js']
+    // Names of properties every object inherits: not files either.
+    names.push('constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf', '__defineGetter__')
+    for (const path of names.map((name) => `/docs/assets/${name}`)) {
       const response = await fetch(`${server.origin}${path}`)
       assert.equal(response.status, 404, path)
       assert.equal(((await response.json()) as { code: string }).code, 'not_found')
@@ -51,8 +57,11 @@ describe('/docs over HTTP', () => {
   })
 })
 
+const EXACT_ID = '9223372036854775806' // a double would show 9223372036854776000
+
 describe('/docs in headless Chromium', { skip: process.env.REQUIRE_BROWSER === '1' ? false : browserSkipReason }, () => {
   let server: TestServer
+  let key: string
   let browser: Browser
   let page: Page
   const requests: string[] = []
@@ -61,6 +70,8 @@ describe('/docs in headless Chromium', { skip: process.env.REQUIRE_BROWSER === '
   before(async () => {
     assert.ok(existsSync(CHROMIUM), `REQUIRE_BROWSER=1 but ${browserSkipReason}`)
     server = await startTestServer('sqlite')
+    key = await server.createKey()
+    await server.importOrders([{ id: 1n }, { id: BigInt(EXACT_ID) }])
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
@@ -135,5 +146,47 @@ describe('/docs in headless Chromium', { skip: process.env.REQUIRE_BROWSER === '
     await dialog.getByText('bearerAuth').first().waitFor()
     assert.match(await dialog.innerText(), /bearerAuth\s*\(http, Bearer\)/)
     await dialog.locator('.close-modal').click()
+  })
+
+  it('tries operations out on the server that serves the page first, and shows int64 ids exactly', async () => {
+    const servers = page.locator('.servers select')
+    const options = await servers.locator('option').allTextContents()
+    assert.match(options[0]!, /^\/v1\b/, options.join(' | '))
+    assert.ok(options.some((text) => text.includes('https://api.petstore.example/v1')), options.join(' | '))
+    assert.equal(await servers.inputValue(), '/v1')
+
+    await page.locator('.auth-wrapper .authorize').click()
+    const dialog = page.locator('.dialog-ux .modal-ux')
+    await dialog.locator('input').first().fill(key)
+    await dialog.locator('.auth-btn-wrapper .authorize').click()
+    await dialog.locator('.close-modal').click()
+
+    const list = page.locator('.opblock', { hasText: 'listOrders' })
+    await list.locator('.opblock-summary').first().click()
+    await list.locator('.try-out__btn').click()
+    const answered = page.waitForResponse((response) => response.url() === `${server.origin}/v1/store/orders`)
+    await list.locator('.btn.execute').click()
+    assert.equal((await answered).status(), 200)
+    const body = list.locator('.live-responses-table .response-col_description .microlight').first()
+    await body.waitFor()
+    const text = await body.innerText()
+    assert.ok(text.includes(`"id": ${EXACT_ID}`), text)
+    assert.ok(!text.includes('9223372036854776000'), text)
+  })
+
+  it('leaves the served document with its two configured servers', async () => {
+    const doc = (await (await fetch(`${server.origin}/v1/openapi.json`)).json()) as { servers: { url: string }[] }
+    assert.deepEqual(doc.servers.map((s) => s.url), ['https://api.petstore.example/v1', 'https://staging.api.petstore.example/v1'])
+  })
+
+  it('takes no document or configuration from its query string', async () => {
+    const other = await page.context().newPage()
+    const seen: string[] = []
+    other.on('request', (request) => seen.push(request.url()))
+    await other.goto(`${server.origin}/docs?url=/v1/store/orders&configUrl=/healthz&urls.primaryName=x`, { waitUntil: 'load' })
+    await other.locator('.opblock').nth(2).waitFor({ timeout: 30_000 })
+    assert.ok(seen.includes(`${server.origin}/v1/openapi.json`), seen.join('\n'))
+    for (const url of seen.filter((u) => !u.startsWith(`${server.origin}/docs`))) assert.ok(!/\/v1\/store\/orders|\/healthz/.test(url), `the page followed its query string: ${url}`)
+    await other.close()
   })
 })

@@ -1,8 +1,10 @@
-import { STATUS_CODES } from 'node:http'
+import { randomUUID } from 'node:crypto'
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { ApiError, errorBody, ERRORS, type ErrorBody, type ErrorCode } from '../errors.js'
 import { StoreUnavailableError } from '../store/store.js'
+import { requestIdOf } from './request-id.js'
 
 // Errors Fastify and Node raise by themselves, mapped to our codes. Anything else ≥ 500 is internal.
 const FRAMEWORK_CODES: Record<string, ErrorCode> = {
@@ -58,6 +60,20 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.setNotFoundHandler((_request, reply) => {
     return reply.code(404).send(errorBody('not_found'))
   })
+
+  // The router lets a path parameter match an empty segment (`/v1/store/orders/` matches
+  // `/v1/store/orders/:orderId`, and so did its 405 handler). No resource has an empty name: such
+  // a path is unknown, 404, whatever the method, before anything else is checked.
+  app.addHook('onRoute', (route) => {
+    if (!route.url.includes(':')) return
+    route.onRequest = [emptyParameterNotFound, ...[route.onRequest ?? []].flat()]
+  })
+}
+
+function emptyParameterNotFound(request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  const params = request.params as Record<string, string>
+  for (const name in params) if (params[name] === '') return done(new ApiError('not_found'))
+  done()
 }
 
 /**
@@ -77,13 +93,31 @@ export function registerMethodNotAllowed(app: FastifyInstance, url: string, allo
   app.options(url, { schema: { hide: true } }, async (_request, reply) => reply.code(204).header('allow', allow).send())
 }
 
+/** What Node keeps on a server socket: the response being written, and the request being read. */
+interface HttpSocket extends Socket {
+  _httpMessage?: ServerResponse | null
+  parser?: { incoming?: IncomingMessage | null } | null
+}
+
 /**
  * Malformed HTTP never reaches Fastify's router: Node rejects it on the socket. Answer it with an
  * Error body too, then close the connection (its framing can no longer be trusted).
+ *
+ * One response per request, as Node's own handler does (`socketOnError` in lib/_http_server.js): no
+ * answer is written once a response to the request has started. That includes a response that has
+ * already finished while its request's body was still being read (a 401 or 415 answered on the
+ * headers, then a malformed chunk): Node has detached that response from the socket, but the
+ * request is still the parser's, incomplete.
  */
-export function clientErrorResponse(error: NodeJS.ErrnoException, socket: Socket): void {
-  if (error.code === 'ECONNRESET' || !socket.writable) {
-    socket.destroy()
+export function clientErrorResponse(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
+  const { _httpMessage: response = null, parser } = socket as HttpSocket
+  const reading = parser?.incoming?.complete === false ? parser.incoming : undefined
+  if (error.code === 'ECONNRESET' || !socket.writable || response?.headersSent === true) {
+    socket.destroy() // a response cut short is better than a second one in its bytes
+    return
+  }
+  if (response === null && reading !== undefined) {
+    socket.end() // the request being read was answered already, completely: close once that is flushed
     return
   }
   const code: ErrorCode =
@@ -94,9 +128,12 @@ export function clientErrorResponse(error: NodeJS.ErrnoException, socket: Socket
         : 'bad_request'
   const status = ERRORS[code].status
   const body = JSON.stringify(errorBody(code))
+  // The request's own id when its headers were read (the error is in its body), else a new one.
+  const id = reading !== undefined ? requestIdOf(reading) : randomUUID()
+  this.log.info({ reqId: id, code, reason: error.code ?? error.message }, 'request refused')
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n` +
-      `Connection: close\r\n\r\n${body}`,
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${id}\r\nX-Content-Type-Options: nosniff\r\n` +
+      `Cache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,
   )
 }

@@ -1,6 +1,11 @@
-import type { FastifySchemaCompiler } from 'fastify'
+import { createRequire } from 'node:module'
+import type { FastifySchema, FastifySchemaCompiler, FastifyServerOptions } from 'fastify'
 import { parseInt64 } from '../domain/int64.js'
 import { ApiError, type ErrorCode } from '../errors.js'
+
+// The option's type is Ajv's (validators with Ajv's extra fields); Fastify only calls them.
+type AjvValidatorBuilder = NonNullable<NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']>
+type ValidatorBuilder = (externalSchemas: unknown, ajvOptions: unknown) => FastifySchemaCompiler<FastifySchema>
 
 interface ParamsSchema {
   properties?: Record<string, { type?: string; format?: string }>
@@ -9,16 +14,28 @@ interface ParamsSchema {
 // The error each int64 path parameter answers with when it is not an int64.
 const INVALID: Record<string, ErrorCode> = { orderId: 'invalid_order_id', petId: 'invalid_pet_id' }
 
+// Fastify's own default validator builder (Ajv), loaded from where fastify loads it, so that it is
+// exactly the one Fastify would use without this module.
+const requireFromFastify = createRequire(createRequire(import.meta.url).resolve('fastify'))
+const defaultBuilder = (requireFromFastify('@fastify/ajv-compiler') as () => ValidatorBuilder)()
+
+/**
+ * The validator builder of the app (`schemaController.compilersFactory.buildValidator`): path
+ * parameters are validated here; every other part (query string, body, headers) by Fastify's
+ * default validator, with the schemas added to the app.
+ */
+export const int64ParamsValidator = ((externalSchemas, ajvOptions) => {
+  const fallback = defaultBuilder(externalSchemas, ajvOptions)
+  return (routeSchema) => (routeSchema.httpPart === 'params' ? int64Params(routeSchema) : fallback(routeSchema))
+}) satisfies ValidatorBuilder as unknown as AjvValidatorBuilder
+
 /**
  * Validates path parameters. The schema says `integer`/`int64` (that is what the OpenAPI document
  * shows); a generic validator would coerce "9223372036854775807" through a double and lose digits,
  * so int64 parameters are parsed here, exactly, into bigint.
  */
-export const int64ParamsValidator: FastifySchemaCompiler<ParamsSchema> = ({ schema, httpPart }) => {
-  if (httpPart !== 'params') {
-    throw new Error(`no validator for ${httpPart ?? 'unknown part'}: routes of this API take path parameters only`)
-  }
-  const names = Object.entries(schema.properties ?? {})
+const int64Params: FastifySchemaCompiler<FastifySchema> = ({ schema }) => {
+  const names = Object.entries((schema as ParamsSchema).properties ?? {})
   for (const [name, property] of names) {
     if (property.type !== 'integer' || property.format !== 'int64' || INVALID[name] === undefined) {
       throw new Error(`path parameter "${name}" must be an int64 with a known error code`)

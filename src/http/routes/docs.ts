@@ -16,14 +16,16 @@ import type { ApiApp } from '../api-app.js'
  * - Swagger UI renders everything a reader needs from the document alone (operations with their
  *   summaries and operationIds, deprecation, schemas, the bearer scheme, per-status examples) and
  *   ships as two static files: no framework, no peer dependencies, no fonts or scripts from a CDN.
- * - The files come from @fastify/swagger-ui's `static/` folder: a copy of swagger-ui-dist made by
- *   the Fastify team without the install-time analytics dependency swagger-ui-dist carries and
- *   without source-map references. Its plugin routes are not used: its `/docs/` trailing-slash
- *   variant escapes the onRoute hook that builds the 405 handlers, and it would serve a second copy
- *   of the document at `/docs/json`. The page here loads the canonical `/v1/openapi.json`.
+ * - The files come from swagger-ui-dist, pinned to an exact version and served by these routes (its
+ *   four files named in ASSETS, nothing else of the package). Its install-time analytics dependency
+ *   (@scarf/scarf) is denied its install script in package.json (`allowScripts`, and
+ *   `scarfSettings` for npm versions without `allowScripts`). Not @fastify/swagger-ui: its plugin
+ *   routes were never used (a `/docs/` variant that escapes the onRoute hook building the 405
+ *   handlers, a second copy of the document at `/docs/json`), and its current major pulls a
+ *   dependency that refuses Node 20. The page here loads the canonical `/v1/openapi.json`.
  * - Every path is relative to the page, so the reference also works behind a path prefix; the CSP
- *   lets the page load nothing that this server does not serve. "Try it out" may call the two
- *   servers the document names (and nothing else).
+ *   lets the page load nothing that this server does not serve. "Try it out" calls this server
+ *   first (see INIT_JS) and may call the two servers the document names (and nothing else).
  */
 export function docsRoutes(app: ApiApp, config: Config): void {
   const serverOrigins = [config.publicBaseUrl, config.stagingBaseUrl].map((url) => new URL(url).origin)
@@ -49,7 +51,7 @@ export function docsRoutes(app: ApiApp, config: Config): void {
     reply.headers(page).type('text/javascript; charset=utf-8').send(INIT_JS),
   )
   app.get<{ Params: { file: string } }>('/docs/assets/:file', { schema: { hide: true } }, async (request, reply) => {
-    const asset = ASSETS[request.params.file]
+    const asset = ASSETS.get(request.params.file) // a Map: no name reaches an inherited property
     if (asset === undefined) return reply.code(404).send(errorBody('not_found'))
     const { identity, gzip } = await loadAsset(request.params.file, asset)
     // The files change only with the package version, which the server's own version pins.
@@ -80,21 +82,120 @@ const INDEX_HTML = `<!doctype html>
 </html>
 `
 
-// Runs in the browser. validatorUrl: null keeps the page from calling the public validator.
-const INIT_JS = `window.addEventListener('load', function () {
-  window.ui = SwaggerUIBundle({
-    url: new URL('v1/openapi.json', document.baseURI).href,
-    dom_id: '#swagger-ui',
-    layout: 'BaseLayout',
-    presets: [SwaggerUIBundle.presets.apis],
-    deepLinking: true,
-    displayOperationId: true,
-    defaultModelsExpandDepth: 1,
-    defaultModelExpandDepth: 2,
-    docExpansion: 'list',
-    validatorUrl: null,
+// Runs in the browser. validatorUrl: null keeps the page from calling the public validator;
+// queryConfigEnabled: false keeps it from taking a document or a configuration from its own query
+// string (`/docs?url=…`), which would let a link show any document under this server's name.
+//
+// Two plugins:
+// - The page's copy of the document lists this server first, as a relative URL ("Try it out" then
+//   calls the server that serves the page, and a key pasted here stays on it); the production and
+//   staging servers follow. /v1/openapi.json itself is unchanged: clients and generators read it.
+// - JSON response bodies are shown as received, re-indented without being parsed into numbers:
+//   Swagger UI's own rendering (JSON.parse, then JSON.stringify) would show the id
+//   9223372036854775806 as 9223372036854776000.
+const INIT_JS = `(function () {
+  'use strict'
+  var thisServer = { url: new URL('v1', document.baseURI).pathname, description: 'This server (the one serving this page)' }
+
+  function withThisServer(text) {
+    if (typeof text !== 'string') return text
+    try {
+      // Swagger UI parses the document into plain numbers itself, so nothing is lost here.
+      var doc = JSON.parse(text)
+      var servers = Array.isArray(doc.servers) ? doc.servers : []
+      if (servers.some(function (server) { return server.url === thisServer.url })) return text
+      doc.servers = [thisServer].concat(servers)
+      return JSON.stringify(doc)
+    } catch (error) {
+      return text
+    }
+  }
+
+  // JSON.stringify(JSON.parse(text), null, '  '), but with every number, string and key copied as
+  // it is in the text. Returns null for anything that is not JSON.
+  function indentExactly(text) {
+    try {
+      JSON.parse(text)
+    } catch (error) {
+      return null
+    }
+    var out = ''
+    var depth = 0
+    var newline = function () { return '\\n' + '  '.repeat(depth) }
+    for (var i = 0; i < text.length; i++) {
+      var c = text[i]
+      if (c === '"') {
+        var end = i + 1
+        while (text[end] !== '"') end += text[end] === '\\\\' ? 2 : 1
+        out += text.slice(i, end + 1)
+        i = end
+      } else if (c === '{' || c === '[') {
+        var next = i + 1
+        while (' \\t\\r\\n'.indexOf(text[next]) !== -1) next++
+        if (text[next] === (c === '{' ? '}' : ']')) {
+          out += c + text[next]
+          i = next
+        } else {
+          depth++
+          out += c + newline()
+        }
+      } else if (c === '}' || c === ']') {
+        depth--
+        out += newline() + c
+      } else if (c === ',') {
+        out += ',' + newline()
+      } else if (c === ':') {
+        out += ': '
+      } else if (' \\t\\r\\n'.indexOf(c) === -1) {
+        out += c
+      }
+    }
+    return out
+  }
+
+  var ThisServerFirst = function () {
+    return {
+      statePlugins: {
+        spec: { wrapActions: { updateSpec: function (update) { return function (text) { return update(withThisServer(text)) } } } },
+      },
+    }
+  }
+
+  var ExactJsonBodies = function (system) {
+    var h = system.React.createElement
+    return {
+      wrapComponents: {
+        responseBody: function (Original) {
+          return function (props) {
+            var exact = typeof props.content === 'string' && /json/i.test(props.contentType || '') ? indentExactly(props.content) : null
+            if (exact === null) return h(Original, props)
+            var HighlightCode = props.getComponent('HighlightCode', true)
+            return h('div', null,
+              h('h5', null, 'Response body'),
+              h(HighlightCode, { language: 'json', downloadable: true, fileName: 'response_' + Date.now() + '.json', canCopy: true }, exact))
+          }
+        },
+      },
+    }
+  }
+
+  window.addEventListener('load', function () {
+    window.ui = SwaggerUIBundle({
+      url: new URL('v1/openapi.json', document.baseURI).href,
+      dom_id: '#swagger-ui',
+      layout: 'BaseLayout',
+      presets: [SwaggerUIBundle.presets.apis],
+      plugins: [ThisServerFirst, ExactJsonBodies],
+      deepLinking: true,
+      displayOperationId: true,
+      defaultModelsExpandDepth: 1,
+      defaultModelExpandDepth: 2,
+      docExpansion: 'list',
+      validatorUrl: null,
+      queryConfigEnabled: false,
+    })
   })
-})
+})()
 `
 
 interface Asset {
@@ -102,26 +203,28 @@ interface Asset {
   compress: boolean
 }
 
-const ASSETS: Partial<Record<string, Asset>> = {
-  'swagger-ui-bundle.js': { type: 'text/javascript; charset=utf-8', compress: true },
-  'swagger-ui.css': { type: 'text/css; charset=utf-8', compress: true },
-  'favicon-32x32.png': { type: 'image/png', compress: false },
-  'favicon-16x16.png': { type: 'image/png', compress: false },
-}
+const ASSETS = new Map<string, Asset>([
+  ['swagger-ui-bundle.js', { type: 'text/javascript; charset=utf-8', compress: true }],
+  ['swagger-ui.css', { type: 'text/css; charset=utf-8', compress: true }],
+  ['favicon-32x32.png', { type: 'image/png', compress: false }],
+  ['favicon-16x16.png', { type: 'image/png', compress: false }],
+])
 
 const gzip = promisify(gzipCallback)
 const negotiator = new Negotiator<'gzip' | 'identity'>({ supportedValues: ['gzip', 'identity'] })
-const STATIC_DIR = join(dirname(createRequire(import.meta.url).resolve('@fastify/swagger-ui/package.json')), 'static')
+const STATIC_DIR = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'))
+// The package ships source maps beside its files; the page serves none, so it names none.
+const SOURCE_MAP_COMMENT = /\n?\/[*/]# sourceMappingURL=[^\n]*\s*$/
 // Read (and compressed) on first use, once per process: most apps built in tests never serve them.
 const loaded = new Map<string, Promise<{ identity: Buffer; gzip: Buffer | undefined }>>()
 
 function loadAsset(file: string, asset: Asset): Promise<{ identity: Buffer; gzip: Buffer | undefined }> {
   let entry = loaded.get(file)
   if (entry === undefined) {
-    entry = readFile(join(STATIC_DIR, file)).then(async (identity) => ({
-      identity,
-      gzip: asset.compress ? await gzip(identity, { level: 9 }) : undefined,
-    }))
+    entry = readFile(join(STATIC_DIR, file)).then(async (read) => {
+      const identity = asset.compress ? Buffer.from(read.toString('utf8').replace(SOURCE_MAP_COMMENT, '\n')) : read
+      return { identity, gzip: asset.compress ? await gzip(identity, { level: 9 }) : undefined }
+    })
     entry.catch(() => loaded.delete(file)) // a failed read is retried by the next request
     loaded.set(file, entry)
   }
