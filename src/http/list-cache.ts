@@ -31,14 +31,16 @@ export class ListFill {
     readonly file: { path: string; handle: FileHandle } | undefined,
   ) {}
 
-  /** Appends a chunk; resolves once it is written (the fill's backpressure). */
-  async append(chunk: Buffer): Promise<void> {
-    if (this.file !== undefined) await this.file.handle.write(chunk, 0, chunk.length, this.written)
+  /** Appends the bytes of `parts`; resolves once they are written (the fill's backpressure). */
+  async append(parts: Buffer[]): Promise<void> {
+    let bytes = 0
+    for (const part of parts) bytes += part.length
+    if (this.file !== undefined) await this.file.handle.writev(parts, this.written)
     if (this.held !== undefined) {
-      this.held.push(chunk)
-      if (this.file !== undefined && this.written + chunk.length > IN_MEMORY_MAX_BYTES) this.held = undefined
+      this.held.push(...parts)
+      if (this.file !== undefined && this.written + bytes > IN_MEMORY_MAX_BYTES) this.held = undefined
     }
-    this.written += chunk.length
+    this.written += bytes
     this.wake()
   }
 
@@ -101,7 +103,7 @@ export class ListFill {
 }
 
 /** The bytes of a list body, produced by the database (see ListCache.follow). */
-export type ListSource = () => AsyncIterable<Buffer>
+export type ListSource = () => AsyncIterable<Buffer[]>
 
 /**
  * The serialized order list of the current data version, per content encoding, bounded in bytes,
@@ -178,9 +180,9 @@ export class ListCache {
   private async fill(fill: ListFill, encoding: string, source: ListSource): Promise<void> {
     await this.turn()
     try {
-      for await (const chunk of source()) {
+      for await (const parts of source()) {
         if (this.closed) throw new Error('the server is closing')
-        await fill.append(chunk)
+        await fill.append(parts)
       }
       fill.end()
       this.store(encoding, fill)

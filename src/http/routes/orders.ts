@@ -104,11 +104,14 @@ export function ordersRoutes(app: ApiApp): void {
    * JSON text written by the database itself, held equal to this route's schema serializer by
    * test/list-streaming.test.ts. Leaving early (the server closing) returns the cursor.
    */
-  async function* databaseList(encoding: Encoding): AsyncGenerator<Buffer> {
-    const body = jsonArray(store.streamOrdersJson()[Symbol.asyncIterator](), encoding === 'br' ? BROTLI_INPUT_BYTES : 0)
+  async function* databaseList(encoding: Encoding): AsyncGenerator<Buffer[]> {
+    const body = jsonArray(store.streamOrdersJson()[Symbol.asyncIterator](), encoding === 'identity' ? FILE_WRITE_BYTES : COMPRESSOR_INPUT_BYTES)
     if (encoding === 'identity') return yield* body
+    const joined = (async function* () {
+      for await (const parts of body) yield join(parts)
+    })()
     // pipeline() destroys every stage when the loop below is left early, which returns the cursor.
-    yield* pipeline(Readable.from(body, { highWaterMark: 2 }), encoding === 'br' ? brotli() : gzip(), () => {}) as AsyncIterable<Buffer>
+    for await (const chunk of pipeline(Readable.from(joined, { highWaterMark: 1 }), encoding === 'br' ? brotli() : gzip(), () => {})) yield [chunk as Buffer]
   }
 
   app.delete(
@@ -152,18 +155,19 @@ export function ordersRoutes(app: ApiApp): void {
 }
 
 // 2 MiB: on the 1M list, gzip's cache miss took 1.07× the identity one with 512 KiB chunks, 1.18×
-// with 128 KiB, 0.98–0.99× with 2 MiB, when gzip was a zlib stream too (npm run bench -- --only
-// compression; 4 MiB gained nothing).
-const BROTLI_INPUT_BYTES = 2 * 1024 * 1024
+// with 128 KiB, 0.98–0.99× with 2 MiB, when gzip was a zlib stream before (npm run bench -- --only
+// compression; 4 MiB gained nothing). Each write to a compressor is a trip to the thread pool.
+const COMPRESSOR_INPUT_BYTES = 2 * 1024 * 1024
+/** The identity list is written to its file in runs of pages of about this size, one writev each. */
+const FILE_WRITE_BYTES = 256 * 1024
 
 /**
- * `[`, the pages joined by commas, `]`, yielding to the event loop between pages. For the identity
- * body and gzip (`chunkBytes` 0) brackets and commas are written on their own and each page as it
- * came: concatenating them would copy every page once more, garbage the size of the list. For
- * brotli, pages are joined into chunks of at least `chunkBytes`: each of its writes is a trip to the
- * thread pool, and large ones compress faster.
+ * `[`, the pages joined by commas, `]`, in runs of at least `chunkBytes`, yielding to the event loop
+ * between pages. A run is the pages as they came, with the brackets and commas as buffers of their
+ * own: the identity list is written to its file as such (writev), never copied into one buffer,
+ * which would make garbage the size of the list; compressors get each run joined.
  */
-async function* jsonArray(pages: AsyncIterator<JsonPage>, chunkBytes: number): AsyncGenerator<JsonPage> {
+async function* jsonArray(pages: AsyncIterator<JsonPage>, chunkBytes: number): AsyncGenerator<JsonPage[]> {
   let pending: JsonPage[] = [OPEN] // not yet yielded
   let pendingBytes = 0
   try {
@@ -172,8 +176,7 @@ async function* jsonArray(pages: AsyncIterator<JsonPage>, chunkBytes: number): A
       pending.push(next.value)
       pendingBytes += next.value.length
       if (pendingBytes >= chunkBytes) {
-        if (chunkBytes === 0) yield* pending
-        else yield join(pending)
+        yield pending
         pending = []
         pendingBytes = 0
       }
@@ -183,7 +186,7 @@ async function* jsonArray(pages: AsyncIterator<JsonPage>, chunkBytes: number): A
     await pages.return?.() // left early or finished: release the cursor now
   }
   pending.push(CLOSE)
-  yield join(pending)
+  yield pending
 }
 
 const OPEN = Buffer.from('[')
@@ -205,7 +208,8 @@ function negotiateEncoding(header: string | undefined): Encoding {
 
 /** gzip at level 1, the fastest: a cache miss may take up to 1.5× the identity one (docs/benchmarks.md). */
 function gzip(): NodeJS.ReadWriteStream {
-  return createGzip({ level: 1, chunkSize: 64 * 1024 })
+  const chunking = { chunkSize: 256 * 1024, highWaterMark: 1024 * 1024 }
+  return createGzip({ ...chunking, level: 1 })
 }
 
 /** brotli at quality 1 keeps up with the database (see docs/benchmarks.md). */
