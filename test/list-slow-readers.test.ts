@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process'
 import { after, before, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Database from 'better-sqlite3'
+import { loadConfig } from '../src/config.js'
 import { generateApiKey, SCOPES } from '../src/domain/api-keys.js'
 import { openStore } from '../src/store/open-store.js'
 import { bearer, createDatabase, forEachStore, order, records, startTestServer, within, type TestDatabaseHandle } from './support/harness.js'
@@ -210,4 +211,16 @@ it('a planted directory that is not the service’s, or cannot be removed, leave
     // And with a second server (the cleanup runs again): still cached.
     await assertCached(directory)
   })
+})
+
+it('the list settings are validated at start, LIST_DATABASE_STREAMS below the PostgreSQL pool', () => {
+  const postgres = { DATABASE_URL: 'postgres://u@127.0.0.1/db' }
+  assert.deepEqual(loadConfig({}).list, { databaseStreams: 2, sendTimeoutMs: 600_000, maxResponses: 64 })
+  assert.equal(loadConfig({ ...postgres, DATABASE_POOL_SIZE: '2' }).list.databaseStreams, 1)
+  assert.equal(loadConfig({ ...postgres, DATABASE_POOL_SIZE: '1' }).list.databaseStreams, 1)
+  assert.equal(loadConfig({ ...postgres, DATABASE_POOL_SIZE: '4', LIST_DATABASE_STREAMS: '3' }).list.databaseStreams, 3)
+  assert.throws(() => loadConfig({ ...postgres, DATABASE_POOL_SIZE: '4', LIST_DATABASE_STREAMS: '4' }), /^ConfigError: LIST_DATABASE_STREAMS: must be below DATABASE_POOL_SIZE \(4\)/)
+  assert.throws(() => loadConfig({ LIST_SEND_TIMEOUT_MS: '10' }), /^ConfigError: LIST_SEND_TIMEOUT_MS: must be an integer from 1000/)
+  assert.throws(() => loadConfig({ LIST_MAX_RESPONSES: '0' }), /^ConfigError: LIST_MAX_RESPONSES/)
+  assert.throws(() => loadConfig({ LIST_DATABASE_STREAMS: 'two' }), /^ConfigError: LIST_DATABASE_STREAMS/)
 })
