@@ -16,8 +16,8 @@ export interface Config {
   keyCacheTtlMs: number
   /** Bytes of serialized order list kept per instance (0: no cache). */
   listCacheMaxBytes: number
-  /** Bytes of the last gzip list's segments kept in memory for reuse (0: none; see GzipSegments). */
-  gzipSegmentsMaxBytes: number
+  /** The order list: how many lists read the database at once, and how long a response may take to send. */
+  list: { databaseStreams: number; sendTimeoutMs: number; maxResponses: number }
   pets: { deprecatedAt: Date; sunsetAt: Date; deprecationLink: string }
   /** Requests per minute; 0 turns a limit off. With `redisUrl` the counters are shared by all instances. */
   rateLimit: { perKeyPerMinute: number; authFailuresPerMinute: number; redisUrl: string | undefined; redisPrefix: string }
@@ -51,7 +51,7 @@ export function loadConfig(env: Env = process.env): Config {
     stagingBaseUrl: baseUrl(env, 'STAGING_BASE_URL', 'https://staging.api.petstore.example/v1'),
     keyCacheTtlMs: integer(env, 'KEY_CACHE_TTL_MS', 2000, 0, 60_000),
     listCacheMaxBytes: integer(env, 'LIST_CACHE_MAX_BYTES', 256 * 1024 * 1024, 0, 16 * 1024 ** 3),
-    gzipSegmentsMaxBytes: integer(env, 'GZIP_SEGMENTS_MAX_BYTES', 128 * 1024 * 1024, 0, 16 * 1024 ** 3),
+    list: listConfig(env),
     pets: petsDeprecation(env),
     rateLimit: {
       perKeyPerMinute: integer(env, 'RATE_LIMIT_PER_KEY', 1200, 0, 10_000_000),
@@ -89,6 +89,25 @@ export function loadDatabaseConfig(env: Env = process.env): DatabaseConfig {
     return { kind: 'sqlite', path }
   }
   throw new ConfigError('DATABASE_URL', 'must be a postgres://, postgresql:// or sqlite: URL (unset: the embedded SQLite file)')
+}
+
+/**
+ * LIST_DATABASE_STREAMS bounds the lists read from the database at once (each holds a connection
+ * for a second or so at a million orders, whatever its clients do); on PostgreSQL it must stay
+ * below DATABASE_POOL_SIZE so that a connection is always left for everything else.
+ */
+function listConfig(env: Env): Config['list'] {
+  const database = loadDatabaseConfig(env)
+  const poolSize = database.kind === 'postgres' ? database.poolSize : Infinity
+  const databaseStreams = integer(env, 'LIST_DATABASE_STREAMS', Math.max(1, Math.min(2, poolSize - 1)), 1, 64)
+  if (poolSize > 1 && databaseStreams >= poolSize) {
+    throw new ConfigError('LIST_DATABASE_STREAMS', `must be below DATABASE_POOL_SIZE (${poolSize}), got "${databaseStreams}"`)
+  }
+  return {
+    databaseStreams,
+    sendTimeoutMs: integer(env, 'LIST_SEND_TIMEOUT_MS', 600_000, 1000, 86_400_000),
+    maxResponses: integer(env, 'LIST_MAX_RESPONSES', 64, 1, 100_000),
+  }
 }
 
 function string(env: Env, name: string, fallback: string): string {

@@ -112,30 +112,6 @@ forEachStore('listOrders caching and compression', (kind) => {
     assert.equal(identity.headers['content-encoding'], undefined)
     assert.deepEqual(identity.body, plain)
   })
-
-  it('after a cancel, the gzip list reuses the unchanged segments and decodes to the new list', async () => {
-    // 40,000 orders: segments start at the first and at ids 10000, 20000, 30000, 40000 (src/http/gzip-segments.ts).
-    await server.importOrders(Array.from({ length: 37_000 }, (_, i) => ({ id: BigInt(3001 + i), quantity: (i % 9) + 1 })))
-    const segments = async (outcome: string): Promise<number> => {
-      const text = await (await fetch(`${server.origin}/metrics`)).text()
-      return Number(new RegExp(`^orders_list_gzip_segments_total\\{outcome="${outcome}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0)
-    }
-    const gzipList = async (): Promise<Buffer> => {
-      const response = await rawGet(server.origin, key, 'gzip')
-      assert.equal(response.headers['content-encoding'], 'gzip')
-      return gunzipSync(response.body)
-    }
-    assert.deepEqual(await gzipList(), Buffer.from(await (await list()).arrayBuffer()))
-    const deflated = await segments('deflated')
-    const reused = await segments('reused')
-
-    assert.equal((await fetch(`${server.origin}/v1/store/orders/25000`, { method: 'DELETE', headers: bearer(key) })).status, 204)
-    const after = await gzipList()
-    assert.deepEqual(after, Buffer.from(await (await list()).arrayBuffer()))
-    assert.ok(!after.includes('"id":25000,') && after.includes('"id":25001,'))
-    assert.equal((await segments('deflated')) - deflated, 1, 'only the segment of order 25000 is deflated again')
-    assert.equal((await segments('reused')) - reused, 4)
-  })
 })
 
 async function rawGet(origin: string, key: string, acceptEncoding: string) {
@@ -212,13 +188,13 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
     assert.equal(await (await list()).text(), text)
   })
 
-  it('caches nothing of a list whose client went away, and keeps serving', async () => {
-    await cancel(8) // a new version: the next GET streams from the database
+  it('caches a list whose client went away (the list is read whatever the client does), and keeps serving', async () => {
+    await cancel(8) // a new version: the next GET fills from the database
     await readSomeThenLeave(server.origin, key)
-    await sleep(200)
-    assert.deepEqual(bodies(), [])
-    assert.ok(!(await (await list()).text()).includes('"id":8,'))
     await within(5000, 'the cache file', () => bodies().length === 1, 20)
+    const served = await list()
+    assert.ok(served.headers.get('content-length') !== null, 'served from the cache')
+    assert.ok(!(await served.text()).includes('"id":8,'))
     // Now from the file, again and again: a client leaving mid-file must not disturb the server.
     for (let i = 0; i < 10; i++) await readSomeThenLeave(server.origin, key)
     assert.ok(!(await (await list()).text()).includes('"id":8,'))
@@ -234,7 +210,7 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
     try {
       await cancel(9) // a new version: the other server writes a file, making its own directory
       await (await fetch(`${other.origin}/v1/store/orders`, { headers: { ...bearer(key), 'accept-encoding': 'identity' } })).arrayBuffer()
-      assert.ok(!existsSync(stale), 'the stale directory is still there')
+      await within(5000, 'the stale directory removed', () => !existsSync(stale), 20)
       assert.ok(existsSync(live), "a live process's directory was removed")
     } finally {
       await other.close()

@@ -1,21 +1,20 @@
 import assert from 'node:assert/strict'
 import { it } from 'node:test'
-import { ListCache } from '../src/http/list-cache.js'
+import { ListFill } from '../src/http/list-cache.js'
 import { bearer, expectError, sqliteReaderReleased, startTestServer } from './support/harness.js'
 
-// Setting up a list's body can fail synchronously once its first page is read (the cache's
-// collector, a compressor that cannot allocate its state); with valid input it cannot be made to,
-// so the next ListCache.collector throws instead. Later failures, while the body streams, are the
-// body's to handle (jsonArray's finally; test/list-streaming.test.ts).
-const collector = ListCache.prototype.collector
+// Writing a list's fill can fail once its first page was read (a full disk); with a valid temporary
+// directory it cannot be made to, so the next ListFill.append throws instead. The fill then fails
+// before a byte is written: its followers answer an Error, and the fill returns the cursor.
+const append = ListFill.prototype.append
 let failNext = false
-ListCache.prototype.collector = function (this: ListCache, ...args: Parameters<typeof collector>) {
-  if (!failNext) return collector.apply(this, args)
+ListFill.prototype.append = function (this: ListFill, ...args: Parameters<typeof append>) {
+  if (!failNext) return append.apply(this, args)
   failNext = false
-  throw new Error('simulated ENOSPC')
+  return Promise.reject(new Error('simulated ENOSPC'))
 }
 
-it('a list whose body cannot be set up after its first page was read answers 500 and returns the cursor [sqlite]', async () => {
+it('a list whose fill fails after its first page was read answers 500 and returns the cursor [sqlite]', async () => {
   // SQLite only: the cursor is returned by the route, whichever store it came from.
   const server = await startTestServer('sqlite')
   const key = await server.createKey()

@@ -11,9 +11,10 @@ const SMALL_RATE = 200 // requests per second
 /**
  * Comparison 1: the full list streamed by the project's server versus the naive baseline
  * (baselines/naive-list-server.ts) that reads every row and builds one string, in paired rounds of
- * one GET each (lib/report.ts). Every timed GET of the project is a cache miss: an order is cancelled through the API first, so the list streams from the
- * database (and is collected for the cache, as in production). Also: small requests' p99 while big
- * lists stream, and the project's memory with its list cache off.
+ * one GET each (lib/report.ts). Every timed GET of the project is a cache miss: an order is cancelled
+ * through the API first, so the list is filled from the database into a file of the list cache while
+ * the response follows that file (as in production). Also: small requests' p99 while big lists
+ * stream, and the project's memory with its list cache off.
  */
 export async function listStream(context: StoreContext): Promise<void> {
   const big = await bigDataset(context)
@@ -138,7 +139,7 @@ export async function listStream(context: StoreContext): Promise<void> {
     { measure: 'LIST_CACHE_MAX_BYTES=0: small-request p99', project: fmt.ms(uncachedRun.small.p99Ms), result: 'info' },
   )
   section.notes.push(
-    `Each timed project GET follows a cancel through the API, so it is a cache miss: it streams from the database and, with the default LIST_CACHE_MAX_BYTES (256 MiB), is written to the cache's file on the way.`,
+    `Each timed project GET follows a cancel through the API, so it is a cache miss: the list is filled from the database into a file, which the response follows as it grows; with the default LIST_CACHE_MAX_BYTES (256 MiB) that file is then cached.`,
     `Small requests: authenticated GET /v1/pets/{id} (one indexed read) sent at a steady ${SMALL_RATE}/s (open loop, each timed from when it was due) while ${GETS_UNDER_SMALL_LOAD} full lists are read back to back. ` +
       `Project: ${fmt.count(projectRun.small.requests)} requests, p50 ${fmt.ms(projectRun.small.p50Ms)}, max ${fmt.ms(projectRun.small.maxMs)}, none failed; naive: ${fmt.count(naiveRun.small.requests)} requests, p50 ${fmt.ms(naiveRun.small.p50Ms)}, max ${fmt.ms(naiveRun.small.maxMs)}` +
         (naiveRun.small.failures > 0 ? `, ${fmt.count(naiveRun.small.failures)} failed (${JSON.stringify(naiveRun.small.failureReasons)}), which the naive p99 leaves out.` : ', none failed.'),

@@ -1,50 +1,141 @@
-import { createWriteStream, mkdtempSync, readdirSync, rmSync, type WriteStream } from 'node:fs'
-import { open, rm, type FileHandle } from 'node:fs/promises'
+import { lstat, mkdtemp, open, readdir, rename, rm, unlink, type FileHandle } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { MaybePromise } from '../maybe-async.js'
 
-/** Bodies up to this size are kept in memory as one buffer; larger ones go to a file. */
+/** Bodies up to this size are kept in memory as one buffer; larger ones in a file. */
 export const IN_MEMORY_MAX_BYTES = 1024 * 1024
-/** Past this much unwritten data the file is abandoned rather than let the cache hold memory. */
-const MAX_PENDING_FILE_BYTES = 16 * 1024 * 1024
 
-/** A cached list, ready to send: a buffer, or the file it was written to, open (see sendFile). */
+/** A cached list, ready to send: a buffer, or the file it was written to, open (see sendBody). */
 export type CachedBody = { bytes: number; buffer: Buffer } | { bytes: number; file: FileHandle }
-
-/** Collects one response's bytes while it streams; nothing is cached unless `finish()` is called. */
-export interface ListCollector {
-  add(chunk: Buffer): void
-  /** The whole body went out: cache it if it is complete, fits, and is still current. */
-  finish(): void
-  /** The response stopped short (client gone, database failure): cache nothing. */
-  abort(): void
-}
 
 type Entry = { version: bigint; bytes: number } & ({ buffer: Buffer } | { path: string })
 
 /**
- * The serialized order list of the current data version, per content encoding, bounded in bytes.
+ * A list body being written from the database at the database's pace, whatever its readers do.
+ * Responses follow it as it grows (`read`), each at its own pace, from a file in the cache's private
+ * directory (from memory when no file can be made). A reader must `release()` it when done; the file
+ * is closed when the fill and all its readers are.
+ */
+export class ListFill {
+  written = 0
+  done = false
+  failure: unknown = undefined
+  /** The body in memory: all of it when there is no file, else only while it is small enough to cache so. */
+  private held: Buffer[] | undefined = []
+  private users = 1 // the fill itself
+  private waiting: (() => void)[] = []
+
+  constructor(
+    readonly version: bigint,
+    readonly file: { path: string; handle: FileHandle } | undefined,
+  ) {}
+
+  /** Appends the bytes of `parts`; resolves once they are written (the fill's backpressure). */
+  async append(parts: Buffer[]): Promise<void> {
+    let bytes = 0
+    for (const part of parts) bytes += part.length
+    if (this.file !== undefined) await this.file.handle.writev(parts, this.written)
+    if (this.held !== undefined) {
+      this.held.push(...parts)
+      if (this.file !== undefined && this.written + bytes > IN_MEMORY_MAX_BYTES) this.held = undefined
+    }
+    this.written += bytes
+    this.wake()
+  }
+
+  end(failure?: unknown): void {
+    this.done = true
+    this.failure = failure
+    this.wake()
+  }
+
+  /** The whole body as one buffer, if it is held in memory. */
+  buffer(): Buffer | undefined {
+    return this.held === undefined ? undefined : Buffer.concat(this.held, this.written)
+  }
+
+  /** Resolves once the first bytes are written or the fill has ended; rejects if it failed before writing any. */
+  async started(): Promise<void> {
+    while (this.written === 0 && !this.done) await this.changed()
+    if (this.written === 0 && this.failure !== undefined) throw this.failure
+  }
+
+  /**
+   * Copies bytes from `position` into `buffer`, waiting for them if the fill has not written them
+   * yet. 0 at the end of the body; rejects if the fill failed before it.
+   */
+  async read(buffer: Buffer, position: number): Promise<number> {
+    while (position >= this.written && !this.done) await this.changed()
+    if (position >= this.written) {
+      if (this.failure !== undefined) throw this.failure
+      return 0
+    }
+    const length = Math.min(buffer.length, this.written - position)
+    if (this.file !== undefined) return (await this.file.handle.read(buffer, 0, length, position)).bytesRead
+    let offset = 0
+    let copied = 0
+    for (const chunk of this.held!) {
+      if (copied === length) break
+      const end = offset + chunk.length
+      if (end > position + copied) copied += chunk.copy(buffer, copied, position + copied - offset, Math.min(chunk.length, position + length - offset))
+      offset = end
+    }
+    return copied
+  }
+
+  join(): this {
+    this.users++
+    return this
+  }
+
+  release(): void {
+    if (--this.users === 0 && this.file !== undefined) void this.file.handle.close().catch(() => {})
+  }
+
+  private changed(): Promise<void> {
+    return new Promise((resolve) => this.waiting.push(resolve))
+  }
+
+  private wake(): void {
+    for (const resolve of this.waiting.splice(0)) resolve()
+  }
+}
+
+/** The bytes of a list body, produced by the database (see ListCache.follow). */
+export type ListSource = () => AsyncIterable<Buffer[]>
+
+/**
+ * The serialized order list of the current data version, per content encoding, bounded in bytes,
+ * and the fills that write it.
  *
  * A data version is bumped in the same transaction as every change to orders, so a body cached for
  * version v is exactly the list while the database is still at v, on any instance: nothing here can
- * go stale. Entries of an older version are dropped as soon as a newer version is being collected.
+ * go stale. Entries of an older version are dropped as soon as a newer one is stored.
  *
- * Small lists stay in memory. A large list (1,000,000 orders are ~90 MB) is written to a file in a
- * private temporary directory as it streams, and sent from that file: the operating system's page
- * cache keeps it in memory when it can, but it never counts against the process, whose memory stays
- * flat however long the list. A dropped file may still be open for a response in flight; the
- * system frees it when that response ends.
+ * A miss does not stream from the database to its client: it starts (or joins) the one fill of its
+ * version and encoding, which reads the database as fast as the database and the disk go, and
+ * follows it. A slow client therefore holds a file descriptor and its send buffers, never a database
+ * connection or snapshot; at most `maxFills` fills read the database at once (the others wait their
+ * turn). Small lists are cached in memory; a large one (1,000,000 orders are ~90 MB) stays in its
+ * file, in a private directory (mode 0700, made by mkdtemp) under TMPDIR, sent from there: the page
+ * cache keeps it warm without counting against the process. A dropped file may still be open for a
+ * response in flight; the system frees it when that response ends.
  */
 export class ListCache {
   private readonly entries = new Map<string, Entry>()
+  private readonly fills = new Map<string, ListFill>()
   private bytes = 0
-  private directory: string | undefined
+  private directory: Promise<string> | undefined
   private files = 0
   private closed = false
-  private readonly collecting = new Map<string, { version: bigint; abandon(): void }>()
+  private running = 0
+  private readonly queue: (() => void)[] = []
 
-  constructor(readonly maxBytes: number) {}
+  constructor(
+    readonly maxBytes: number,
+    readonly maxFills: number,
+  ) {}
 
   /** The cached body of this version and encoding, or undefined (also when its file is gone). */
   get(version: bigint, encoding: string): MaybePromise<CachedBody | undefined> {
@@ -59,107 +150,90 @@ export class ListCache {
   }
 
   /**
-   * A collector for one response, or undefined when there is nothing to collect: the cache is off,
-   * or another response is already collecting this version and encoding (concurrent misses write
-   * one file, not one each). Collectors of older versions are abandoned.
+   * The fill of this version and encoding, joined (the caller releases it): the one running, or a
+   * new one reading `source`. A complete body that fits is cached when the fill ends.
    */
-  collector(version: bigint, encoding: string): ListCollector | undefined {
-    if (this.maxBytes === 0 || this.closed) return undefined
-    for (const [key, entry] of this.entries) if (entry.version < version) this.drop(key)
-    for (const [key, active] of this.collecting) {
-      if (active.version < version) active.abandon()
-      else if (key === encoding) return undefined
+  async follow(version: bigint, encoding: string, source: ListSource): Promise<ListFill> {
+    const running = this.fills.get(encoding)
+    if (running !== undefined && running.version === version) return running.join()
+    const file = await this.newFile()
+    const again = this.fills.get(encoding) // another miss may have started it meanwhile
+    if (again !== undefined && again.version === version) {
+      if (file !== undefined) void file.handle.close().then(() => rm(file.path, { force: true }))
+      return again.join()
     }
-    let chunks: Buffer[] | undefined = []
-    let file: { path: string; stream: WriteStream } | undefined
-    let size = 0
-    let done = false
-    const end = (): void => {
-      done = true
-      if (this.collecting.get(encoding) === active) this.collecting.delete(encoding)
-    }
-    const abandon = (): void => {
-      end()
-      chunks = undefined
-      if (file !== undefined) discard(file)
-      file = undefined
-    }
-    const active = { version, abandon }
-    this.collecting.set(encoding, active)
-    return {
-      add: (chunk) => {
-        if (done) return
-        size += chunk.length
-        if (size > this.maxBytes) return abandon() // too big to cache: let it go, keep streaming
-        if (file !== undefined) {
-          if (file.stream.writableLength > MAX_PENDING_FILE_BYTES) return abandon() // the disk is not keeping up
-          file.stream.write(chunk)
-          return
-        }
-        chunks!.push(chunk)
-        if (size > IN_MEMORY_MAX_BYTES) {
-          file = this.newFile()
-          if (file === undefined) return abandon() // no temporary directory: the list is simply not cached
-          for (const held of chunks!) file.stream.write(held)
-          chunks = undefined
-        }
-      },
-      finish: () => {
-        if (done) return
-        end()
-        if (file === undefined) {
-          this.store(encoding, { version, bytes: size, buffer: Buffer.concat(chunks!, size) })
-          chunks = undefined
-          return
-        }
-        const { path, stream } = file
-        stream.end(() => {
-          if (stream.errored === null) this.store(encoding, { version, bytes: size, path })
-          else discard({ path, stream })
-        })
-      },
-      abort: () => {
-        if (!done) abandon()
-      },
-    }
+    const fill = new ListFill(version, file)
+    this.fills.set(encoding, fill)
+    void this.fill(fill, encoding, source)
+    return fill.join()
   }
 
-  /** Drops every entry and removes the files' directory (the app is closing). */
-  close(): void {
+  /** Drops every entry and removes the files' directory (the app is closing); running fills stop. */
+  async close(): Promise<void> {
     this.closed = true
-    for (const active of [...this.collecting.values()]) active.abandon()
     for (const key of [...this.entries.keys()]) this.drop(key)
-    if (this.directory !== undefined) rmSync(this.directory, { recursive: true, force: true })
+    const directory = await this.directory?.catch(() => undefined)
+    if (directory !== undefined) await rm(directory, { recursive: true, force: true }).catch(() => {})
     this.directory = undefined
   }
 
-  /** A new file in this process's directory, or undefined if none can be made (full or read-only disk). */
-  private newFile(): { path: string; stream: WriteStream } | undefined {
-    if (this.closed) return undefined
+  private async fill(fill: ListFill, encoding: string, source: ListSource): Promise<void> {
+    await this.turn()
     try {
-      if (this.directory === undefined) {
-        removeStaleDirectories()
-        this.directory = mkdtempSync(join(tmpdir(), `${DIRECTORY_PREFIX}${process.pid}-`))
+      for await (const parts of source()) {
+        if (this.closed) throw new Error('the server is closing')
+        await fill.append(parts)
       }
-    } catch {
-      return undefined
+      fill.end()
+      this.store(encoding, fill)
+    } catch (error) {
+      fill.end(error)
+    } finally {
+      this.running--
+      this.queue.shift()?.()
+      if (this.fills.get(encoding) === fill) this.fills.delete(encoding)
+      if (fill.file !== undefined && !this.holds(fill.file.path)) void rm(fill.file.path, { force: true })
+      fill.release()
     }
-    const path = join(this.directory, `${++this.files}.body`)
-    const stream = createWriteStream(path, { mode: 0o600 })
-    stream.on('error', () => {}) // checked in finish(); a failed file is simply not cached
-    return { path, stream }
   }
 
-  private store(encoding: string, entry: Entry): void {
-    const discardNew = (): void => {
-      if ('path' in entry) void rm(entry.path, { force: true })
+  /** Waits until fewer than `maxFills` fills read the database. */
+  private async turn(): Promise<void> {
+    while (this.running >= this.maxFills) await new Promise<void>((resolve) => this.queue.push(resolve))
+    this.running++
+  }
+
+  private holds(path: string): boolean {
+    for (const entry of this.entries.values()) if ('path' in entry && entry.path === path) return true
+    return false
+  }
+
+  /** A new file in this process's private directory, or undefined if none can be made (full or read-only disk). */
+  private async newFile(): Promise<{ path: string; handle: FileHandle } | undefined> {
+    if (this.closed) return undefined
+    try {
+      this.directory ??= mkdtemp(join(tmpdir(), `${DIRECTORY_PREFIX}${process.pid}-`)).then((directory) => {
+        void removeStaleDirectories(directory) // best effort: the cache never depends on it
+        return directory
+      })
+      const path = join(await this.directory, `${++this.files}.body`)
+      return { path, handle: await open(path, 'wx+', 0o600) }
+    } catch {
+      this.directory = undefined // tried again by the next miss
+      return undefined
     }
-    if (this.closed) return discardNew()
+  }
+
+  private store(encoding: string, fill: ListFill): void {
+    if (this.closed || fill.written > this.maxBytes) return
+    const buffer = fill.written <= IN_MEMORY_MAX_BYTES ? fill.buffer() : undefined
+    if (buffer === undefined && fill.file === undefined) return // no file could be made: not cached
+    const entry: Entry = buffer !== undefined ? { version: fill.version, bytes: fill.written, buffer } : { version: fill.version, bytes: fill.written, path: fill.file!.path }
     for (const [key, held] of this.entries) {
-      if (held.version > entry.version) return discardNew() // a newer list is already here
+      if (held.version > entry.version) return // a newer list is already here
       if (held.version < entry.version || key === encoding) this.drop(key)
     }
-    // The collector gives up on anything over maxBytes, so evicting the others always makes room.
+    // Nothing over maxBytes is stored, so evicting the others always makes room.
     while (this.bytes + entry.bytes > this.maxBytes && this.entries.size > 0) this.drop(this.entries.keys().next().value!)
     this.entries.set(encoding, entry)
     this.bytes += entry.bytes
@@ -178,16 +252,32 @@ const DIRECTORY_PREFIX = 'petstore-orders-list-'
 
 /**
  * Removes the directories of servers that are gone (killed before they could remove their own),
- * recognised by the process id in their name. A directory whose process is alive is left alone,
- * whoever that process is.
+ * recognised by the process id in their name. Only a real directory (lstat: a symlink is never
+ * followed) owned by this user is touched, and it is first renamed into `own`, this process's
+ * private directory, so that it cannot be swapped for something else while it is being removed.
+ * Whatever cannot be removed is left where it is.
  */
-function removeStaleDirectories(): void {
+async function removeStaleDirectories(own: string): Promise<void> {
   const name = new RegExp(`^${DIRECTORY_PREFIX}(\\d+)-`)
-  for (const entry of readdirSync(tmpdir())) {
-    const pid = Number(name.exec(entry)?.[1] ?? NaN)
-    if (!Number.isSafeInteger(pid) || pid === process.pid || isAlive(pid)) continue
-    rmSync(join(tmpdir(), entry), { recursive: true, force: true })
+  const uid = process.getuid?.()
+  try {
+    for (const entry of await readdir(tmpdir())) {
+      const pid = Number(name.exec(entry)?.[1] ?? NaN)
+      if (!Number.isSafeInteger(pid) || pid === process.pid || isAlive(pid)) continue
+      const path = join(tmpdir(), entry)
+      if (!isOurDirectory(await lstat(path).catch(() => undefined), uid)) continue
+      const moved = join(own, `stale-${entry}`)
+      if (!(await rename(path, moved).then(() => true, () => false))) continue
+      if (isOurDirectory(await lstat(moved).catch(() => undefined), uid)) await rm(moved, { recursive: true, force: true }).catch(() => {})
+      else await unlink(moved).catch(() => {}) // swapped for a link after the check: the link alone goes
+    }
+  } catch {
+    // a temporary directory that cannot be listed: nothing to clean
   }
+}
+
+function isOurDirectory(stat: { isDirectory(): boolean; uid: number } | undefined, uid: number | undefined): boolean {
+  return stat !== undefined && stat.isDirectory() && (uid === undefined || stat.uid === uid)
 }
 
 function isAlive(pid: number): boolean {
@@ -197,9 +287,4 @@ function isAlive(pid: number): boolean {
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM' // alive, another user's
   }
-}
-
-function discard(file: { path: string; stream: WriteStream }): void {
-  file.stream.destroy()
-  void rm(file.path, { force: true })
 }

@@ -40,13 +40,6 @@ export class Metrics {
     registers: [this.registry],
   })
 
-  readonly gzipSegments = new Counter({
-    name: 'orders_list_gzip_segments_total',
-    help: 'Segments of the gzip order list: deflated, or reused from the last list sent because their bytes had not changed',
-    labelNames: ['outcome'] as const,
-    registers: [this.registry],
-  })
-
   // The series of every method, route and status seen, for the collect above.
   private readonly series = new Map<string, Series>()
 
@@ -56,10 +49,6 @@ export class Metrics {
 
   cancelled(outcome: CancelOutcome | 'error'): void {
     this.cancels.inc({ outcome })
-  }
-
-  gzipSegment(outcome: 'deflated' | 'reused'): void {
-    this.gzipSegments.inc({ outcome })
   }
 
   register(app: FastifyInstance): void {

@@ -1,5 +1,5 @@
-import { pipeline, Readable, Transform } from 'node:stream'
-import { constants as zlib, createBrotliCompress } from 'node:zlib'
+import { pipeline, Readable } from 'node:stream'
+import { constants as zlib, createBrotliCompress, createGzip } from 'node:zlib'
 import { Negotiator } from '@fastify/accept-negotiator'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { FastifyReply, FastifyRequest } from 'fastify'
@@ -9,19 +9,16 @@ import { OrderIdParams, OrderRef } from '../../schemas/order.js'
 import { errorResponses } from '../../schemas/error.js'
 import type { ApiApp } from '../api-app.js'
 import type { JsonPage } from '../../store/store.js'
-import { ListCache, type ListCollector } from '../list-cache.js'
-import { GzipSegments } from '../gzip-segments.js'
+import { ListCache } from '../list-cache.js'
 import { then, type MaybePromise } from '../../maybe-async.js'
-import { sendFile } from '../send-file.js'
+import { limitSendTime, sendBody, type BodySource } from '../send-file.js'
 
 export function ordersRoutes(app: ApiApp): void {
   const { store, metrics } = app
-  const listCache = new ListCache(app.config.listCacheMaxBytes)
-  const gzipSegments = new GzipSegments(app.config.gzipSegmentsMaxBytes, (outcome) => metrics.gzipSegment(outcome))
-  app.addHook('onClose', (_app, done) => {
-    listCache.close()
-    done()
-  })
+  const { sendTimeoutMs, maxResponses } = app.config.list
+  const listCache = new ListCache(app.config.listCacheMaxBytes, app.config.list.databaseStreams)
+  let responses = 0 // list responses being sent: each holds at most two send buffers (sendBody)
+  app.addHook('onClose', () => listCache.close())
 
   app.get(
     '/store/orders',
@@ -49,7 +46,7 @@ export function ordersRoutes(app: ApiApp): void {
     (request, reply: FastifyReply) => then(store.dataVersion(), (version) => listOrders(request, reply, version)),
   )
 
-  /** Undefined once sent; the streamed and file bodies resolve with the reply once it has finished. */
+  /** Undefined once sent; a body read from a file or a fill resolves with the reply once under way. */
   function listOrders(request: FastifyRequest, reply: FastifyReply, version: bigint): MaybePromise<FastifyReply | undefined> {
     const encoding = negotiateEncoding(request.headers['accept-encoding'])
     // Strong ETag: one per data version and per encoding (a different representation).
@@ -59,53 +56,62 @@ export function ordersRoutes(app: ApiApp): void {
       reply.code(304).send()
       return undefined
     }
+    if (responses >= maxResponses) throw new ApiError('service_unavailable', 'Too many lists are being sent; retry shortly.', { 'retry-after': '5' })
+    responses++
+    reply.raw.once('close', () => responses--)
     reply.type('application/json; charset=utf-8')
     return then(listCache.get(version, encoding), (cached): MaybePromise<FastifyReply | undefined> => {
-      if (cached === undefined) return streamList(reply, version, encoding)
+      if (cached === undefined) return followFill(reply, version, encoding)
       if (encoding !== 'identity') reply.header('content-encoding', encoding)
       if ('buffer' in cached) {
+        limitSendTime(reply.raw, sendTimeoutMs)
         reply.send(cached.buffer) // Fastify adds its Content-Length
         return undefined
       }
       reply.header('content-length', cached.bytes)
-      sendFile(reply, cached.file, cached.bytes)
+      const { file, bytes } = cached
+      const source: BodySource = {
+        bytes,
+        read: async (buffer, position) => (await file.read(buffer, 0, Math.min(buffer.length, bytes - position), position)).bytesRead,
+        close: () => void file.close().catch(() => {}),
+      }
+      sendBody(reply, source, sendTimeoutMs)
       return undefined
     })
   }
 
-  async function streamList(reply: FastifyReply, version: bigint, encoding: Encoding): Promise<FastifyReply> {
-    // Pages of JSON text written by the database itself, held equal to this route's schema
-    // serializer by test/list-streaming.test.ts. The first page is read before the status line
-    // is sent, so a database failure is still a proper 503 Error; after that, a failure can only
-    // cut the stream short.
-    const pages = store.streamOrdersJson()[Symbol.asyncIterator]()
-    const first = await pages.next()
-    if (encoding !== 'identity') reply.header('content-encoding', encoding)
+  /**
+   * A cache miss: the response follows the fill of its version and encoding, which reads the
+   * database at the database's pace, never the client's. Its first bytes are awaited before the
+   * status line is sent, so a database failure is still a proper 503 Error; after that, a failure
+   * can only cut the body short. The body is chunked, as it was when it streamed from the database.
+   */
+  async function followFill(reply: FastifyReply, version: bigint, encoding: Encoding): Promise<FastifyReply> {
+    const fill = await listCache.follow(version, encoding, () => databaseList(encoding))
     try {
-      return reply.send(listBody(pages, first, version, encoding))
+      await fill.started()
     } catch (error) {
-      await returnCursor(pages) // open from here on, and no body will read it to the end
+      fill.release()
       throw error
     }
+    if (encoding !== 'identity') reply.header('content-encoding', encoding)
+    sendBody(reply, { bytes: undefined, read: (buffer, position) => fill.read(buffer, position), close: () => fill.release() }, sendTimeoutMs)
+    return reply
   }
 
-  /** The list's body stream from its first page on, in `encoding`, filling the cache on the way. */
-  function listBody(pages: AsyncIterator<JsonPage>, first: IteratorResult<JsonPage>, version: bigint, encoding: Encoding): NodeJS.ReadableStream {
-    // brotli gets large chunks, the socket and the gzip segmenter the pages as they came (see
-    // jsonArray). At most two chunks wait ahead of brotli (Readable.from buffers 16 items by default).
-    const stages: (NodeJS.ReadableStream | NodeJS.ReadWriteStream)[] =
-      encoding === 'br'
-        ? [Readable.from(jsonArray(first, pages, BROTLI_INPUT_BYTES), { highWaterMark: 2 }), brotli()]
-        : encoding === 'gzip'
-          ? [Readable.from(gzipSegments.encode(jsonArray(first, pages, 0)), { highWaterMark: 2 })]
-          : [Readable.from(jsonArray(first, pages, 0))]
-    // A client gone before the body's first read destroys it before jsonArray has started, so its
-    // `finally` would never return the cursor: return it here too (a no-op once jsonArray has).
-    stages[0]!.once('close', () => void returnCursor(pages))
-    const collector = listCache.collector(version, encoding)
-    if (collector !== undefined) stages.push(tee(collector))
-    // pipeline() destroys every stage when the client goes away, which returns the cursor.
-    return stages.length === 1 ? stages[0]! : (pipeline(stages as never, () => {}) as NodeJS.ReadWriteStream) // ends with the tee
+  /**
+   * The list's body in `encoding`, from the database: the route's one read of the list. Pages of
+   * JSON text written by the database itself, held equal to this route's schema serializer by
+   * test/list-streaming.test.ts. Leaving early (the server closing) returns the cursor.
+   */
+  async function* databaseList(encoding: Encoding): AsyncGenerator<Buffer[]> {
+    const body = jsonArray(store.streamOrdersJson()[Symbol.asyncIterator](), encoding === 'identity' ? FILE_WRITE_BYTES : COMPRESSOR_INPUT_BYTES)
+    if (encoding === 'identity') return yield* body
+    const joined = (async function* () {
+      for await (const parts of body) yield join(parts)
+    })()
+    // pipeline() destroys every stage when the loop below is left early, which returns the cursor.
+    for await (const chunk of pipeline(Readable.from(joined, { highWaterMark: 1 }), encoding === 'br' ? brotli() : gzip(), () => {})) yield [chunk as Buffer]
   }
 
   app.delete(
@@ -149,48 +155,38 @@ export function ordersRoutes(app: ApiApp): void {
 }
 
 // 2 MiB: on the 1M list, gzip's cache miss took 1.07× the identity one with 512 KiB chunks, 1.18×
-// with 128 KiB, 0.98–0.99× with 2 MiB, when gzip was a zlib stream too (npm run bench -- --only
-// compression; 4 MiB gained nothing).
-const BROTLI_INPUT_BYTES = 2 * 1024 * 1024
+// with 128 KiB, 0.98–0.99× with 2 MiB, when gzip was a zlib stream before (npm run bench -- --only
+// compression; 4 MiB gained nothing). Each write to a compressor is a trip to the thread pool.
+const COMPRESSOR_INPUT_BYTES = 2 * 1024 * 1024
+/** The identity list is written to its file in runs of pages of about this size, one writev each. */
+const FILE_WRITE_BYTES = 256 * 1024
 
 /**
- * `[`, the pages joined by commas, `]`, yielding to the event loop between pages. For the identity
- * body and gzip's segmenter (`chunkBytes` 0) brackets and commas are written on their own and each
- * page as it came: concatenating them would copy every page once more, garbage the size of the list,
- * which was most of a stream's memory when measured. For brotli, pages are joined into chunks of at
- * least `chunkBytes`: each of its writes is a trip to the thread pool, and large ones compress faster.
+ * `[`, the pages joined by commas, `]`, in runs of at least `chunkBytes`, yielding to the event loop
+ * between pages. A run is the pages as they came, with the brackets and commas as buffers of their
+ * own: the identity list is written to its file as such (writev), never copied into one buffer,
+ * which would make garbage the size of the list; compressors get each run joined.
  */
-async function* jsonArray(first: IteratorResult<JsonPage>, rest: AsyncIterator<JsonPage>, chunkBytes: number): AsyncGenerator<JsonPage> {
-  let next = first
+async function* jsonArray(pages: AsyncIterator<JsonPage>, chunkBytes: number): AsyncGenerator<JsonPage[]> {
   let pending: JsonPage[] = [OPEN] // not yet yielded
   let pendingBytes = 0
   try {
-    for (let page = 0; next.done !== true; page++) {
+    for (let page = 0, next = await pages.next(); next.done !== true; page++, next = await pages.next()) {
       if (page > 0) pending.push(COMMA)
       pending.push(next.value)
       pendingBytes += next.value.length
       if (pendingBytes >= chunkBytes) {
-        if (chunkBytes === 0) yield* pending
-        else yield join(pending)
+        yield pending
         pending = []
         pendingBytes = 0
       }
       await nextTurn() // let small requests run between pages
-      next = await rest.next()
     }
   } finally {
-    await rest.return?.() // the client went away or we finished: release the cursor now
+    await pages.return?.() // left early or finished: release the cursor now
   }
   pending.push(CLOSE)
-  yield join(pending)
-}
-
-/**
- * Ends the store's iteration early, releasing its cursor (a no-op once it has ended). A failure to
- * release is not reported here: the error already being handled, or jsonArray, reports it.
- */
-function returnCursor(pages: AsyncIterator<JsonPage>): Promise<unknown> {
-  return pages.return?.().catch(() => {}) ?? Promise.resolve()
+  yield pending
 }
 
 const OPEN = Buffer.from('[')
@@ -210,7 +206,13 @@ function negotiateEncoding(header: string | undefined): Encoding {
   return header === undefined || header === '' ? 'identity' : (negotiator.negotiate(header) ?? 'identity')
 }
 
-/** brotli at quality 1 keeps up with the database (see docs/benchmarks.md); gzip is GzipSegments. */
+/** gzip at level 1, the fastest: a cache miss may take up to 1.5× the identity one (docs/benchmarks.md). */
+function gzip(): NodeJS.ReadWriteStream {
+  const chunking = { chunkSize: 256 * 1024, highWaterMark: 1024 * 1024 }
+  return createGzip({ ...chunking, level: 1 })
+}
+
+/** brotli at quality 1 keeps up with the database (see docs/benchmarks.md). */
 function brotli(): NodeJS.ReadWriteStream {
   // Large output chunks too: each one is a round trip to the thread pool.
   const chunking = { chunkSize: 256 * 1024, highWaterMark: 1024 * 1024 }
@@ -226,22 +228,5 @@ function matchesIfNoneMatch(header: string | undefined, etag: string): boolean {
   return header.split(',').some((candidate) => {
     const tag = candidate.trim()
     return tag === '*' || tag.replace(/^W\//, '') === etag
-  })
-}
-
-function tee(collector: ListCollector): Transform {
-  return new Transform({
-    transform(chunk: Buffer, _encoding, callback) {
-      collector.add(chunk)
-      callback(null, chunk)
-    },
-    flush(callback) {
-      collector.finish()
-      callback()
-    },
-    destroy(error, callback) {
-      collector.abort() // after finish(), a no-op; before it, the body is incomplete
-      callback(error)
-    },
   })
 }

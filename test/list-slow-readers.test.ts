@@ -1,0 +1,226 @@
+import assert from 'node:assert/strict'
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { connect, type Socket } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { spawnSync } from 'node:child_process'
+import { after, before, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import Database from 'better-sqlite3'
+import { loadConfig } from '../src/config.js'
+import { generateApiKey, SCOPES } from '../src/domain/api-keys.js'
+import { openStore } from '../src/store/open-store.js'
+import { bearer, createDatabase, forEachStore, order, records, startTestServer, within, type TestDatabaseHandle } from './support/harness.js'
+import { spawnServer, type ServerProcess } from './support/server-process.js'
+
+const ORDERS = 200_000 // ~17 MB of list: far more than the socket buffers of a paused client take
+const SLOW_READERS = 8
+// Mostly identity: a compressed list is small enough to fit in the buffers between the database and a paused client.
+const ENCODINGS = ['identity', 'identity', 'identity', 'identity', 'identity', 'identity', 'gzip', 'br'] as const
+
+/** A raw GET of the list that reads its first bytes, then nothing more: the slowest of readers. */
+function pausedReader(origin: string, key: string, encoding: string): Promise<{ socket: Socket; closed: Promise<void> }> {
+  const { hostname, port } = new URL(origin)
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => {
+      socket.write(`GET /v1/store/orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nAccept-Encoding: ${encoding}\r\n\r\n`)
+    })
+    const closed = new Promise<void>((done) => socket.once('close', () => done()))
+    socket.on('error', () => {})
+    socket.once('data', (chunk: Buffer) => {
+      socket.pause()
+      if (!chunk.toString('latin1').startsWith('HTTP/1.1 200')) reject(new Error(`not a 200: ${chunk.toString('latin1', 0, 200)}`))
+      else resolve({ socket, closed })
+    })
+    setTimeout(() => reject(new Error('no answer to a list in 30 s')), 30_000).unref()
+  })
+}
+
+/** How long `request` takes, failing past `ms` (the request is abandoned then). */
+async function answersWithin(ms: number, what: string, request: (signal: AbortSignal) => Promise<Response>, status: number): Promise<void> {
+  const started = performance.now()
+  let response: Response
+  try {
+    response = await request(AbortSignal.timeout(ms))
+  } catch (error) {
+    assert.fail(`${what}: no answer within ${ms} ms (${(error as Error).message})`)
+  }
+  if (!response.bodyUsed) await response.arrayBuffer()
+  assert.equal(response.status, status, `${what}: ${response.status}`)
+  assert.ok(performance.now() - started < ms, `${what} took ${(performance.now() - started).toFixed(0)} ms`)
+}
+
+forEachStore('slow list readers', (kind) => {
+  let database: TestDatabaseHandle
+  let server: ServerProcess
+  let key: string
+  const keys: string[] = []
+
+  before(async () => {
+    database = await createDatabase(kind)
+    const store = await openStore(database.config)
+    try {
+      await store.migrate()
+      await store.importOrders(records(Array.from({ length: ORDERS }, (_, i) => order({ id: BigInt(i + 1), quantity: 1, shipDate: '2026-11-25T10:00:00Z' }))))
+      for (let i = 0; i < 4; i++) {
+        const created = generateApiKey()
+        await store.createApiKey({ name: `k${i}`, hash: created.hash, displayPrefix: created.displayPrefix, scopes: [...SCOPES], expiresAt: null })
+        keys.push(created.secret)
+      }
+    } finally {
+      await store.close()
+    }
+    key = keys[0]!
+    server = await spawnServer(database.url, { DATABASE_POOL_SIZE: '4', RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_AUTH_FAILURES: '0' })
+  })
+
+  after(async () => {
+    server?.child.kill('SIGKILL')
+    await server?.exited
+    await database?.dispose()
+  })
+
+  it(`${SLOW_READERS} clients reading an uncached list slowly do not hold the database: everything else answers within a second`, async () => {
+    const readers = await Promise.all(Array.from({ length: SLOW_READERS }, (_, i) => pausedReader(server.origin, key, ENCODINGS[i % ENCODINGS.length]!)))
+    try {
+      await sleep(500) // the fills are done by now, or would be holding connections
+      for (let round = 0; round < 3; round++) {
+        await answersWithin(1000, 'readiness', (signal) => fetch(`${server.origin}/readyz`, { signal }), 200)
+        await answersWithin(1000, 'a cancel', (signal) => fetch(`${server.origin}/v1/store/orders/${round + 1}`, { method: 'DELETE', headers: bearer(key), signal }), 204)
+        // A key this server has not seen yet: looked up in the database.
+        await answersWithin(1000, 'a fresh key', (signal) => fetch(`${server.origin}/v1/pets/1`, { headers: bearer(keys[round + 1]!), signal }), 404)
+        // Another read of the database: the new version's list (its first bytes at least).
+        await answersWithin(1000, 'the changed list', async (signal) => {
+          const response = await fetch(`${server.origin}/v1/store/orders`, { headers: { ...bearer(key), 'accept-encoding': 'br' }, signal })
+          await response.body?.cancel()
+          return response
+        }, 200)
+      }
+      if (kind === 'sqlite') {
+        // Once the last fill is done (the br list just asked for), no reader holds a snapshot: the
+        // slow readers hold none. Each of them held one for as long as it was connected before.
+        await within(5000, 'a WAL checkpoint that no slow reader blocks', () => {
+          const db = new Database((database.config as { path: string }).path, { timeout: 0 })
+          try {
+            return (db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[])[0]!.busy === 0
+          } finally {
+            db.close()
+          }
+        }, 100)
+      }
+      assert.ok(readers.every(({ socket }) => !socket.destroyed), 'the slow readers are still connected')
+    } finally {
+      for (const { socket } of readers) socket.destroy()
+    }
+  })
+})
+
+it('a list response not sent within LIST_SEND_TIMEOUT_MS is cut off, and LIST_MAX_RESPONSES bounds those in flight [sqlite]', async () => {
+  const server = await startTestServer('sqlite', { env: { LIST_SEND_TIMEOUT_MS: '1000', LIST_MAX_RESPONSES: '2', RATE_LIMIT_PER_KEY: '0' } })
+  const key = await server.createKey()
+  await server.importOrders(Array.from({ length: 100_000 }, (_, i) => ({ id: BigInt(i + 1), quantity: 1 })))
+  const readers = await Promise.all([pausedReader(server.origin, key, 'identity'), pausedReader(server.origin, key, 'identity')])
+  try {
+    const third = await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })
+    assert.equal(third.status, 503)
+    assert.equal(third.headers.get('retry-after'), '5')
+    await third.arrayBuffer()
+    // Past the deadline the two responses are over (the bound admits lists again) ...
+    await sleep(2000)
+    const again = await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })
+    assert.equal(again.status, 200)
+    await again.arrayBuffer()
+    // ... and their connections were closed: a paused socket sees it once it reads again (a
+    // connection left open would sit in keep-alive for 5 s after the whole list).
+    for (const { socket } of readers) socket.resume()
+    await Promise.race([Promise.all(readers.map((reader) => reader.closed)), sleep(3000)])
+    assert.ok(readers.every(({ socket }) => socket.readyState === 'closed'), 'a paused reader was not cut off')
+  } finally {
+    for (const { socket } of readers) socket.destroy()
+  }
+})
+
+/** A temporary directory of the test's own as TMPDIR for a server started in `run`. */
+async function withTmpdir(run: (directory: string) => Promise<void>): Promise<void> {
+  const directory = mkdtempSync(join(tmpdir(), 'list-tmp-test-'))
+  const saved = process.env.TMPDIR
+  process.env.TMPDIR = directory
+  try {
+    await run(directory)
+  } finally {
+    if (saved === undefined) delete process.env.TMPDIR
+    else process.env.TMPDIR = saved
+    spawnSync('chmod', ['-R', 'u+rwx', directory])
+    rmSync(directory, { recursive: true, force: true })
+  }
+}
+
+/** Serves a large list twice; asserts the second came from the cache (a Content-Length) with the same bytes. */
+async function assertCached(directory: string): Promise<void> {
+  const database = await createDatabase('sqlite')
+  const server = await startTestServer('sqlite', { database })
+  try {
+    const key = await server.createKey()
+    await server.importOrders(Array.from({ length: 40_000 }, (_, i) => ({ id: BigInt(i + 1), quantity: 1 })))
+    const list = () => fetch(`${server.origin}/v1/store/orders`, { headers: { ...bearer(key), 'accept-encoding': 'identity' } })
+    const first = await (await list()).text()
+    let cached = await list()
+    for (const deadline = Date.now() + 5000; cached.headers.get('content-length') === null && Date.now() < deadline; cached = await list()) {
+      await cached.arrayBuffer()
+      await sleep(20)
+    }
+    assert.ok(cached.headers.get('content-length') !== null, 'the large list is not cached')
+    assert.equal(await cached.text(), first)
+    assert.ok(readdirSync(directory).some((name) => name.startsWith(`petstore-orders-list-${process.pid}-`)), 'no private directory made')
+  } finally {
+    await server.close()
+    await database.dispose()
+  }
+}
+
+const deadPid = (): number => spawnSync(process.execPath, ['-e', '']).pid!
+
+it('the cleanup of a dead server’s directory never follows a symlink planted in its place', async () => {
+  await withTmpdir(async (directory) => {
+    const victim = mkdtempSync(join(tmpdir(), 'list-victim-'))
+    try {
+      writeFileSync(join(victim, 'precious'), 'keep me')
+      mkdirSync(join(victim, 'sub'))
+      writeFileSync(join(victim, 'sub', 'precious'), 'keep me too')
+      const planted = join(directory, `petstore-orders-list-${deadPid()}-x1`)
+      symlinkSync(victim, planted)
+      await assertCached(directory)
+      await sleep(200) // the cleanup is not awaited by the cache
+      assert.ok(existsSync(join(victim, 'precious')) && existsSync(join(victim, 'sub', 'precious')), 'files outside were deleted')
+    } finally {
+      rmSync(victim, { recursive: true, force: true })
+    }
+  })
+})
+
+it('a planted directory that is not the service’s, or cannot be removed, leaves the cache working', async () => {
+  await withTmpdir(async (directory) => {
+    const planted = join(directory, `petstore-orders-list-${deadPid()}-x2`)
+    mkdirSync(join(planted, 'locked'), { recursive: true })
+    writeFileSync(join(planted, 'locked', 'file'), 'x')
+    if (process.getuid?.() === 0) chownSync(planted, 65534, 65534) // another user's: root could remove it, must not
+    else chmodSync(join(planted, 'locked'), 0o500) // its contents cannot be removed
+    await assertCached(directory)
+    await sleep(200)
+    if (process.getuid?.() === 0) assert.ok(existsSync(join(planted, 'locked', 'file')), "another user's directory was removed")
+    // And with a second server (the cleanup runs again): still cached.
+    await assertCached(directory)
+  })
+})
+
+it('the list settings are validated at start, LIST_DATABASE_STREAMS below the PostgreSQL pool', () => {
+  const postgres = { DATABASE_URL: 'postgres://u@127.0.0.1/db' }
+  assert.deepEqual(loadConfig({}).list, { databaseStreams: 2, sendTimeoutMs: 600_000, maxResponses: 64 })
+  assert.equal(loadConfig({ ...postgres, DATABASE_POOL_SIZE: '2' }).list.databaseStreams, 1)
+  assert.equal(loadConfig({ ...postgres, DATABASE_POOL_SIZE: '1' }).list.databaseStreams, 1)
+  assert.equal(loadConfig({ ...postgres, DATABASE_POOL_SIZE: '4', LIST_DATABASE_STREAMS: '3' }).list.databaseStreams, 3)
+  assert.throws(() => loadConfig({ ...postgres, DATABASE_POOL_SIZE: '4', LIST_DATABASE_STREAMS: '4' }), /^ConfigError: LIST_DATABASE_STREAMS: must be below DATABASE_POOL_SIZE \(4\)/)
+  assert.throws(() => loadConfig({ LIST_SEND_TIMEOUT_MS: '10' }), /^ConfigError: LIST_SEND_TIMEOUT_MS: must be an integer from 1000/)
+  assert.throws(() => loadConfig({ LIST_MAX_RESPONSES: '0' }), /^ConfigError: LIST_MAX_RESPONSES/)
+  assert.throws(() => loadConfig({ LIST_DATABASE_STREAMS: 'two' }), /^ConfigError: LIST_DATABASE_STREAMS/)
+})
