@@ -1,6 +1,7 @@
 import type { FastifySchemaCompiler } from 'fastify'
 import { parseInt64 } from '../domain/int64.js'
 import { ApiError, type ErrorCode } from '../errors.js'
+import { strictQueryValidator, type QuerySchema } from './strict-query.js'
 
 interface ParamsSchema {
   properties?: Record<string, { type?: string; format?: string }>
@@ -15,6 +16,7 @@ const INVALID: Record<string, ErrorCode> = { orderId: 'invalid_order_id', petId:
  * so int64 parameters are parsed here, exactly, into bigint.
  */
 export const int64ParamsValidator: FastifySchemaCompiler<ParamsSchema> = ({ schema, httpPart }) => {
+  if (httpPart === 'querystring') return strictQueryValidator(schema as QuerySchema) // v2's list
   if (httpPart !== 'params') {
     throw new Error(`no validator for ${httpPart ?? 'unknown part'}: routes of this API take path parameters only`)
   }
