@@ -116,9 +116,9 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
   },
   {
     version: 7,
-    name: 'index orders (status, complete, ship_date)',
+    name: 'index orders (status, complete, ship_date, id)',
     transaction: false,
-    sql: 'CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_status_complete_ship_date ON orders (status, complete, ship_date)',
+    sql: 'CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_status_complete_ship_date ON orders (status, complete, ship_date, id)',
   },
 ]
 

@@ -1,7 +1,7 @@
 import type pg from 'pg'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import type { OrderStatus } from '../../domain/orders.js'
-import { orderPageStatement, type NamedStatement, type PageDialect } from '../order-page-sql.js'
+import { orderPageProbe, orderPageStatement, type NamedStatement, type PageDialect } from '../order-page-sql.js'
 
 /** The v2 reads of the PostgreSQL store; each takes the function that runs a read-only statement. */
 export type Read = <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<pg.QueryResult<R>>
@@ -26,7 +26,13 @@ interface Row {
 }
 
 export async function readOrderPage(read: Read, query: OrderPageQuery): Promise<OrderV2Record[]> {
-  const page = orderPageStatement(query, DIALECT)
+  const probe = orderPageProbe(query, DIALECT)
+  let counts: number[] | undefined
+  if (probe !== undefined) {
+    const { sql, params } = positional(probe)
+    counts = Object.values((await read<Record<string, bigint>>(sql, params)).rows[0]!).map(Number)
+  }
+  const page = orderPageStatement(query, DIALECT, counts)
   if (page === undefined) return []
   const { sql, params } = positional(page)
   return (await read<Row>(sql, params)).rows.map(toRecord)

@@ -55,7 +55,7 @@ export const SQLITE_MIGRATIONS: Migration[] = [
         ('customer_request', 'out_of_stock', 'duplicate', 'fraudulent', 'other'));
       CREATE INDEX orders_status_complete_id ON orders (status, complete, id);
       CREATE INDEX orders_pet_status_complete_id ON orders (pet_id, status, complete, id);
-      CREATE INDEX orders_status_complete_ship_date ON orders (status, complete, ship_date);
+      CREATE INDEX orders_status_complete_ship_date ON orders (status, complete, ship_date, id);
       CREATE TABLE signing_secrets (
         purpose TEXT PRIMARY KEY,
         secret BLOB NOT NULL CHECK (length(secret) >= 32)

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import type { OrderStatus } from '../../domain/orders.js'
-import { orderPageStatement, type PageDialect } from '../order-page-sql.js'
+import { orderPageProbe, orderPageStatement, type PageDialect } from '../order-page-sql.js'
 
 /** The v2 reads of the SQLite store; each takes the connection to read on. */
 
@@ -33,7 +33,9 @@ function statement(db: Database.Database, sql: string): Database.Statement {
 }
 
 export function readOrderPage(db: Database.Database, query: OrderPageQuery): OrderV2Record[] {
-  const page = orderPageStatement(query, DIALECT)
+  const probe = orderPageProbe(query, DIALECT)
+  const counts = probe === undefined ? undefined : Object.values(statement(db, probe.sql).get(probe.params) as Record<string, bigint>).map(Number)
+  const page = orderPageStatement(query, DIALECT, counts)
   if (page === undefined) return []
   return (statement(db, page.sql).all(page.params) as Row[]).map(toRecord)
 }
