@@ -6,6 +6,8 @@ export interface PageDialect {
   columns: string
   /** A boolean literal. */
   bool(value: boolean): string
+  /** The column, in a form no index serves (SQLite: `+column`), or the column where the planner needs no such help. */
+  unindexed(column: string): string
 }
 
 /** A statement with named parameters (`@name`), and their values. */
@@ -38,17 +40,17 @@ export function probeCap(limit: number): number {
  * index-only statement, `orderPageProbe`, whose ORDER BY ship_date only that index serves, so it
  * reads the range and never the table): an empty branch is left out, a sparse one is read from
  * that range and sorted (at most probeCap rows; `ORDER BY +id` keeps the planner off the id order),
- * a dense one in id order (its matches are frequent).
+ * a dense one in id order (its matches are frequent; SQLite is told so with `+ship_date`, else it
+ * sorts the whole range).
  */
 export function orderPageStatement(query: OrderPageQuery, dialect: PageDialect, counts?: number[]): NamedStatement | undefined {
-  const { wheres, params } = branches(query, dialect)
   const cap = probeCap(query.limit)
+  const sparse = (i: number): boolean => (counts?.[i] ?? cap) < cap
+  const { wheres, params } = branches(query, dialect, (i) => counts !== undefined && !sparse(i))
   const selects: string[] = []
   wheres.forEach((where, i) => {
-    const count = counts?.[i] ?? cap
-    if (count === 0) return
-    const order = count < cap ? '+id' : 'id'
-    selects.push(`SELECT ${dialect.columns} FROM orders WHERE ${where} ORDER BY ${order} LIMIT @limit`)
+    if (counts?.[i] === 0) return
+    selects.push(`SELECT ${dialect.columns} FROM orders WHERE ${where} ORDER BY ${sparse(i) ? '+id' : 'id'} LIMIT @limit`)
   })
   params.limit = query.limit
   if (selects.length === 0) return undefined
@@ -71,18 +73,23 @@ export function orderPageProbe(query: OrderPageQuery, dialect: PageDialect): Nam
   return { sql: `SELECT ${columns.join(', ')}`, params }
 }
 
-function branches(query: OrderPageQuery, dialect: PageDialect): { wheres: string[]; params: Record<string, unknown> } {
+/** Each branch's WHERE; `inIdOrder(i)`: branch i is dense, so its ship date must not pick an index. */
+function branches(
+  query: OrderPageQuery,
+  dialect: PageDialect,
+  inIdOrder: (branch: number) => boolean = () => false,
+): { wheres: string[]; params: Record<string, unknown> } {
   const { filters, after } = query
   const params: Record<string, unknown> = {}
+  const range = (shipDate: string): string[] => {
+    const conditions: string[] = []
+    if (filters.shipDateFrom !== undefined) conditions.push(`${shipDate} >= @shipDateFrom`)
+    if (filters.shipDateTo !== undefined) conditions.push(`${shipDate} < @shipDateTo`)
+    return conditions
+  }
+  if (filters.shipDateFrom !== undefined) params.shipDateFrom = filters.shipDateFrom
+  if (filters.shipDateTo !== undefined) params.shipDateTo = filters.shipDateTo
   const common: string[] = []
-  if (filters.shipDateFrom !== undefined) {
-    common.push('ship_date >= @shipDateFrom')
-    params.shipDateFrom = filters.shipDateFrom
-  }
-  if (filters.shipDateTo !== undefined) {
-    common.push('ship_date < @shipDateTo')
-    params.shipDateTo = filters.shipDateTo
-  }
   if (after !== undefined) {
     common.push('id > @after')
     params.after = after
@@ -93,7 +100,8 @@ function branches(query: OrderPageQuery, dialect: PageDialect): { wheres: string
   for (const status of filters.statuses) {
     for (const complete of filters.complete === undefined ? [false, true] : [filters.complete]) {
       if (complete && status !== 'shipped') continue
-      wheres.push([`${pet}status = '${status}' AND complete = ${dialect.bool(complete)}`, ...common].join(' AND '))
+      const shipDate = inIdOrder(wheres.length) ? dialect.unindexed('ship_date') : 'ship_date'
+      wheres.push([`${pet}status = '${status}' AND complete = ${dialect.bool(complete)}`, ...range(shipDate), ...common].join(' AND '))
     }
   }
   return { wheres, params }

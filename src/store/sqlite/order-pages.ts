@@ -8,6 +8,7 @@ import { orderPageProbe, orderPageStatement, type PageDialect } from '../order-p
 const DIALECT: PageDialect = {
   columns: 'id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason',
   bool: (value) => (value ? '1' : '0'),
+  unindexed: (column) => `+${column}`,
 }
 
 interface Row {
