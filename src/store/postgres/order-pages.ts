@@ -9,9 +9,10 @@ export type Read = <R extends pg.QueryResultRow>(sql: string, params?: unknown[]
 // Instants as Date#toISOString() writes them, as the v1 list does.
 const utc = (column: string): string => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
 
-const DIALECT: PageDialect = {
+export const POSTGRES_PAGE_DIALECT: PageDialect = {
   columns: `id, pet_id, quantity, ${utc('ship_date')} AS ship_date, complete, status, ${utc('cancelled_at')} AS cancelled_at, cancellation_reason`,
   bool: (value) => (value ? 'true' : 'false'),
+  through: () => 'orders',
   unindexed: (column) => column, // PostgreSQL weighs both reads of a dense branch well (see docs/decisions.md)
 }
 
@@ -27,20 +28,20 @@ interface Row {
 }
 
 export async function readOrderPage(read: Read, query: OrderPageQuery): Promise<OrderV2Record[]> {
-  const probe = orderPageProbe(query, DIALECT)
+  const probe = orderPageProbe(query, POSTGRES_PAGE_DIALECT)
   let counts: number[] | undefined
   if (probe !== undefined) {
     const { sql, params } = positional(probe)
     counts = Object.values((await read<Record<string, bigint>>(sql, params)).rows[0]!).map(Number)
   }
-  const page = orderPageStatement(query, DIALECT, counts)
+  const page = orderPageStatement(query, POSTGRES_PAGE_DIALECT, counts)
   if (page === undefined) return []
   const { sql, params } = positional(page)
   return (await read<Row>(sql, params)).rows.map(toRecord)
 }
 
 export async function readOrderV2(read: Read, id: bigint): Promise<OrderV2Record | undefined> {
-  const { rows } = await read<Row>(`SELECT ${DIALECT.columns} FROM orders WHERE id = $1`, [id.toString()])
+  const { rows } = await read<Row>(`SELECT ${POSTGRES_PAGE_DIALECT.columns} FROM orders WHERE id = $1`, [id.toString()])
   return rows[0] === undefined ? undefined : toRecord(rows[0])
 }
 

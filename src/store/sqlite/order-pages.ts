@@ -5,9 +5,10 @@ import { orderPageProbe, orderPageStatement, type PageDialect } from '../order-p
 
 /** The v2 reads of the SQLite store; each takes the connection to read on. */
 
-const DIALECT: PageDialect = {
+export const SQLITE_PAGE_DIALECT: PageDialect = {
   columns: 'id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason',
   bool: (value) => (value ? '1' : '0'),
+  through: (index) => `orders INDEXED BY ${index}`,
   unindexed: (column) => `+${column}`,
 }
 
@@ -34,15 +35,15 @@ function statement(db: Database.Database, sql: string): Database.Statement {
 }
 
 export function readOrderPage(db: Database.Database, query: OrderPageQuery): OrderV2Record[] {
-  const probe = orderPageProbe(query, DIALECT)
+  const probe = orderPageProbe(query, SQLITE_PAGE_DIALECT)
   const counts = probe === undefined ? undefined : Object.values(statement(db, probe.sql).get(probe.params) as Record<string, bigint>).map(Number)
-  const page = orderPageStatement(query, DIALECT, counts)
+  const page = orderPageStatement(query, SQLITE_PAGE_DIALECT, counts)
   if (page === undefined) return []
   return (statement(db, page.sql).all(page.params) as Row[]).map(toRecord)
 }
 
 export function readOrderV2(db: Database.Database, id: bigint): OrderV2Record | undefined {
-  const row = statement(db, `SELECT ${DIALECT.columns} FROM orders WHERE id = ?`).get(id) as Row | undefined
+  const row = statement(db, `SELECT ${SQLITE_PAGE_DIALECT.columns} FROM orders WHERE id = ?`).get(id) as Row | undefined
   return row === undefined ? undefined : toRecord(row)
 }
 
