@@ -5,13 +5,13 @@ import type { OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import { toApiOrder, type CancelOutcome, type OrderRecord, type OrderStatus, type ShipOutcome } from '../../domain/orders.js'
 import type { Order } from '../../schemas/order.js'
 import type { Pet } from '../../schemas/pet.js'
-import { ImportConflictError, pendingMigrations, StoreUnavailableError, type Store } from '../store.js'
+import { ImportConflictError, StoreUnavailableError, type Store } from '../store.js'
 import { CancelBatcher, type BatchOutcome, type CancelRequest } from './cancel-batcher.js'
-import { applyOutsideTransaction } from './concurrent-migration.js'
+import { runMigrations } from './migration-runner.js'
 import { readCursorSecret, readOrderPage, readOrderV2 } from './order-pages.js'
 import { commaJoinedLines } from './copy-lines.js'
 import { isLostConnection, isUnavailable, toStoreError } from './errors.js'
-import { MIGRATION_LOCK_KEY, POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_TABLE } from './migrations.js'
+import { POSTGRES_MIGRATIONS } from './migrations.js'
 import { LISTENER_QUERY_TIMEOUT_MS, VERSION_CHANNEL, VersionWatcher } from './version-watcher.js'
 
 const INT8_OID = 20
@@ -328,35 +328,15 @@ export class PostgresStore implements Store {
   }
 
   async migrate(): Promise<number[]> {
-    const applied: number[] = []
-    for (;;) {
-      // Migrations run in one transaction up to the first that must run outside one (`transaction:
-      // false`), which then runs on its own (concurrent-migration.ts); then the rest, the same way.
-      const { done, outside } = await this.transaction(async (lease) => {
-        // Every instance takes this lock first and holds it until COMMIT, so instances starting
-        // together migrate one after another; the later ones find nothing left to apply.
-        await lease.query('SELECT pg_advisory_xact_lock($1::bigint)', [MIGRATION_LOCK_KEY])
-        await lease.query(SCHEMA_MIGRATIONS_TABLE)
-        const { rows } = await lease.query<{ v: number }>('SELECT coalesce(max(version), 0)::int AS v FROM schema_migrations')
-        const done: number[] = []
-        for (const migration of pendingMigrations(POSTGRES_MIGRATIONS, rows[0]?.v ?? 0)) {
-          if (migration.transaction === false) return { done, outside: migration }
-          await lease.query(migration.sql)
-          await lease.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [migration.version, migration.name])
-          done.push(migration.version)
-        }
-        return { done, outside: undefined }
-      })
-      applied.push(...done)
-      if (outside === undefined) return applied
-      const { lease } = await this.leased(async () => ({}), (lease, error) => lease.release(error))
-      try {
-        if (await applyOutsideTransaction(lease.client, outside)) applied.push(outside.version)
-        lease.release()
-      } catch (error) {
-        lease.discard() // it may still hold the session's migration lock
-        throw toStoreError(error)
-      }
+    // A connection of its own, outside any transaction: see migration-runner.ts.
+    const { lease } = await this.leased(async () => ({}), (lease, error) => lease.release(error))
+    try {
+      const applied = await runMigrations(lease.client, POSTGRES_MIGRATIONS)
+      lease.release()
+      return applied
+    } catch (error) {
+      lease.discard() // it may be inside a transaction or still hold the lock
+      throw toStoreError(error)
     }
   }
 
