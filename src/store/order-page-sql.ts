@@ -12,7 +12,7 @@ export interface PageDialect {
   through(index: string): string
 }
 
-const BY_ID = 'orders_status_complete_id'
+const BY_ID = 'orders_status_complete_id' // (status, complete, id, ship_date)
 const BY_PET = 'orders_pet_status_complete_id'
 const BY_SHIP_DATE = 'orders_status_complete_ship_date'
 
@@ -63,13 +63,14 @@ export function orderPageStatement(query: OrderPageQuery, dialect: PageDialect, 
   wheres.forEach((where, i) => {
     if (counts?.[i] === 0) return
     const [from, order] = sparse(i) ? [dialect.through(BY_SHIP_DATE), '+id'] : [byId, 'id']
-    selects.push(`SELECT ${dialect.columns} FROM ${from} WHERE ${where} ORDER BY ${order} LIMIT @limit`)
+    selects.push(`SELECT id FROM ${from} WHERE ${where} ORDER BY ${order} LIMIT @limit`)
   })
   params.limit = query.limit
   if (selects.length === 0) return undefined
-  if (selects.length === 1) return { sql: selects[0]!, params }
-  const union = selects.map((select, i) => `SELECT * FROM (${select}) AS b${i}`).join(' UNION ALL ')
-  return { sql: `${union} ORDER BY id LIMIT @limit`, params }
+  // The ids first, from the indexes alone (each index holds every column a branch tests), then the
+  // page's rows by id: a branch skipping non-matching orders never reads them from the table.
+  const ids = selects.length === 1 ? selects[0]! : `${selects.map((select, i) => `SELECT id FROM (${select}) AS b${i}`).join(' UNION ALL ')} ORDER BY id LIMIT @limit`
+  return { sql: `SELECT ${dialect.columns} FROM orders WHERE id IN (${ids}) ORDER BY id`, params }
 }
 
 /**

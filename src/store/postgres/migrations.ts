@@ -104,9 +104,9 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
   // range of the third index.
   {
     version: 5,
-    name: 'index orders (status, complete, id)',
+    name: 'index orders (status, complete, id, ship_date)',
     transaction: false,
-    sql: 'CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_status_complete_id ON orders (status, complete, id)',
+    sql: 'CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_status_complete_id ON orders (status, complete, id, ship_date)',
   },
   {
     version: 6,

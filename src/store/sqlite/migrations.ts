@@ -53,7 +53,7 @@ export const SQLITE_MIGRATIONS: Migration[] = [
     sql: `
       ALTER TABLE orders ADD COLUMN cancellation_reason TEXT CHECK (cancellation_reason IS NULL OR cancellation_reason IN
         ('customer_request', 'out_of_stock', 'duplicate', 'fraudulent', 'other'));
-      CREATE INDEX orders_status_complete_id ON orders (status, complete, id);
+      CREATE INDEX orders_status_complete_id ON orders (status, complete, id, ship_date);
       CREATE INDEX orders_pet_status_complete_id ON orders (pet_id, status, complete, id);
       CREATE INDEX orders_status_complete_ship_date ON orders (status, complete, ship_date, id);
       CREATE TABLE signing_secrets (
