@@ -130,6 +130,7 @@ describe('OpenAPI document of v2', () => {
       'listOrders 401 unauthorized',
       'listOrders 403 insufficient_scope',
       'getOrder 400 invalid_order_id',
+      'getOrder 400 invalid_parameter',
       'getOrder 404 order_not_found',
     ]) {
       assert.ok(seen.has(expected), expected)

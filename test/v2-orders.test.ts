@@ -169,6 +169,8 @@ forEachStore('v2 listOrders and getOrder', (kind) => {
     await expectError(await fetch(`${server.origin}/v2/store/orders/4`, { headers: bearer(key) }), 404, 'order_not_found')
     await expectError(await fetch(`${server.origin}/v2/store/orders/${MAX + 1n}`, { headers: bearer(key) }), 400, 'invalid_order_id')
     await expectError(await fetch(`${server.origin}/v2/store/orders/1.0`, { headers: bearer(key) }), 400, 'invalid_order_id')
+    const withQuery = await expectError(await fetch(`${server.origin}/v2/store/orders/7?status=pending`, { headers: bearer(key) }), 400, 'invalid_parameter')
+    assert.match(withQuery.message as string, /status/)
   })
 
   it('answers HEAD like GET without a body, OPTIONS with Allow, other methods 405 with Allow, unknown paths 404', async () => {

@@ -105,3 +105,6 @@ export type ListOrdersQuery = Type.Static<typeof ListOrdersQuery>
 export const OrderIdV2Params = Type.Object({
   orderId: Int64({ description: 'The identifier of the order' }),
 })
+
+/** getOrder takes no query parameter: any is refused (400 `invalid_parameter`), as on the list. */
+export const NoQuery = Type.Object({}, { additionalProperties: false })

@@ -3,7 +3,7 @@ import { ORDER_STATUSES, type OrderStatus } from '../../../domain/orders.js'
 import { toApiOrderV2, type OrderFilters } from '../../../domain/order-pages.js'
 import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
-import { ListOrdersQuery, OrderIdV2Params, OrderPage, OrderV2Ref } from '../../../schemas/order-v2.js'
+import { ListOrdersQuery, NoQuery, OrderIdV2Params, OrderPage, OrderV2Ref } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
 import { Cursors } from '../../cursor.js'
 
@@ -82,10 +82,11 @@ export function ordersV2Routes(app: ApiApp): void {
         security: [{ bearerAuth: [] }],
         'x-stability': 'beta',
         params: OrderIdV2Params,
+        querystring: NoQuery,
         response: {
           200: { ...OrderV2Ref, description: 'The order' },
           ...errorResponses({
-            400: '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`)',
+            400: '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); a query parameter was sent (`invalid_parameter`)',
             401: UNAUTHORIZED,
             403: NO_READ_SCOPE,
             404: 'No order has this id (`order_not_found`)',
