@@ -23,36 +23,35 @@ export interface NamedStatement {
 }
 
 /**
- * A branch reading more rows than this in a ship date range is read in id order (PROBE below).
- * Between a page's read and this, the two ways to read a branch cost at most about
- * sqrt(limit × rows) rows each; 20 pages' worth keeps both within a few milliseconds at 1M orders.
+ * A branch with at least this many orders in a ship date range (after the keyset position) is read
+ * in id order, one with fewer from that range and sorted. Each way then costs at most about
+ * sqrt(limit × rows) index entries; 20 pages' worth keeps both around a millisecond at 1M orders.
  */
 export function probeCap(limit: number): number {
   return Math.min(20 * limit, 20_000)
 }
 
 /**
- * A v2 page is read as one branch per (status, complete) pair the filters allow (a shipped order
- * alone can be complete: a CHECK of both schemas), at most four. Each branch is
- * `… ORDER BY id LIMIT n` with an equality prefix of an index — (status, complete, id), or
- * (pet_id, status, complete, id) with a petId — so it reads its rows already in id order from the
- * keyset position on and stops after n; the branches are merged in id order (PostgreSQL: Merge
- * Append; SQLite: MERGE (UNION ALL)). A page thus reads at most n rows a branch, never the table.
+ * A v2 page is read as one branch per (status, complete) pair the filters allow (only a shipped
+ * order can be complete: a CHECK of both schemas), at most four. Each branch selects the ids
+ * `… ORDER BY id LIMIT n` from an index whose equality prefix is that pair — (status, complete, id,
+ * ship_date), or (pet_id, status, complete, id) with a petId — so it reads its entries already in id
+ * order from the keyset position on and stops after n, without touching the table (the first index
+ * also holds the ship date a branch tests). The branches are merged in id order and cut to n; only
+ * then are the page's n rows read, by id. No page reads the table beyond its own rows.
  *
- * A ship date range breaks that bound: in id order, a branch with few orders in the range (none
- * shipped tomorrow) would read all of its rows to find them, and planners estimate status and date
- * as independent, so they do pick that. With a range (and no petId, whose branches are small), each
- * branch is first counted in its range of (status, complete, ship_date, id), up to probeCap (one
- * index-only statement, `orderPageProbe`, whose ORDER BY ship_date only that index serves, so it
- * reads the range and never the table): an empty branch is left out, a sparse one is read from
- * that range and sorted (at most probeCap rows; `ORDER BY +id` keeps the planner off the id order),
- * a dense one in id order (its matches are frequent; SQLite is told so with `+ship_date`, else it
- * sorts the whole range).
+ * A ship date range breaks the "stops after n" part: in id order, a branch with few orders in the
+ * range (none shipped tomorrow) would read all of its entries to find them, and planners, taking
+ * status and date as independent, do choose that. So with a range (and no petId: a pet's branches
+ * are small), each branch is first counted in its range of (status, complete, ship_date, id) up to
+ * probeCap, by one index-only statement (`orderPageProbe`; its ORDER BY ship_date only that index
+ * serves). An empty branch is left out; a sparse one is read from that range and sorted (at most
+ * probeCap entries; `ORDER BY +id` keeps planners off the id order); a dense one in id order (SQLite
+ * is told with `+ship_date`, else it sorts the whole range).
  *
- * SQLite is also told which index each branch reads (INDEXED BY): with its statistics it would
- * otherwise scan the table in rowid order for a frequent status, which is cheap only while that
- * status stays frequent. PostgreSQL weighs its plans by its statistics (test/v2-order-plans.test.ts
- * holds both to their indexes).
+ * SQLite is also told which index each branch reads (INDEXED BY): from its statistics it would
+ * otherwise scan the table in rowid order for a frequent status, cheap only while that status stays
+ * frequent. test/v2-order-plans.test.ts holds both stores' plans to their indexes.
  */
 export function orderPageStatement(query: OrderPageQuery, dialect: PageDialect, counts?: number[]): NamedStatement | undefined {
   const cap = probeCap(query.limit)
@@ -67,8 +66,7 @@ export function orderPageStatement(query: OrderPageQuery, dialect: PageDialect, 
   })
   params.limit = query.limit
   if (selects.length === 0) return undefined
-  // The ids first, from the indexes alone (each index holds every column a branch tests), then the
-  // page's rows by id: a branch skipping non-matching orders never reads them from the table.
+  // The ids first, from the indexes alone, then the page's rows by id.
   const ids = selects.length === 1 ? selects[0]! : `${selects.map((select, i) => `SELECT id FROM (${select}) AS b${i}`).join(' UNION ALL ')} ORDER BY id LIMIT @limit`
   return { sql: `SELECT ${dialect.columns} FROM orders WHERE id IN (${ids}) ORDER BY id`, params }
 }

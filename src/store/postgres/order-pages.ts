@@ -13,7 +13,8 @@ export const POSTGRES_PAGE_DIALECT: PageDialect = {
   columns: `id, pet_id, quantity, ${utc('ship_date')} AS ship_date, complete, status, ${utc('cancelled_at')} AS cancelled_at, cancellation_reason`,
   bool: (value) => (value ? 'true' : 'false'),
   through: () => 'orders',
-  unindexed: (column) => column, // PostgreSQL weighs both reads of a dense branch well (see docs/decisions.md)
+  // A dense branch selects ids only: PostgreSQL reads them from (status, complete, id, ship_date), index-only.
+  unindexed: (column) => column,
 }
 
 interface Row {
