@@ -10,14 +10,17 @@ import { clientErrorResponse, registerErrorHandling, registerMethodNotAllowed, t
 import { int64ParamsValidator } from './http/int64-params.js'
 import { Metrics } from './http/metrics.js'
 import { openApiDocument } from './http/openapi.js'
+import { openApiV2Document, SWAGGER_V2 } from './http/openapi-v2.js'
 import { memoryCounters, RateLimiter } from './http/rate-limiter.js'
 import { requestId } from './http/request-id.js'
 import { docsRoutes } from './http/routes/docs.js'
 import { healthRoutes } from './http/routes/health.js'
 import { ordersRoutes } from './http/routes/orders.js'
 import { petsRoutes } from './http/routes/pets.js'
+import { ordersV2Routes } from './http/routes/v2/orders.js'
 import { ErrorSchema } from './schemas/error.js'
 import { Order } from './schemas/order.js'
+import { OrderV2 } from './schemas/order-v2.js'
 import { Pet } from './schemas/pet.js'
 import type { Store } from './store/store.js'
 
@@ -117,7 +120,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
     done()
   })
 
-  for (const schema of [Order, Pet, ErrorSchema]) app.addSchema(schema)
+  for (const schema of [Order, OrderV2, Pet, ErrorSchema]) app.addSchema(schema)
   await app.register(swagger, openApiDocument(config))
 
   // Every path's methods, so that every other method on it is a 405 with Allow (below).
@@ -140,6 +143,17 @@ export async function buildApp({ config, store, logger, processMetrics = false }
       )
     },
     { prefix: '/v1' },
+  )
+  await app.register(
+    async (v2) => {
+      await v2.register(swagger, openApiV2Document(config)) // a document of its own, from the routes below
+      const api = v2 as unknown as ApiApp
+      ordersV2Routes(api)
+      api.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) =>
+        reply.header('cache-control', 'public, max-age=300').send((v2 as unknown as Record<string, () => unknown>)[SWAGGER_V2]!()),
+      )
+    },
+    { prefix: '/v2' },
   )
   for (const [url, methods] of [...methodsByUrl]) registerMethodNotAllowed(app, url, [...methods])
   return app as unknown as ApiApp

@@ -7,6 +7,11 @@ export const ERRORS = {
   invalid_order_id: { status: 400, message: 'orderId must be a decimal integer in the int64 range.' },
   invalid_pet_id: { status: 400, message: 'petId must be a decimal integer in the int64 range.' },
   invalid_body: { status: 400, message: 'The request body is not valid JSON.' },
+  invalid_parameter: { status: 400, message: 'A query parameter is unknown, repeated or has an invalid value.' },
+  invalid_cursor: {
+    status: 400,
+    message: 'The cursor is not valid here: it was altered, is not from this API, or was issued for other filters.',
+  },
   unauthorized: { status: 401, message: 'A valid API key is required: send "Authorization: Bearer <API_KEY>".' },
   insufficient_scope: { status: 403, message: 'The API key does not have the scope this operation requires.' },
   not_found: { status: 404, message: 'No resource exists at this path.' },
@@ -28,6 +33,12 @@ export const ERRORS = {
 export type ErrorCode = keyof typeof ERRORS
 
 export const ERROR_CODES = Object.keys(ERRORS) as ErrorCode[]
+
+/** Codes only v2 answers with; v1 (and its document) never names them. */
+export const V2_ONLY_ERROR_CODES: readonly ErrorCode[] = ['invalid_parameter', 'invalid_cursor']
+
+/** The codes v1 can answer with, as its document lists them. */
+export const V1_ERROR_CODES = ERROR_CODES.filter((code) => !V2_ONLY_ERROR_CODES.includes(code))
 
 /** The body of every error response. */
 export interface ErrorBody {

@@ -24,7 +24,7 @@ forEachStore('errors', (kind) => {
   })
 
   it('answers unknown paths with 404 not_found, authenticated or not', async () => {
-    for (const path of ['/', '/v1', '/v2/store/orders', '/v1/store/orders/1/items', '/v1/store', '/v1/pets']) {
+    for (const path of ['/', '/v1', '/v3/store/orders', '/v2/store', '/v1/store/orders/1/items', '/v1/store', '/v1/pets']) {
       await expectError(await fetch(`${server.origin}${path}`), 404, 'not_found')
       await expectError(await fetch(`${server.origin}${path}`, { headers: bearer(key) }), 404, 'not_found')
     }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
-import { ERROR_CODES } from '../src/errors.js'
+import { readFileSync } from 'node:fs'
+import { V1_ERROR_CODES } from '../src/errors.js'
 import { startTestServer, type TestServer } from './support/harness.js'
 
 interface Operation {
@@ -82,8 +83,14 @@ describe('OpenAPI document', () => {
     assert.deepEqual(Object.keys(Order!.properties), ['id', 'petId', 'quantity', 'shipDate', 'complete'])
     assert.equal(Order!.required, undefined, 'no Order field is required in the spec')
     assert.deepEqual(ErrorSchema!.required, ['code', 'message', 'status'])
-    assert.deepEqual((ErrorSchema!.properties.code as { enum: string[] }).enum, ERROR_CODES)
+    assert.deepEqual((ErrorSchema!.properties.code as { enum: string[] }).enum, V1_ERROR_CODES)
     assert.deepEqual(Pet!.required, ['id', 'name'])
     assert.deepEqual(Order!.properties.id, { type: 'integer', format: 'int64', description: 'Unique order identifier' })
+  })
+
+  it('is byte for byte the document v1 has always served (v2 adds nothing to it)', async () => {
+    const plain = await startTestServer('sqlite') // default configuration, as when the fixture was written
+    const text = await (await fetch(`${plain.origin}/v1/openapi.json`)).text()
+    assert.equal(text, readFileSync(new URL('./fixtures/v1-openapi.json', import.meta.url), 'utf8').trimEnd())
   })
 })

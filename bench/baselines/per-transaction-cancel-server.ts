@@ -7,6 +7,7 @@
  * synchronous=FULL, the server's busy_timeout, foreign_keys, safe integers): every COMMIT syncs the WAL before the
  * 204 is sent, so durability is identical. Child process of bench/run.ts; SQLite only.
  */
+import type { OrderPageQuery, OrderV2Record } from '../../src/domain/order-pages.js'
 import Database from 'better-sqlite3'
 import pino from 'pino'
 import { buildApp } from '../../src/app.js'
@@ -100,6 +101,15 @@ class PerTransactionCancelStore implements Store {
   }
   findPet(id: bigint): Promise<Pet | undefined> {
     return this.store.findPet(id)
+  }
+  orderPage(query: OrderPageQuery): Promise<OrderV2Record[]> {
+    return this.store.orderPage(query)
+  }
+  findOrderV2(id: bigint): Promise<OrderV2Record | undefined> {
+    return this.store.findOrderV2(id)
+  }
+  cursorSecret(): Promise<Buffer> {
+    return this.store.cursorSecret()
   }
   createApiKey(key: NewApiKey): Promise<ApiKey> {
     return this.store.createApiKey(key)

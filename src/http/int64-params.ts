@@ -2,6 +2,7 @@ import { createRequire } from 'node:module'
 import type { FastifySchema, FastifySchemaCompiler, FastifyServerOptions } from 'fastify'
 import { parseInt64 } from '../domain/int64.js'
 import { ApiError, type ErrorCode } from '../errors.js'
+import { strictQueryValidator, type QuerySchema } from './strict-query.js'
 
 // The option's type is Ajv's (validators with Ajv's extra fields); Fastify only calls them.
 type AjvValidatorBuilder = NonNullable<NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']>
@@ -21,12 +22,17 @@ const defaultBuilder = (requireFromFastify('@fastify/ajv-compiler') as () => Val
 
 /**
  * The validator builder of the app (`schemaController.compilersFactory.buildValidator`): path
- * parameters are validated here; every other part (query string, body, headers) by Fastify's
- * default validator, with the schemas added to the app.
+ * parameters are validated here, query strings strictly by `strict-query.ts` (unknown or repeated
+ * parameters refused, int64 exact); every other part (body, headers) by Fastify's default validator,
+ * with the schemas added to the app.
  */
 export const int64ParamsValidator = ((externalSchemas, ajvOptions) => {
   const fallback = defaultBuilder(externalSchemas, ajvOptions)
-  return (routeSchema) => (routeSchema.httpPart === 'params' ? int64Params(routeSchema) : fallback(routeSchema))
+  return (routeSchema) => {
+    if (routeSchema.httpPart === 'params') return int64Params(routeSchema)
+    if (routeSchema.httpPart === 'querystring') return strictQueryValidator(routeSchema.schema as QuerySchema) // v2
+    return fallback(routeSchema)
+  }
 }) satisfies ValidatorBuilder as unknown as AjvValidatorBuilder
 
 /**

@@ -1,10 +1,11 @@
 import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import type { Config } from '../config.js'
-import { ERROR_CODES, ERRORS, errorBody } from '../errors.js'
+import { ERROR_CODES, ERRORS, errorBody, V1_ERROR_CODES, type ErrorCode } from '../errors.js'
 
-const errorCodeTable = Object.entries(ERRORS)
-  .map(([code, { status, message }]) => `| \`${code}\` | ${status} | ${message} |`)
-  .join('\n')
+/** The Markdown table of `codes` (code, status, meaning) that the document's description shows. */
+export function errorCodeTable(codes: readonly ErrorCode[]): string {
+  return codes.map((code) => `| \`${code}\` | ${ERRORS[code].status} | ${ERRORS[code].message} |`).join('\n')
+}
 
 /**
  * @fastify/swagger options: the document is generated from the route schemas that also validate
@@ -24,7 +25,7 @@ export function openApiDocument(config: Config): FastifyDynamicSwaggerOptions {
           'of its own, with an example of each code; any request may also get a code of the table below that ' +
           'is about the request itself (malformed, too large, too slow), and 429 (with `Retry-After`), 500 or ' +
           '503. Error codes:\n\n' +
-          `| code | status | meaning |\n|---|---|---|\n${errorCodeTable}`,
+          `| code | status | meaning |\n|---|---|---|\n${errorCodeTable(V1_ERROR_CODES)}`,
         license: { name: 'MIT', url: 'https://opensource.org/licenses/MIT' },
       },
       servers: [
@@ -44,18 +45,21 @@ export function openApiDocument(config: Config): FastifyDynamicSwaggerOptions {
     },
     // Name components after their $id (Order, Pet, Error) instead of def-0, def-1, …
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
-    // The servers end in /v1, so the paths are relative to it.
-    transform: ({ schema, url }) => ({ schema, url: url.replace(/^\/v1(?=\/)/, '') }),
+    // The servers end in /v1, so the paths are relative to it. v2 has a document of its own.
+    transform: ({ schema, url }) =>
+      url.startsWith('/v2/') ? { schema: { ...schema, hide: true }, url } : { schema, url: url.replace(/^\/v1(?=\/)/, '') },
     transformObject: (document) => {
       if (!('openapiObject' in document)) throw new Error('an OpenAPI 3 document is expected')
-      return withErrorExamples(document.openapiObject as OperationsOf) as typeof document.openapiObject
+      const v1 = onlyComponents(document.openapiObject as OperationsOf, ['Order', 'Pet', 'Error'], V1_ERROR_CODES)
+      return withErrorExamples(v1) as typeof document.openapiObject
     },
   }
 }
 
 /** The part of the document read here. */
-interface OperationsOf {
+export interface OperationsOf {
   paths?: Record<string, Record<string, { responses?: Record<string, ResponseOf> } | undefined>>
+  components?: { schemas?: Record<string, { properties?: Record<string, object> }> }
 }
 interface ResponseOf {
   description?: string
@@ -68,7 +72,7 @@ interface ResponseOf {
  * operation answers, not the Error schema's one example. A description that names none of the codes
  * of its status is a mistake, refused here (and so by the OpenAPI tests).
  */
-function withErrorExamples(document: OperationsOf): OperationsOf {
+export function withErrorExamples(document: OperationsOf): OperationsOf {
   for (const [path, item] of Object.entries(document.paths ?? {})) {
     for (const [method, operation] of Object.entries(item)) {
       for (const [status, response] of Object.entries(operation?.responses ?? {})) {
@@ -86,5 +90,17 @@ function withErrorExamples(document: OperationsOf): OperationsOf {
       }
     }
   }
+  return document
+}
+
+/**
+ * Keeps the schema components named `names` (every shared schema of the application reaches every
+ * document) and lists `codes` as the Error codes: each version's document shows only its own.
+ */
+export function onlyComponents(document: OperationsOf, names: readonly string[], codes: readonly ErrorCode[]): OperationsOf {
+  const schemas = document.components?.schemas ?? {}
+  for (const name of Object.keys(schemas)) if (!names.includes(name)) delete schemas[name]
+  const error = schemas.Error
+  if (error?.properties?.code !== undefined) error.properties.code = { ...error.properties.code, enum: [...codes] }
   return document
 }

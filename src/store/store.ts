@@ -1,5 +1,6 @@
 import type { ApiKey, NewApiKey } from '../domain/api-keys.js'
 import type { CancelOutcome, OrderRecord, ShipOutcome } from '../domain/orders.js'
+import type { OrderPageQuery, OrderV2Record } from '../domain/order-pages.js'
 import type { Order } from '../schemas/order.js'
 import type { MaybePromise } from '../maybe-async.js'
 import type { Pet } from '../schemas/pet.js'
@@ -47,6 +48,13 @@ export interface Store {
 
   findPet(id: bigint): Promise<Pet | undefined>
 
+  /** v2: at most `limit` orders matching the filters after `after`, ascending id, each from an index. */
+  orderPage(query: OrderPageQuery): Promise<OrderV2Record[]>
+  /** v2: the order, whatever its status. */
+  findOrderV2(id: bigint): Promise<OrderV2Record | undefined>
+  /** The secret that signs v2 list cursors: made by a migration, shared by every instance. */
+  cursorSecret(): Promise<Buffer>
+
   createApiKey(key: NewApiKey): Promise<ApiKey>
   findApiKeyByHash(hash: string): Promise<ApiKey | undefined>
   listApiKeys(): Promise<ApiKey[]>
@@ -77,6 +85,8 @@ export interface Migration {
   version: number
   name: string
   sql: string
+  /** false: run on its own, outside a transaction (PostgreSQL's CREATE INDEX CONCURRENTLY). */
+  transaction?: false
 }
 
 /** The migrations a schema at version `current` still needs, in order; throws if it is newer than this build. */

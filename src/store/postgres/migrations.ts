@@ -73,6 +73,53 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
         GENERATED ALWAYS AS (order_list_json(id, pet_id, quantity, ship_date, complete)) STORED;
     `,
   },
+  {
+    version: 3,
+    name: 'v2 list: cancellation reason, the cursor secret',
+    // A nullable column without a default changes only the catalog. The CHECK is NOT VALID so that
+    // adding it does not scan the table under this migration's exclusive lock; migration 4 validates it.
+    // 32 random bytes from two v4 UUIDs (pg_strong_random, 244 random bits): gen_random_bytes needs pgcrypto.
+    sql: `
+      ALTER TABLE orders ADD COLUMN cancellation_reason text;
+      ALTER TABLE orders ADD CONSTRAINT orders_cancellation_reason CHECK (cancellation_reason IN
+        ('customer_request', 'out_of_stock', 'duplicate', 'fraudulent', 'other')) NOT VALID;
+      CREATE TABLE signing_secrets (
+        purpose text PRIMARY KEY,
+        secret bytea NOT NULL CHECK (length(secret) >= 16)
+      );
+      INSERT INTO signing_secrets (purpose, secret)
+        VALUES ('list_cursor', decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex'));
+    `,
+  },
+  // The rest run outside the migration transaction (see concurrent-migration.ts): on a large table
+  // they must not block writes while they scan it.
+  {
+    version: 4,
+    name: 'validate orders_cancellation_reason',
+    transaction: false,
+    sql: 'ALTER TABLE orders VALIDATE CONSTRAINT orders_cancellation_reason',
+  },
+  // The v2 list reads one branch per (status, complete) pair, each in id order from an index whose
+  // equality prefix is that pair (and the pet): see ../order-page-sql.ts. A ship date range is a
+  // range of the third index.
+  {
+    version: 5,
+    name: 'index orders (status, complete, id, ship_date)',
+    transaction: false,
+    sql: 'CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_status_complete_id ON orders (status, complete, id, ship_date)',
+  },
+  {
+    version: 6,
+    name: 'index orders (pet_id, status, complete, id)',
+    transaction: false,
+    sql: 'CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_pet_status_complete_id ON orders (pet_id, status, complete, id)',
+  },
+  {
+    version: 7,
+    name: 'index orders (status, complete, ship_date, id)',
+    transaction: false,
+    sql: 'CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_status_complete_ship_date ON orders (status, complete, ship_date, id)',
+  },
 ]
 
 /** Created before anything else, under the migration lock. */

@@ -1,14 +1,17 @@
 import pg from 'pg'
 import { to as copyTo } from 'pg-copy-streams'
 import type { ApiKey, NewApiKey, Scope } from '../../domain/api-keys.js'
+import type { OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import { toApiOrder, type CancelOutcome, type OrderRecord, type OrderStatus, type ShipOutcome } from '../../domain/orders.js'
 import type { Order } from '../../schemas/order.js'
 import type { Pet } from '../../schemas/pet.js'
-import { ImportConflictError, pendingMigrations, StoreUnavailableError, type Store } from '../store.js'
+import { ImportConflictError, StoreUnavailableError, type Store } from '../store.js'
 import { CancelBatcher, type BatchOutcome, type CancelRequest } from './cancel-batcher.js'
+import { runMigrations } from './migration-runner.js'
+import { readCursorSecret, readOrderPage, readOrderV2 } from './order-pages.js'
 import { commaJoinedLines } from './copy-lines.js'
 import { isLostConnection, isUnavailable, toStoreError } from './errors.js'
-import { MIGRATION_LOCK_KEY, POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_TABLE } from './migrations.js'
+import { POSTGRES_MIGRATIONS } from './migrations.js'
 import { LISTENER_QUERY_TIMEOUT_MS, VERSION_CHANNEL, VersionWatcher } from './version-watcher.js'
 
 const INT8_OID = 20
@@ -325,19 +328,16 @@ export class PostgresStore implements Store {
   }
 
   async migrate(): Promise<number[]> {
-    return this.transaction(async (lease) => {
-      // Every instance takes this lock first and holds it until COMMIT, so instances starting
-      // together migrate one after another; the later ones find nothing left to apply.
-      await lease.query('SELECT pg_advisory_xact_lock($1::bigint)', [MIGRATION_LOCK_KEY])
-      await lease.query(SCHEMA_MIGRATIONS_TABLE)
-      const { rows } = await lease.query<{ v: number }>('SELECT coalesce(max(version), 0)::int AS v FROM schema_migrations')
-      const pending = pendingMigrations(POSTGRES_MIGRATIONS, rows[0]?.v ?? 0)
-      for (const migration of pending) {
-        await lease.query(migration.sql)
-        await lease.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [migration.version, migration.name])
-      }
-      return pending.map((migration) => migration.version)
-    })
+    // A connection of its own, outside any transaction: see migration-runner.ts.
+    const { lease } = await this.leased(async () => ({}), (lease, error) => lease.release(error))
+    try {
+      const applied = await runMigrations(lease.client, POSTGRES_MIGRATIONS)
+      lease.release()
+      return applied
+    } catch (error) {
+      lease.discard() // it may be inside a transaction or still hold the lock
+      throw toStoreError(error)
+    }
   }
 
   async ping(): Promise<void> {
@@ -469,6 +469,18 @@ export class PostgresStore implements Store {
     const row = rows[0]
     if (row === undefined) return undefined
     return row.tag === null ? { id: row.id, name: row.name } : { id: row.id, name: row.name, tag: row.tag }
+  }
+
+  orderPage(query: OrderPageQuery): Promise<OrderV2Record[]> {
+    return readOrderPage((sql, params) => this.read(sql, params), query)
+  }
+
+  findOrderV2(id: bigint): Promise<OrderV2Record | undefined> {
+    return readOrderV2((sql, params) => this.read(sql, params), id)
+  }
+
+  cursorSecret(): Promise<Buffer> {
+    return readCursorSecret((sql, params) => this.read(sql, params))
   }
 
   async createApiKey(key: NewApiKey): Promise<ApiKey> {

@@ -44,4 +44,23 @@ export const SQLITE_MIGRATIONS: Migration[] = [
       INSERT INTO data_version (id, version) VALUES (1, abs(random() % 281474976710656));
     `,
   },
+  {
+    version: 2,
+    name: 'v2 list: cancellation reason, indexes of its filters, the cursor secret',
+    // The v2 list reads one branch per (status, complete) pair, each in id order from an index whose
+    // equality prefix is that pair (and the pet): see ../order-page-sql.ts. A ship date range is a
+    // range of the third index. The secret signs list cursors; every process of the file shares it.
+    sql: `
+      ALTER TABLE orders ADD COLUMN cancellation_reason TEXT CHECK (cancellation_reason IS NULL OR cancellation_reason IN
+        ('customer_request', 'out_of_stock', 'duplicate', 'fraudulent', 'other'));
+      CREATE INDEX orders_status_complete_id ON orders (status, complete, id, ship_date);
+      CREATE INDEX orders_pet_status_complete_id ON orders (pet_id, status, complete, id);
+      CREATE INDEX orders_status_complete_ship_date ON orders (status, complete, ship_date, id);
+      CREATE TABLE signing_secrets (
+        purpose TEXT PRIMARY KEY,
+        secret BLOB NOT NULL CHECK (length(secret) >= 32)
+      );
+      INSERT INTO signing_secrets (purpose, secret) VALUES ('list_cursor', randomblob(32));
+    `,
+  },
 ]

@@ -3,12 +3,14 @@ import { dirname } from 'node:path'
 import Database from 'better-sqlite3'
 import type { ApiKey, NewApiKey, Scope } from '../../domain/api-keys.js'
 import { parseInt64 } from '../../domain/int64.js'
+import type { OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import { canMoveTo, toApiOrder, type CancelOutcome, type OrderRecord, type OrderStatus, type ShipOutcome } from '../../domain/orders.js'
 import type { Order } from '../../schemas/order.js'
 import type { Pet } from '../../schemas/pet.js'
 import { ImportConflictError, pendingMigrations, StoreUnavailableError, type Store } from '../store.js'
 import { CancelBatcher } from './cancel-batcher.js'
 import { BUMP_DATA_VERSION, SQLITE_MIGRATIONS } from './migrations.js'
+import { readCursorSecret, readOrderPage, readOrderV2 } from './order-pages.js'
 
 type Db = Database.Database
 
@@ -326,6 +328,26 @@ export class SqliteStore implements Store {
         | undefined
       if (row === undefined) return undefined
       return row.tag === null ? { id: row.id, name: row.name } : { id: row.id, name: row.name, tag: row.tag }
+    } catch (error) {
+      classify(error)
+    }
+  }
+
+  async orderPage(query: OrderPageQuery): Promise<OrderV2Record[]> {
+    return this.reading(() => readOrderPage(this.db, query))
+  }
+
+  async findOrderV2(id: bigint): Promise<OrderV2Record | undefined> {
+    return this.reading(() => readOrderV2(this.db, id))
+  }
+
+  async cursorSecret(): Promise<Buffer> {
+    return this.reading(() => readCursorSecret(this.db))
+  }
+
+  private reading<T>(read: () => T): T {
+    try {
+      return read()
     } catch (error) {
       classify(error)
     }

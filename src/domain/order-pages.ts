@@ -1,0 +1,51 @@
+import type { OrderV2 } from '../schemas/order-v2.js'
+import type { OrderStatus } from './orders.js'
+
+/** Why an order was cancelled: the closed set both stores CHECK and v2 shows. */
+export const CANCELLATION_REASONS = ['customer_request', 'out_of_stock', 'duplicate', 'fraudulent', 'other'] as const
+export type CancellationReason = (typeof CANCELLATION_REASONS)[number]
+
+/** An order as v2 shows it: the v1 fields, its status, and on a cancelled one when and why. */
+export interface OrderV2Record {
+  id: bigint
+  petId: bigint | null
+  quantity: number | null
+  /** RFC 3339 UTC, as `Date#toISOString()` writes it. */
+  shipDate: string | null
+  complete: boolean
+  status: OrderStatus
+  cancelledAt: string | null
+  cancellationReason: CancellationReason | null
+}
+
+/** The filters of a v2 list. Every order of a page matches all of them. */
+export interface OrderFilters {
+  /** Non-empty, in ORDER_STATUSES order, no repeats. */
+  statuses: OrderStatus[]
+  petId?: bigint
+  complete?: boolean
+  /** Inclusive; an instant as `Date#toISOString()` writes it (so it compares as stored text too). */
+  shipDateFrom?: string
+  /** Exclusive; same form. */
+  shipDateTo?: string
+}
+
+/** One page: the orders matching `filters` with an id above `after`, ascending, at most `limit`. */
+export interface OrderPageQuery {
+  filters: OrderFilters
+  after?: bigint
+  limit: number
+}
+
+/** The v2 view of a stored order: unknown values omitted, never null. */
+export function toApiOrderV2(record: OrderV2Record): OrderV2 {
+  const order: OrderV2 = { id: record.id, complete: record.complete, status: record.status }
+  if (record.petId !== null) order.petId = record.petId
+  if (record.quantity !== null) order.quantity = record.quantity
+  if (record.shipDate !== null) order.shipDate = record.shipDate
+  if (record.status === 'cancelled') {
+    if (record.cancelledAt !== null) order.cancelledAt = record.cancelledAt
+    if (record.cancellationReason !== null) order.cancellationReason = record.cancellationReason
+  }
+  return order
+}

@@ -1,0 +1,130 @@
+import type { FastifyRequest } from 'fastify'
+import { ORDER_STATUSES, type OrderStatus } from '../../../domain/orders.js'
+import { toApiOrderV2, type OrderFilters } from '../../../domain/order-pages.js'
+import { ApiError } from '../../../errors.js'
+import { errorResponses } from '../../../schemas/error.js'
+import { ListOrdersQuery, NoQuery, OrderIdV2Params, OrderPage, OrderV2Ref } from '../../../schemas/order-v2.js'
+import type { ApiApp } from '../../api-app.js'
+import { Cursors } from '../../cursor.js'
+
+const UNAUTHORIZED = 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)'
+const NO_READ_SCOPE = 'The API key lacks the `orders:read` scope (`insufficient_scope`)'
+
+/** v2's reads: pages of orders with filters, and one order, each with its status. */
+export function ordersV2Routes(app: ApiApp): void {
+  const { store } = app
+  // The secret never changes once migrated: read on first use, again only after a failed read.
+  let cursors: Promise<Cursors> | undefined
+  const getCursors = (): Promise<Cursors> =>
+    (cursors ??= store.cursorSecret().then(
+      (secret) => new Cursors(secret),
+      (error: unknown) => {
+        cursors = undefined
+        throw error
+      },
+    ))
+
+  app.get(
+    '/store/orders',
+    {
+      onRequest: app.requireScope('orders:read'),
+      schema: {
+        operationId: 'listOrders',
+        tags: ['orders'],
+        summary: 'List orders, a page at a time, with filters',
+        description:
+          'Returns the orders matching every filter given, in ascending `id` order, at most `limit` of them. ' +
+          'By default the orders that are not cancelled, as in v1. `nextCursor` is present exactly when more ' +
+          'matching orders follow; the next page is also linked in `Link: <…>; rel="next"` (a URL relative to ' +
+          'this host). A walk over every page while orders change never returns an order twice and never skips ' +
+          'one that matched the filters for the whole walk. Unknown, repeated or invalid query parameters are ' +
+          'refused (400 `invalid_parameter`, naming the parameter). Requires the `orders:read` scope.',
+        security: [{ bearerAuth: [] }],
+        'x-stability': 'beta',
+        querystring: ListOrdersQuery,
+        response: {
+          200: { ...OrderPage, description: 'A page of orders, ascending id' },
+          ...errorResponses({
+            400:
+              'A query parameter is unknown, repeated or invalid, or `shipDateFrom` is not before `shipDateTo` ' +
+              '(`invalid_parameter`); or the cursor is altered, not from this API, or was issued for other filters (`invalid_cursor`)',
+            401: UNAUTHORIZED,
+            403: NO_READ_SCOPE,
+          }),
+        },
+      },
+    },
+    async (request, reply) => {
+      const query = request.query
+      const filters = toFilters(query)
+      const cursors = await getCursors()
+      const after = query.cursor === undefined ? undefined : cursors.decode(query.cursor, filters)
+      const limit = query.limit ?? 100
+      // One more than a page: nextCursor is given exactly when another matching order follows.
+      const records = await store.orderPage({ filters, after, limit: limit + 1 })
+      const page = records.slice(0, limit)
+      if (records.length <= limit) return { data: page.map(toApiOrderV2) }
+      const nextCursor = cursors.encode(filters, page.at(-1)!.id)
+      reply.header('link', `<${nextPageUrl(request, nextCursor)}>; rel="next"`)
+      return { data: page.map(toApiOrderV2), nextCursor }
+    },
+  )
+
+  app.get(
+    '/store/orders/:orderId',
+    {
+      onRequest: app.requireScope('orders:read'),
+      schema: {
+        operationId: 'getOrder',
+        tags: ['orders'],
+        summary: 'Show an order',
+        description: 'Returns the order with its status, cancelled orders included. Requires the `orders:read` scope.',
+        security: [{ bearerAuth: [] }],
+        'x-stability': 'beta',
+        params: OrderIdV2Params,
+        querystring: NoQuery,
+        response: {
+          200: { ...OrderV2Ref, description: 'The order' },
+          ...errorResponses({
+            400: '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); a query parameter was sent (`invalid_parameter`)',
+            401: UNAUTHORIZED,
+            403: NO_READ_SCOPE,
+            404: 'No order has this id (`order_not_found`)',
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const record = await store.findOrderV2(request.params.orderId)
+      if (record === undefined) throw new ApiError('order_not_found', 'No order has this id.')
+      return toApiOrderV2(record)
+    },
+  )
+}
+
+/** The validated query's filters, in canonical form (statuses in a fixed order, once each). */
+function toFilters(query: ListOrdersQuery): OrderFilters {
+  const given = new Set((query.status ?? 'pending,shipped').split(','))
+  const filters: OrderFilters = { statuses: ORDER_STATUSES.filter((status: OrderStatus) => given.has(status)) }
+  if (query.petId !== undefined) filters.petId = query.petId
+  if (query.complete !== undefined) filters.complete = query.complete
+  // strict-query.ts has made them instants as stored (toISOString), which compare as text.
+  if (query.shipDateFrom !== undefined) filters.shipDateFrom = query.shipDateFrom
+  if (query.shipDateTo !== undefined) filters.shipDateTo = query.shipDateTo
+  if (filters.shipDateFrom !== undefined && filters.shipDateTo !== undefined && filters.shipDateFrom >= filters.shipDateTo) {
+    throw new ApiError('invalid_parameter', 'shipDateTo must be later than shipDateFrom.')
+  }
+  return filters
+}
+
+/**
+ * The next page's URL: this request's path and parameters, in their order, with the new cursor. A
+ * path-absolute reference (RFC 8288 §3.2 resolves it against the request's URL): it holds behind
+ * any proxy that keeps the path, and never echoes a Host header nobody vouched for.
+ */
+function nextPageUrl(request: FastifyRequest, cursor: string): string {
+  const [path, search = ''] = request.url.split('?', 2) as [string, string?]
+  const params = new URLSearchParams(search)
+  params.set('cursor', cursor)
+  return `${path}?${params.toString()}`
+}

@@ -1,0 +1,110 @@
+import Type from 'typebox'
+import { CANCELLATION_REASONS } from '../domain/order-pages.js'
+import { ORDER_STATUSES } from '../domain/orders.js'
+import { Int64 } from './primitives.js'
+
+/**
+ * The v2 Order: the v1 fields, `status` (always), and on a cancelled order `cancelledAt` and, when
+ * one was given, `cancellationReason`. An unknown value is omitted, never null.
+ */
+export const OrderV2 = Type.Object(
+  {
+    id: Int64({ description: 'Unique order identifier' }),
+    petId: Type.Optional(Int64({ description: 'Identifier of the animal in this order' })),
+    quantity: Type.Optional(Type.Integer({ format: 'int32', minimum: 1, description: 'Number of units ordered' })),
+    shipDate: Type.Optional(Type.String({ format: 'date-time', description: 'Expected or actual ship date (RFC 3339, UTC)' })),
+    complete: Type.Boolean({ description: 'Whether the order has been fulfilled (only ever true for a shipped order)' }),
+    status: Type.String({ enum: [...ORDER_STATUSES], description: 'Where the order stands: pending, shipped or cancelled' }),
+    cancelledAt: Type.Optional(
+      Type.String({ format: 'date-time', description: 'When the order was cancelled (RFC 3339, UTC); cancelled orders only' }),
+    ),
+    cancellationReason: Type.Optional(
+      Type.String({ enum: [...CANCELLATION_REASONS], description: 'Why the order was cancelled, when a reason was given' }),
+    ),
+  },
+  {
+    $id: 'OrderV2',
+    additionalProperties: false,
+    examples: [
+      {
+        id: 10,
+        petId: 198772,
+        quantity: 7,
+        shipDate: '2026-11-25T10:00:00.000Z',
+        complete: false,
+        status: 'cancelled',
+        cancelledAt: '2026-11-20T08:15:00.000Z',
+        cancellationReason: 'customer_request',
+      },
+    ],
+  },
+)
+export type OrderV2 = Type.Static<typeof OrderV2>
+
+export const OrderV2Ref = Type.Unsafe<OrderV2>({ $ref: 'OrderV2#' })
+
+/** A page of the v2 list. */
+export const OrderPage = Type.Object(
+  {
+    data: Type.Array(OrderV2Ref, { description: 'The orders of this page, ascending id' }),
+    nextCursor: Type.Optional(
+      Type.String({
+        description: 'Present exactly when more matching orders follow: pass it as `cursor`, with the same filters, for the next page',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+)
+
+const STATUS_LIST = `^(${ORDER_STATUSES.join('|')})(,(${ORDER_STATUSES.join('|')}))*$`
+
+/**
+ * The query of the v2 list. `http/strict-query.ts` validates a request's query from this schema:
+ * no other parameter, none repeated, each value of its type.
+ */
+export const ListOrdersQuery = Type.Object(
+  {
+    limit: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: 1000, default: 100, description: 'How many orders a page holds at most (1–1000)', examples: [100] }),
+    ),
+    cursor: Type.Optional(
+      Type.String({
+        pattern: '^[A-Za-z0-9_-]{1,200}$',
+        description: 'The `nextCursor` of the previous page; the other parameters must be the same as for that page (`limit` may change)',
+      }),
+    ),
+    status: Type.Optional(
+      Type.String({
+        pattern: STATUS_LIST,
+        default: 'pending,shipped',
+        description: 'Comma-separated statuses to include (`pending`, `shipped`, `cancelled`)',
+        examples: ['pending,shipped', 'cancelled'],
+      }),
+    ),
+    petId: Type.Optional(Int64({ description: 'Only the orders of this pet (int64, exact)' })),
+    complete: Type.Optional(Type.Boolean({ description: 'Only fulfilled (`true`) or unfulfilled (`false`) orders' })),
+    shipDateFrom: Type.Optional(
+      Type.String({
+        format: 'date-time',
+        description: 'Only orders shipping at or after this instant (RFC 3339); orders without a ship date are left out',
+        examples: ['2026-11-01T00:00:00Z'],
+      }),
+    ),
+    shipDateTo: Type.Optional(
+      Type.String({
+        format: 'date-time',
+        description: 'Only orders shipping before this instant (RFC 3339), which must be later than `shipDateFrom`',
+        examples: ['2026-12-01T00:00:00Z'],
+      }),
+    ),
+  },
+  { additionalProperties: false },
+)
+export type ListOrdersQuery = Type.Static<typeof ListOrdersQuery>
+
+export const OrderIdV2Params = Type.Object({
+  orderId: Int64({ description: 'The identifier of the order' }),
+})
+
+/** getOrder takes no query parameter: any is refused (400 `invalid_parameter`), as on the list. */
+export const NoQuery = Type.Object({}, { additionalProperties: false })

@@ -1,0 +1,120 @@
+import type { OrderPageQuery } from '../domain/order-pages.js'
+
+/** What differs between the stores' SQL for a page. */
+export interface PageDialect {
+  /** The select list, each column named as in the table (ship_date, cancelled_at as RFC 3339 text). */
+  columns: string
+  /** A boolean literal. */
+  bool(value: boolean): string
+  /** The column, in a form no index serves (SQLite: `+column`), or the column where the planner needs no such help. */
+  unindexed(column: string): string
+  /** The table read through this index (SQLite: `orders INDEXED BY index`), or just the table. */
+  through(index: string): string
+}
+
+const BY_ID = 'orders_status_complete_id' // (status, complete, id, ship_date)
+const BY_PET = 'orders_pet_status_complete_id'
+const BY_SHIP_DATE = 'orders_status_complete_ship_date'
+
+/** A statement with named parameters (`@name`), and their values. */
+export interface NamedStatement {
+  sql: string
+  params: Record<string, unknown>
+}
+
+/**
+ * A branch with at least this many orders in a ship date range (after the keyset position) is read
+ * in id order, one with fewer from that range and sorted. Each way then costs at most about
+ * sqrt(limit × rows) index entries; 20 pages' worth keeps both around a millisecond at 1M orders.
+ */
+export function probeCap(limit: number): number {
+  return Math.min(20 * limit, 20_000)
+}
+
+/**
+ * A v2 page is read as one branch per (status, complete) pair the filters allow (only a shipped
+ * order can be complete: a CHECK of both schemas), at most four. Each branch selects the ids
+ * `… ORDER BY id LIMIT n` from an index whose equality prefix is that pair — (status, complete, id,
+ * ship_date), or (pet_id, status, complete, id) with a petId — so it reads its entries already in id
+ * order from the keyset position on and stops after n, without touching the table (the first index
+ * also holds the ship date a branch tests). The branches are merged in id order and cut to n; only
+ * then are the page's n rows read, by id. No page reads the table beyond its own rows.
+ *
+ * A ship date range breaks the "stops after n" part: in id order, a branch with few orders in the
+ * range (none shipped tomorrow) would read all of its entries to find them, and planners, taking
+ * status and date as independent, do choose that. So with a range (and no petId: a pet's branches
+ * are small), each branch is first counted in its range of (status, complete, ship_date, id) up to
+ * probeCap, by one index-only statement (`orderPageProbe`; its ORDER BY ship_date only that index
+ * serves). An empty branch is left out; a sparse one is read from that range and sorted (at most
+ * probeCap entries; `ORDER BY +id` keeps planners off the id order); a dense one in id order (SQLite
+ * is told with `+ship_date`, else it sorts the whole range).
+ *
+ * SQLite is also told which index each branch reads (INDEXED BY): from its statistics it would
+ * otherwise scan the table in rowid order for a frequent status, cheap only while that status stays
+ * frequent. test/v2-order-plans.test.ts holds both stores' plans to their indexes.
+ */
+export function orderPageStatement(query: OrderPageQuery, dialect: PageDialect, counts?: number[]): NamedStatement | undefined {
+  const cap = probeCap(query.limit)
+  const sparse = (i: number): boolean => (counts?.[i] ?? cap) < cap
+  const { wheres, params } = branches(query, dialect, (i) => counts !== undefined && !sparse(i))
+  const selects: string[] = []
+  const byId = dialect.through(query.filters.petId === undefined ? BY_ID : BY_PET)
+  wheres.forEach((where, i) => {
+    if (counts?.[i] === 0) return
+    const [from, order] = sparse(i) ? [dialect.through(BY_SHIP_DATE), '+id'] : [byId, 'id']
+    selects.push(`SELECT id FROM ${from} WHERE ${where} ORDER BY ${order} LIMIT @limit`)
+  })
+  params.limit = query.limit
+  if (selects.length === 0) return undefined
+  // The ids first, from the indexes alone, then the page's rows by id.
+  const ids = selects.length === 1 ? selects[0]! : `${selects.map((select, i) => `SELECT id FROM (${select}) AS b${i}`).join(' UNION ALL ')} ORDER BY id LIMIT @limit`
+  return { sql: `SELECT ${dialect.columns} FROM orders WHERE id IN (${ids}) ORDER BY id`, params }
+}
+
+/**
+ * The statement counting each branch's matches up to probeCap, one column per branch (b0, b1, …),
+ * or undefined when the page needs no probe (no ship date range, or a petId).
+ */
+export function orderPageProbe(query: OrderPageQuery, dialect: PageDialect): NamedStatement | undefined {
+  const { filters } = query
+  if ((filters.shipDateFrom === undefined && filters.shipDateTo === undefined) || filters.petId !== undefined) return undefined
+  const { wheres, params } = branches(query, dialect)
+  if (wheres.length === 0) return undefined
+  params.cap = probeCap(query.limit)
+  const columns = wheres.map((where, i) => `(SELECT count(*) FROM (SELECT 1 FROM ${dialect.through(BY_SHIP_DATE)} WHERE ${where} ORDER BY ship_date LIMIT @cap) AS p) AS b${i}`)
+  return { sql: `SELECT ${columns.join(', ')}`, params }
+}
+
+/** Each branch's WHERE; `inIdOrder(i)`: branch i is dense, so its ship date must not pick an index. */
+function branches(
+  query: OrderPageQuery,
+  dialect: PageDialect,
+  inIdOrder: (branch: number) => boolean = () => false,
+): { wheres: string[]; params: Record<string, unknown> } {
+  const { filters, after } = query
+  const params: Record<string, unknown> = {}
+  const range = (shipDate: string): string[] => {
+    const conditions: string[] = []
+    if (filters.shipDateFrom !== undefined) conditions.push(`${shipDate} >= @shipDateFrom`)
+    if (filters.shipDateTo !== undefined) conditions.push(`${shipDate} < @shipDateTo`)
+    return conditions
+  }
+  if (filters.shipDateFrom !== undefined) params.shipDateFrom = filters.shipDateFrom
+  if (filters.shipDateTo !== undefined) params.shipDateTo = filters.shipDateTo
+  const common: string[] = []
+  if (after !== undefined) {
+    common.push('id > @after')
+    params.after = after
+  }
+  const pet = filters.petId === undefined ? '' : 'pet_id = @petId AND '
+  if (filters.petId !== undefined) params.petId = filters.petId
+  const wheres: string[] = []
+  for (const status of filters.statuses) {
+    for (const complete of filters.complete === undefined ? [false, true] : [filters.complete]) {
+      if (complete && status !== 'shipped') continue
+      const shipDate = inIdOrder(wheres.length) ? dialect.unindexed('ship_date') : 'ship_date'
+      wheres.push([`${pet}status = '${status}' AND complete = ${dialect.bool(complete)}`, ...range(shipDate), ...common].join(' AND '))
+    }
+  }
+  return { wheres, params }
+}

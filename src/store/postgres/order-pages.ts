@@ -1,0 +1,80 @@
+import type pg from 'pg'
+import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
+import type { OrderStatus } from '../../domain/orders.js'
+import { orderPageProbe, orderPageStatement, type NamedStatement, type PageDialect } from '../order-page-sql.js'
+
+/** The v2 reads of the PostgreSQL store; each takes the function that runs a read-only statement. */
+export type Read = <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<pg.QueryResult<R>>
+
+// Instants as Date#toISOString() writes them, as the v1 list does.
+const utc = (column: string): string => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+
+export const POSTGRES_PAGE_DIALECT: PageDialect = {
+  columns: `id, pet_id, quantity, ${utc('ship_date')} AS ship_date, complete, status, ${utc('cancelled_at')} AS cancelled_at, cancellation_reason`,
+  bool: (value) => (value ? 'true' : 'false'),
+  through: () => 'orders',
+  // A dense branch selects ids only: PostgreSQL reads them from (status, complete, id, ship_date), index-only.
+  unindexed: (column) => column,
+}
+
+interface Row {
+  id: bigint
+  pet_id: bigint | null
+  quantity: number | null
+  ship_date: string | null
+  complete: boolean
+  status: OrderStatus
+  cancelled_at: string | null
+  cancellation_reason: CancellationReason | null
+}
+
+export async function readOrderPage(read: Read, query: OrderPageQuery): Promise<OrderV2Record[]> {
+  const probe = orderPageProbe(query, POSTGRES_PAGE_DIALECT)
+  let counts: number[] | undefined
+  if (probe !== undefined) {
+    const { sql, params } = positional(probe)
+    counts = Object.values((await read<Record<string, bigint>>(sql, params)).rows[0]!).map(Number)
+  }
+  const page = orderPageStatement(query, POSTGRES_PAGE_DIALECT, counts)
+  if (page === undefined) return []
+  const { sql, params } = positional(page)
+  return (await read<Row>(sql, params)).rows.map(toRecord)
+}
+
+export async function readOrderV2(read: Read, id: bigint): Promise<OrderV2Record | undefined> {
+  const { rows } = await read<Row>(`SELECT ${POSTGRES_PAGE_DIALECT.columns} FROM orders WHERE id = $1`, [id.toString()])
+  return rows[0] === undefined ? undefined : toRecord(rows[0])
+}
+
+export async function readCursorSecret(read: Read): Promise<Buffer> {
+  const { rows } = await read<{ secret: Buffer }>(`SELECT secret FROM signing_secrets WHERE purpose = 'list_cursor'`)
+  if (rows[0] === undefined) throw new Error('no list cursor secret: the schema is not migrated')
+  return rows[0].secret
+}
+
+/** `@name` parameters as `$n`; int64 values as decimal text, never through a JS number. */
+export function positional(statement: NamedStatement): { sql: string; params: unknown[] } {
+  const names: string[] = []
+  const sql = statement.sql.replace(/@([A-Za-z]+)/g, (_match, name: string) => {
+    if (!names.includes(name)) names.push(name)
+    return `$${names.indexOf(name) + 1}`
+  })
+  const params = names.map((name) => {
+    const value = statement.params[name]
+    return typeof value === 'bigint' ? value.toString() : value
+  })
+  return { sql, params }
+}
+
+function toRecord(row: Row): OrderV2Record {
+  return {
+    id: row.id,
+    petId: row.pet_id,
+    quantity: row.quantity,
+    shipDate: row.ship_date,
+    complete: row.complete,
+    status: row.status,
+    cancelledAt: row.cancelled_at,
+    cancellationReason: row.cancellation_reason,
+  }
+}

@@ -1,0 +1,67 @@
+import type Database from 'better-sqlite3'
+import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
+import type { OrderStatus } from '../../domain/orders.js'
+import { orderPageProbe, orderPageStatement, type PageDialect } from '../order-page-sql.js'
+
+/** The v2 reads of the SQLite store; each takes the connection to read on. */
+
+export const SQLITE_PAGE_DIALECT: PageDialect = {
+  columns: 'id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason',
+  bool: (value) => (value ? '1' : '0'),
+  through: (index) => `orders INDEXED BY ${index}`,
+  unindexed: (column) => `+${column}`,
+}
+
+interface Row {
+  id: bigint
+  pet_id: bigint | null
+  quantity: bigint | null
+  ship_date: string | null
+  complete: bigint
+  status: OrderStatus
+  cancelled_at: string | null
+  cancellation_reason: CancellationReason | null
+}
+
+// Prepared once per connection and statement text (a few dozen texts at most: see orderPageStatement).
+const prepared = new WeakMap<Database.Database, Map<string, Database.Statement>>()
+
+function statement(db: Database.Database, sql: string): Database.Statement {
+  let statements = prepared.get(db)
+  if (statements === undefined) prepared.set(db, (statements = new Map()))
+  let found = statements.get(sql)
+  if (found === undefined) statements.set(sql, (found = db.prepare(sql)))
+  return found
+}
+
+export function readOrderPage(db: Database.Database, query: OrderPageQuery): OrderV2Record[] {
+  const probe = orderPageProbe(query, SQLITE_PAGE_DIALECT)
+  const counts = probe === undefined ? undefined : Object.values(statement(db, probe.sql).get(probe.params) as Record<string, bigint>).map(Number)
+  const page = orderPageStatement(query, SQLITE_PAGE_DIALECT, counts)
+  if (page === undefined) return []
+  return (statement(db, page.sql).all(page.params) as Row[]).map(toRecord)
+}
+
+export function readOrderV2(db: Database.Database, id: bigint): OrderV2Record | undefined {
+  const row = statement(db, `SELECT ${SQLITE_PAGE_DIALECT.columns} FROM orders WHERE id = ?`).get(id) as Row | undefined
+  return row === undefined ? undefined : toRecord(row)
+}
+
+export function readCursorSecret(db: Database.Database): Buffer {
+  const row = statement(db, `SELECT secret FROM signing_secrets WHERE purpose = 'list_cursor'`).get() as { secret: Buffer } | undefined
+  if (row === undefined) throw new Error('no list cursor secret: the schema is not migrated')
+  return row.secret
+}
+
+function toRecord(row: Row): OrderV2Record {
+  return {
+    id: row.id,
+    petId: row.pet_id,
+    quantity: row.quantity === null ? null : Number(row.quantity),
+    shipDate: row.ship_date,
+    complete: row.complete !== 0n,
+    status: row.status,
+    cancelledAt: row.cancelled_at,
+    cancellationReason: row.cancellation_reason,
+  }
+}

@@ -1,0 +1,155 @@
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import Database from 'better-sqlite3'
+import pg from 'pg'
+import { demoOrders } from '../src/domain/demo-data.js'
+import type { OrderFilters, OrderPageQuery } from '../src/domain/order-pages.js'
+import { ORDER_STATUSES, type OrderStatus } from '../src/domain/orders.js'
+import { orderPageProbe, orderPageStatement, probeCap, type NamedStatement } from '../src/store/order-page-sql.js'
+import { POSTGRES_PAGE_DIALECT, positional } from '../src/store/postgres/order-pages.js'
+import { PostgresStore } from '../src/store/postgres/postgres-store.js'
+import { SQLITE_PAGE_DIALECT } from '../src/store/sqlite/order-pages.js'
+import { SqliteStore } from '../src/store/sqlite/sqlite-store.js'
+import { createTestDatabase, postgresSkipReason, type TestDatabase } from './support/postgres.js'
+
+const NOW = new Date('2026-11-26T12:00:00Z')
+const DAY = 86_400_000
+const at = (days: number): string => new Date(NOW.getTime() + days * DAY).toISOString()
+
+/** Every filter and combination the list takes, as first and second pages. */
+function queries(): OrderPageQuery[] {
+  const statusSets: OrderStatus[][] = [['pending', 'shipped'], ['cancelled'], ['pending'], ['shipped', 'cancelled'], [...ORDER_STATUSES]]
+  const extras: Omit<OrderFilters, 'statuses'>[] = [
+    {},
+    { petId: 42n },
+    { complete: true },
+    { complete: false },
+    { shipDateFrom: at(3), shipDateTo: at(4) }, // a day: dense for pending, empty for shipped
+    { shipDateFrom: at(3), shipDateTo: at(3 + 1 / 24) }, // an hour: sparse
+    { shipDateFrom: at(-7) },
+    { shipDateTo: at(-50) },
+    { petId: 42n, complete: false, shipDateFrom: at(-30), shipDateTo: at(30) },
+    { complete: true, shipDateFrom: at(-10), shipDateTo: at(-9) },
+  ]
+  return statusSets.flatMap((statuses) =>
+    extras.flatMap((extra) => [undefined, 2000n].map((position) => ({ filters: { statuses, ...extra }, after: position, limit: 101 }))),
+  )
+}
+
+/**
+ * The page statement as the store builds it from the probe's counts and, after a probe, with every
+ * branch dense (read in id order). A sparse branch has fewer than probeCap rows in its range; on
+ * these small tables a forced "sparse" reading of a wide range would rightly prefer a scan.
+ */
+function variants(query: OrderPageQuery, dialect: typeof SQLITE_PAGE_DIALECT, probed: number[] | undefined): NamedStatement[] {
+  const ways = probed === undefined ? [undefined] : [probed, probed.map(() => probeCap(query.limit))]
+  return ways.map((counts) => orderPageStatement(query, dialect, counts)).filter((s): s is NamedStatement => s !== undefined)
+}
+
+describe('v2 list plans [sqlite]: every filter is served by an index, never a scan of orders', () => {
+  let dir: string
+  let db: Database.Database
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'petstore-plans-'))
+    const store = new SqliteStore(join(dir, 'petstore.db'))
+    await store.migrate()
+    await store.importOrders(demoOrders({ orders: 5000, now: NOW }))
+    await store.close()
+    db = new Database(join(dir, 'petstore.db'))
+    db.defaultSafeIntegers(true)
+    db.exec('ANALYZE') // the statistics a deployment gets from PRAGMA optimize
+  })
+  after(() => {
+    db.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  it('never plans SCAN orders, for the probe or any way of reading a page', () => {
+    let checked = 0
+    for (const query of queries()) {
+      const probe = orderPageProbe(query, SQLITE_PAGE_DIALECT)
+      const counts = probe === undefined ? undefined : Object.values(db.prepare(probe.sql).get(probe.params) as Record<string, bigint>).map(Number)
+      for (const statement of [...(probe === undefined ? [] : [probe]), ...variants(query, SQLITE_PAGE_DIALECT, counts)]) {
+        const plan = (db.prepare(`EXPLAIN QUERY PLAN ${statement.sql}`).all(statement.params) as { detail: string }[]).map((row) => row.detail)
+        const where = `${JSON.stringify(query, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))}\n${plan.join('\n')}`
+        assert.ok(!plan.some((line) => /^SCAN orders\b/.test(line)), where)
+        assert.ok(plan.some((line) => /^SEARCH orders USING (COVERING )?INDEX orders_|^SEARCH orders USING INTEGER PRIMARY KEY/.test(line)), where)
+        checked++
+      }
+    }
+    assert.ok(checked > 150, `${checked} plans`)
+  })
+})
+
+describe('v2 list plans [postgres]: every filter is served by an index, never a Seq Scan of orders', async () => {
+  const reason = await postgresSkipReason()
+  if (reason !== undefined) {
+    it('PostgreSQL', { skip: reason }, () => {})
+    return
+  }
+  let database: TestDatabase
+  let client: pg.Client
+
+  before(async () => {
+    database = await createTestDatabase()
+    const store = new PostgresStore(database.url)
+    await store.migrate()
+    await store.importOrders(demoOrders({ orders: 20_000, now: NOW }))
+    await store.close()
+    client = new pg.Client({ connectionString: database.url })
+    await client.connect()
+    await client.query('VACUUM ANALYZE orders') // the statistics autovacuum keeps
+  })
+  after(async () => {
+    await client?.end()
+    await database?.drop()
+  })
+
+  it('never plans a Seq Scan on orders, for the probe or any way of reading a page', async () => {
+    let checked = 0
+    for (const query of queries()) {
+      const probe = orderPageProbe(query, POSTGRES_PAGE_DIALECT)
+      let counts: number[] | undefined
+      if (probe !== undefined) {
+        const { sql, params } = positional(probe)
+        counts = Object.values((await client.query<Record<string, string>>(sql, params)).rows[0]!).map(Number)
+      }
+      for (const statement of [...(probe === undefined ? [] : [probe]), ...variants(query, POSTGRES_PAGE_DIALECT, counts)]) {
+        const { sql, params } = positional(statement)
+        const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`, params)
+        const plan = rows.map((row) => row['QUERY PLAN']).join('\n')
+        const where = `${JSON.stringify(query, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))}\n${plan}`
+        assert.ok(!/Seq Scan on orders/.test(plan), where)
+        assert.match(plan, /Index (Only )?Scan (Backward )?using orders_|Bitmap Index Scan on orders_/, where)
+        checked++
+      }
+    }
+    assert.ok(checked > 150, `${checked} plans`)
+  })
+
+  it('a CONCURRENTLY index build that was interrupted (left INVALID) is dropped and built again by migrate', async () => {
+    // An interrupted build, as a killed migration leaves it: a failed CREATE INDEX CONCURRENTLY keeps
+    // its INVALID index, here under the name of migration 7's index.
+    await client.query('DROP INDEX orders_status_complete_ship_date')
+    await client.query('DELETE FROM schema_migrations WHERE version = 7')
+    await assert.rejects(client.query('CREATE UNIQUE INDEX CONCURRENTLY orders_status_complete_ship_date ON orders (status)'))
+    const invalid = await client.query(`SELECT indisvalid FROM pg_index WHERE indexrelid = 'orders_status_complete_ship_date'::regclass`)
+    assert.equal(invalid.rows[0].indisvalid, false)
+    const store = new PostgresStore(database.url)
+    try {
+      assert.deepEqual(await store.migrate(), [7])
+      assert.deepEqual(await store.migrate(), [])
+    } finally {
+      await store.close()
+    }
+    const { rows } = await client.query(
+      `SELECT i.indisvalid, pg_get_indexdef(i.indexrelid) AS def FROM pg_index i WHERE indexrelid = 'orders_status_complete_ship_date'::regclass`,
+    )
+    assert.equal(rows[0].indisvalid, true)
+    assert.match(rows[0].def, /\(status, complete, ship_date, id\)$/)
+  })
+})
