@@ -86,6 +86,21 @@ forEachStore('rate limits', (kind) => {
     await expectError(await from('2001:db8:1:3::1', unknownKey()), 401, 'unauthorized')
   })
 
+  it('charges a new key\'s first burst as one attempt: concurrent requests share its one lookup', async () => {
+    const server = await startTestServer(kind, { env: { RATE_LIMIT_AUTH_FAILURES: '3' } })
+    const key = await server.createKey()
+    // Ten times the attempt limit, all in flight before this instance has found the key.
+    const statuses = await Promise.all(
+      Array.from({ length: 30 }, () => fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) }).then((r) => r.status)),
+    )
+    assert.deepEqual(new Set(statuses), new Set([200]))
+    // The address has used one attempt of three: two unknown keys more are still looked up (401).
+    for (let i = 0; i < 2; i++) {
+      await expectError(await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(unknownKey()) }), 401, 'unauthorized')
+    }
+    await expectError(await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(unknownKey()) }), 429, 'rate_limited')
+  })
+
   it('turns a limit off with 0', async () => {
     const server = await startTestServer(kind, { env: { RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_AUTH_FAILURES: '0' } })
     const key = await server.createKey()

@@ -14,7 +14,8 @@ const IPV6_SUBNET = 64
  * then checked (401 revoked or expired, 403 scope), and read again only once its cache entry is
  * stale. Any other request (no token, a malformed one, one not seen here) is first counted against
  * its client address's attempt limit (429), and only then looked up: at most that many lookups per
- * address and window reach the database, and a known key is never refused for its address's failures.
+ * address and window reach the database (requests with a token already being read share its read
+ * and its one attempt), and a known key is never refused for its address's failures.
  * A callback hook, not an async one: with the key cached and the counters in memory, a request is
  * admitted without a single promise.
  */
@@ -41,13 +42,13 @@ export function admission(authenticator: Authenticator, limiter: RateLimiter): (
         }),
       )
     }
-    return then(limiter.countAttempt(clientAddress(request)), () =>
-      authenticator.lookup(token).then((key) =>
+    return authenticator
+      .lookup(token, () => limiter.countAttempt(clientAddress(request)))
+      .then((key) =>
         then(key === undefined ? undefined : limiter.countKey(key.counter, reply), () => {
           request.apiKey = authenticator.admit(key, scope)
         }),
-      ),
-    )
+      )
   }
 
   return (scope) =>

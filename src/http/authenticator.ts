@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks'
 import { hashApiKey, isActive, looksLikeApiKey, type ApiKey, type Scope } from '../domain/api-keys.js'
 import { ApiError } from '../errors.js'
+import type { MaybePromise } from '../maybe-async.js'
 import { keyCounter } from './rate-limiter.js'
 
 const REALM = 'Bearer realm="petstore"'
@@ -58,11 +59,17 @@ export class Authenticator {
     return this.now() - known.fetchedAt < this.ttlMs
   }
 
-  /** Reads the token's key from the store (one read at a time per token), and caches it if found. */
-  lookup(token: string): Promise<KnownKey | undefined> {
+  /**
+   * Reads the token's key from the store (one read at a time per token), and caches it if found.
+   * `charge` runs first, once per read: requests that arrive with the same token while it is read
+   * share that read and its charge (a new key's first burst is one attempt, not one per request).
+   */
+  lookup(token: string, charge?: () => MaybePromise<void>): Promise<KnownKey | undefined> {
     let pending = this.inFlight.get(token)
     if (pending === undefined) {
-      pending = this.findApiKey(hashApiKey(token))
+      pending = Promise.resolve()
+        .then(charge)
+        .then(() => this.findApiKey(hashApiKey(token)))
         .then((key) => this.remember(token, key))
         .finally(() => this.inFlight.delete(token))
       this.inFlight.set(token, pending)
