@@ -17,7 +17,7 @@ export function ordersRoutes(app: ApiApp): void {
   const { store, metrics } = app
   const { sendTimeoutMs, maxResponses } = app.config.list
   const listCache = new ListCache(app.config.listCacheMaxBytes, app.config.list.databaseStreams)
-  let responses = 0 // list responses being sent: each holds at most two send buffers (sendBody)
+  let responses = 0 // list responses sent from a file or a fill: each holds at most two send buffers (sendBody)
   app.addHook('onClose', () => listCache.close())
 
   app.get(
@@ -56,18 +56,23 @@ export function ordersRoutes(app: ApiApp): void {
       reply.code(304).send()
       return undefined
     }
-    if (responses >= maxResponses) throw new ApiError('service_unavailable', 'Too many lists are being sent; retry shortly.', { 'retry-after': '5' })
-    responses++
-    reply.raw.once('close', () => responses--)
     reply.type('application/json; charset=utf-8')
     return then(listCache.get(version, encoding), (cached): MaybePromise<FastifyReply | undefined> => {
-      if (cached === undefined) return followFill(reply, version, encoding)
-      if (encoding !== 'identity') reply.header('content-encoding', encoding)
-      if ('buffer' in cached) {
+      if (cached !== undefined && 'buffer' in cached) {
+        // One shared buffer, written at once: nothing of its own to bound.
+        if (encoding !== 'identity') reply.header('content-encoding', encoding)
         limitSendTime(reply.raw, sendTimeoutMs)
         reply.send(cached.buffer) // Fastify adds its Content-Length
         return undefined
       }
+      if (responses >= maxResponses) {
+        void cached?.file.close().catch(() => {})
+        throw new ApiError('service_unavailable', 'Too many lists are being sent; retry shortly.', { 'retry-after': '5' })
+      }
+      responses++
+      reply.raw.once('close', () => responses--)
+      if (cached === undefined) return followFill(reply, version, encoding)
+      if (encoding !== 'identity') reply.header('content-encoding', encoding)
       reply.header('content-length', cached.bytes)
       const { file, bytes } = cached
       const source: BodySource = {
