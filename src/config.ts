@@ -1,3 +1,5 @@
+import { redactUrl } from './redact-url.js'
+
 /**
  * Configuration, from environment variables only, validated once at start. A bad value stops the
  * process with a message naming the variable (README "Configuration" lists them all).
@@ -27,7 +29,8 @@ export type DatabaseConfig = { kind: 'sqlite'; path: string } | { kind: 'postgre
 
 export class ConfigError extends Error {
   constructor(variable: string, problem: string) {
-    super(`${variable}: ${problem}`)
+    // A value shown in the problem may be a URL with a password in it.
+    super(`${variable}: ${redactUrl(problem)}`)
     this.name = 'ConfigError'
   }
 }
@@ -74,7 +77,7 @@ export function loadDatabaseConfig(env: Env = process.env): DatabaseConfig {
     try {
       new URL(url)
     } catch {
-      throw new ConfigError('DATABASE_URL', 'is not a valid URL')
+      throw new ConfigError('DATABASE_URL', `is not a valid URL: "${url}"`)
     }
     return { kind: 'postgres', url, poolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1000) }
   }
