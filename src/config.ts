@@ -1,4 +1,5 @@
 import { isIP } from 'node:net'
+import { redactUrl } from './redact-url.js'
 
 /**
  * Configuration, from environment variables only, validated once at start. A bad value stops the
@@ -31,7 +32,8 @@ export type DatabaseConfig = { kind: 'sqlite'; path: string } | { kind: 'postgre
 
 export class ConfigError extends Error {
   constructor(variable: string, problem: string) {
-    super(`${variable}: ${problem}`)
+    // A value shown in the problem may be a URL with a password in it.
+    super(`${variable}: ${redactUrl(problem)}`)
     this.name = 'ConfigError'
   }
 }
@@ -79,7 +81,7 @@ export function loadDatabaseConfig(env: Env = process.env): DatabaseConfig {
     try {
       new URL(url)
     } catch {
-      throw new ConfigError('DATABASE_URL', 'is not a valid URL')
+      throw new ConfigError('DATABASE_URL', `is not a valid URL: "${url}"`)
     }
     return { kind: 'postgres', url, poolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1000) }
   }

@@ -12,18 +12,21 @@ export interface RunningServer {
   url: string
   /** Stops accepting, finishes in-flight requests (up to the shutdown timeout), closes the database. */
   close(): Promise<void>
+  /** Writes every log line logged so far; lines that could not be written are reported on stderr. */
+  flushLogs(): Promise<void>
 }
 
 /** Owns the process side of the service: logger, store, listening socket, signals. */
 export async function startServer(config: Config, options: { onListening?: (url: string) => void } = {}): Promise<RunningServer> {
+  // Lines are written in batches, off the event loop, and at exit (log-destination.ts).
+  const destination = new BatchedDestination(1, 'petstore-orders')
   const logger = pino(
     {
       level: config.logLevel,
       // Fastify's request serializer does not log headers; this keeps keys out even if a future one does.
       redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
     },
-    // Lines are written in batches, off the event loop, and flushed at exit (log-destination.ts).
-    new BatchedDestination(1),
+    destination,
   )
   // The server must not block its event loop waiting for another process's SQLite write lock.
   const store = await openStore(config.database, SERVER_SQLITE_OPTIONS)
@@ -60,7 +63,14 @@ export async function startServer(config: Config, options: { onListening?: (url:
         await store.close()
       }
     })())
-  return { app: running, url, close }
+  const flushLogs = (): Promise<void> =>
+    new Promise((resolve) =>
+      destination.flush((error) => {
+        if (error !== undefined) destination.report(error.message)
+        resolve()
+      }),
+    )
+  return { app: running, url, close, flushLogs }
 }
 
 /** `petstore-orders serve`: run until SIGTERM or SIGINT, then shut down gracefully and exit 0. */
@@ -78,4 +88,7 @@ export async function serve(config: Config, options: { onListening?: (url: strin
   })
   await server.close()
   server.app.log.info('stopped')
+  // Written before returning: the process then ends with nothing left to write (the exit
+  // listener would still write it, synchronously).
+  await server.flushLogs()
 }

@@ -7,6 +7,7 @@ import {
   ImportFileError,
   InvalidRecordError,
   JsonNumber,
+  MAX_RECORD_BYTES,
   normalizeDateTime,
   parseJsonText,
   readJsonRecords,
@@ -322,6 +323,64 @@ describe('reading files', () => {
       assert.equal(error.position, format === 'json-array' ? 'record 150001' : 'line 150001')
       await new Promise((resolve) => setImmediate(resolve))
       assert.ok(destroyed, `${format}: the input is destroyed after the failure`)
+    }
+  })
+})
+
+describe('the size of one record', () => {
+  const MIB = 1024 * 1024
+
+  /** A source of `head`, then `fill` repeated up to `total` bytes, then `tail`; counts what it produced. */
+  function generated(head: string, fill: string, total: number, tail: string): ImportSource & { produced: () => number } {
+    let produced = 0
+    return {
+      produced: () => produced,
+      open() {
+        let sent = 0
+        const block = Buffer.from(fill.repeat(Math.ceil(64 * 1024 / fill.length)))
+        return new Readable({
+          read() {
+            if (sent === 0) this.push(head)
+            if (sent >= total) {
+              this.push(tail)
+              this.push(null)
+              return
+            }
+            sent += block.length
+            produced = sent
+            this.push(block)
+          },
+        })
+      },
+    }
+  }
+
+  test('an NDJSON line over 1 MiB stops the reading at that line, without reading it whole', async () => {
+    assert.equal(MAX_RECORD_BYTES, MIB)
+    const line = (bytes: number): string => `{"id": 2, "petId": 1${' '.repeat(bytes - 21)}}`
+    assert.equal(line(MIB).length, MIB)
+    // Exactly 1 MiB (the CR of a CRLF counted) is read; one byte more is refused, by its line.
+    const fits = await collect(readOrderRecords(source(`{"id": 1}\n${line(MIB)}\n`, 7000)))
+    assert.deepEqual(fits.map((r) => r.id), [1n, 2n])
+    for (const text of [`{"id": 1}\n${line(MIB + 1)}\n{"id": 3}\n`, `{"id": 1}\r\n${line(MIB)}\r\n`, `{"id": 1}\n${line(MIB + 1)}`]) {
+      const error = await importError(readOrderRecords(source(text, 7000)))
+      assert.equal(error.message, 'line 2: longer than 1 MiB, the most one record may take')
+    }
+    // 64 MiB without a line break: refused once the line passes 1 MiB.
+    const endless = generated('{"id": 1}\n{"id": "', 'x', 64 * MIB, '"}\n')
+    assert.equal((await importError(readOrderRecords(endless))).message, 'line 2: longer than 1 MiB, the most one record may take')
+    assert.ok(endless.produced() < 3 * MIB, `${endless.produced()} bytes were read`)
+  })
+
+  test('an element of a JSON array over 1 MiB stops the reading at that record', async () => {
+    const error = await importError(readPetRecords(source(`[{"id": 1, "name": "Rex"}, {"id": 2, "name": "${'x'.repeat(MIB)}"}]`, 64 * 1024)))
+    assert.equal(error.message, 'record 2: larger than 1 MiB, the most one record may take')
+    const fits = await collect(readJsonRecords(source(`[{"id": 1}, "${'x'.repeat(MIB - 100)}", [${'1,'.repeat(1000)}1]]`, 64 * 1024)))
+    assert.equal(fits.length, 3)
+    for (const fill of ['x', '1']) {
+      const endless = generated(fill === 'x' ? '[{"id": 1}, {"id": 2, "name": "' : '[{"id": 1}, ', fill, 64 * MIB, fill === 'x' ? '"}]' : ']')
+      assert.equal((await importError(readOrderRecords(endless))).message, 'record 2: larger than 1 MiB, the most one record may take')
+      assert.ok(endless.produced() < 4 * MIB, `${endless.produced()} bytes were read`)
     }
   })
 })

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { ConfigError } from '../config.js'
+import { redactUrl } from '../redact-url.js'
 import { CommandError, oneLine, parseCommandArgs, PROGRAM, UsageError, type Command, type Io } from './command.js'
 import { keysCreate, keysList, keysRevoke } from './commands/keys.js'
 import { migrate } from './commands/migrate.js'
@@ -163,7 +164,8 @@ export async function runCli(argv: string[], io: Io): Promise<number> {
   try {
     return await dispatch(argv, io)
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error)
+    // Whatever failed (a driver's error included) may quote a URL with its password.
+    const message = redactUrl(error instanceof Error ? error.message : String(error))
     if (error instanceof UsageError) {
       const helpFor = error.command === undefined ? '' : ` ${error.command}`
       io.stderr.write(`${PROGRAM}: ${oneLine(message)}; see '${PROGRAM}${helpFor} --help'\n`)
@@ -174,7 +176,7 @@ export async function runCli(argv: string[], io: Io): Promise<number> {
       return 1
     }
     io.stderr.write(`${PROGRAM}: ${oneLine(message) || 'failed'}\n`)
-    if (io.env.PETSTORE_DEBUG === '1' && error instanceof Error && error.stack !== undefined) io.stderr.write(`${error.stack}\n`)
+    if (io.env.PETSTORE_DEBUG === '1' && error instanceof Error && error.stack !== undefined) io.stderr.write(`${redactUrl(error.stack)}\n`)
     return 1
   }
 }

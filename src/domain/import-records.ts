@@ -13,7 +13,6 @@
 import type { Readable } from 'node:stream'
 import { pipeline } from 'node:stream'
 import { pipeline as pipelineAsync } from 'node:stream/promises'
-import { createInterface } from 'node:readline'
 import { parse as parseLosslessJson } from 'lossless-json'
 import type { Token } from 'stream-json/parser.js'
 import streamArray from 'stream-json/streamers/stream-array.js'
@@ -68,6 +67,14 @@ export interface RawRecord {
   value: unknown
 }
 
+/**
+ * The most one record may take: a line of NDJSON, in bytes (its line break not counted), or an
+ * element of a JSON array, in characters of its keys, strings and numbers. A longer one stops the
+ * import with its position: it cannot be an order or a pet, and reading it whole could exhaust
+ * memory (a JavaScript string holds at most ~512 MiB).
+ */
+export const MAX_RECORD_BYTES = 1024 * 1024
+
 export const MAX_QUANTITY = 2_147_483_647
 export const MAX_PET_NAME_LENGTH = 200
 export const MAX_PET_TAG_LENGTH = 200
@@ -121,7 +128,8 @@ async function* readJsonArray(source: ImportSource): AsyncGenerator<RawRecord> {
   // number token is wrapped in a JsonNumber first, and the assembler stores that as it is.
   const options: StreamBaseOptions = { numberAsString: true }
   const items = withParser.asStream(
-    (streamOptions?: StreamBaseOptions) => [markNumber, streamArray(streamOptions)] as unknown as ReturnType<typeof streamArray>,
+    (streamOptions?: StreamBaseOptions) =>
+      [capRecordSize(MAX_RECORD_BYTES), markNumber, streamArray(streamOptions)] as unknown as ReturnType<typeof streamArray>,
     options,
   )
   // Errors of either side come out of the iteration below; ending it early destroys both.
@@ -135,6 +143,47 @@ async function* readJsonArray(source: ImportSource): AsyncGenerator<RawRecord> {
   } catch (error) {
     if (isParserError(error)) throw await locateSyntaxError(source, error, index)
     throw error
+  }
+}
+
+/**
+ * A stage between the parser and the assembler that stops an element of the top-level array
+ * larger than `max` characters (keys, strings and numbers; the parser drops whitespace) before it
+ * is assembled: the parser streams a long string in chunks, so this sees it grow.
+ */
+function capRecordSize(max: number): (token: Token) => Token {
+  let depth = 0
+  let record = 0
+  let size = 0
+  return (token) => {
+    switch (token.name) {
+      case 'startObject':
+      case 'startArray':
+        if (depth === 1) startRecord()
+        depth++
+        break
+      case 'endObject':
+      case 'endArray':
+        depth--
+        break
+      case 'startString':
+      case 'startNumber':
+      case 'nullValue':
+      case 'trueValue':
+      case 'falseValue':
+        if (depth === 1) startRecord()
+        break
+      case 'stringChunk':
+      case 'numberChunk':
+        size += token.value.length
+        if (size > max) throw new ImportFileError(`record ${record}`, `larger than ${formatBytes(max)}, the most one record may take`)
+        break
+    }
+    return token
+  }
+  function startRecord(): void {
+    record++
+    size = 0
   }
 }
 
@@ -186,10 +235,9 @@ function syntaxReason(message: string): string {
 
 async function* readNdjson(source: ImportSource): AsyncGenerator<RawRecord> {
   const input = source.open()
-  const lines = createInterface({ input, crlfDelay: Infinity })
   let lineNumber = 0
   try {
-    for await (const text of lines) {
+    for await (const text of readLines(input, MAX_RECORD_BYTES)) {
       lineNumber++
       const line = lineNumber === 1 && text.charCodeAt(0) === BOM ? text.slice(1) : text
       if (isBlank(line)) continue // blank lines (a trailing newline, say) hold no record
@@ -205,9 +253,48 @@ async function* readNdjson(source: ImportSource): AsyncGenerator<RawRecord> {
       yield { position: `line ${lineNumber}`, value }
     }
   } finally {
-    lines.close()
     input.destroy()
   }
+}
+
+/**
+ * The lines of `input`, split at LF (a CR before it is dropped: CRLF works too), decoded as UTF-8.
+ * A line longer than `max` bytes stops the reading with an ImportFileError naming it, as soon as
+ * it is that long: it is never held whole.
+ */
+export async function* readLines(input: AsyncIterable<Buffer | string>, max: number): AsyncGenerator<string> {
+  let held: Buffer[] = []
+  let heldBytes = 0
+  let lineNumber = 0
+  const tooLong = (): ImportFileError =>
+    new ImportFileError(`line ${lineNumber + 1}`, `longer than ${formatBytes(max)}, the most one record may take`)
+  const take = (last: Buffer): string => {
+    let line = held.length === 0 ? last : Buffer.concat([...held, last])
+    if (line.length > 0 && line[line.length - 1] === 0x0d) line = line.subarray(0, -1)
+    held = []
+    heldBytes = 0
+    lineNumber++
+    return line.toString('utf8')
+  }
+  for await (const data of input) {
+    const chunk = typeof data === 'string' ? Buffer.from(data) : data
+    let start = 0
+    for (let end = chunk.indexOf(0x0a); end !== -1; start = end + 1, end = chunk.indexOf(0x0a, start)) {
+      // Bytes before the LF, a CR included.
+      if (heldBytes + (end - start) > max) throw tooLong()
+      yield take(chunk.subarray(start, end))
+    }
+    if (start < chunk.length) {
+      heldBytes += chunk.length - start
+      if (heldBytes > max) throw tooLong()
+      held.push(chunk.subarray(start))
+    }
+  }
+  if (heldBytes > 0) yield take(Buffer.alloc(0))
+}
+
+function formatBytes(bytes: number): string {
+  return bytes % (1024 * 1024) === 0 ? `${bytes / (1024 * 1024)} MiB` : `${bytes} bytes`
 }
 
 /** One JSON text, the way NDJSON lines are parsed: numbers as JsonNumber, a repeated key's last value wins. */

@@ -3,7 +3,7 @@ import { access, stat } from 'node:fs/promises'
 import { ConfigError, loadDatabaseConfig } from '../../config.js'
 import { ImportFileError, type ImportSource } from '../../domain/import-records.js'
 import { ImportConflictError, type Store } from '../../store/store.js'
-import { CommandError, oneLine, withStore, type Io } from '../command.js'
+import { CommandError, oneLine, PROGRAM, withStore, type Io } from '../command.js'
 import { formatCount, percent, Progress } from '../progress.js'
 
 /** Refuses a FILE that cannot be read before anything else happens (the database is not even opened). */
@@ -64,4 +64,7 @@ export async function importFile<T>(
   }
   progress.clear()
   io.stdout.write(`imported ${count} ${count === 1 ? what.slice(0, -1) : what} from ${file}\n`)
+  // Not an error (exit 0): an export with nothing new in it is a normal file. But an empty file
+  // is also what a wrong path or a failed export leaves behind, so it is said.
+  if (recordsRead === 0) io.stderr.write(`${PROGRAM}: warning: ${file} holds no ${what} (it is empty, blank, or an empty array)\n`)
 }
