@@ -74,6 +74,8 @@ export async function buildApp({ config, store, logger, processMetrics = false }
     connectionTimeout: config.http.idleTimeoutMs, // a socket with no traffic either way is closed
   }).withTypeProvider<TypeBoxTypeProvider>()
 
+  // Every open socket costs a descriptor and memory, whatever the timeouts: bound how many there are.
+  app.server.maxConnections = config.http.maxConnections
   const metrics = new Metrics({ processMetrics })
   const authenticator = new Authenticator((hash) => store.findApiKeyByHash(hash), config.keyCacheTtlMs)
   const counters = { perKey: memoryCounters(), authFailures: memoryCounters() }

@@ -25,7 +25,15 @@ export interface Config {
   /** The proxies (addresses or CIDRs) whose X-Forwarded-For gives the client's address; false: none. */
   trustProxy: false | string[]
   shutdownTimeoutMs: number
-  http: { headersTimeoutMs: number; requestTimeoutMs: number; keepAliveTimeoutMs: number; idleTimeoutMs: number; maxHeaderSize: number }
+  http: {
+    headersTimeoutMs: number
+    requestTimeoutMs: number
+    keepAliveTimeoutMs: number
+    idleTimeoutMs: number
+    maxHeaderSize: number
+    /** Open connections per instance; past it a new one is closed at once (Node's server.maxConnections). */
+    maxConnections: number
+  }
 }
 
 export type DatabaseConfig = { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string; poolSize: number }
@@ -69,6 +77,7 @@ export function loadConfig(env: Env = process.env): Config {
       keepAliveTimeoutMs: integer(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 1, 600_000),
       idleTimeoutMs: integer(env, 'HTTP_IDLE_TIMEOUT_MS', 60_000, 1, 3_600_000),
       maxHeaderSize: integer(env, 'HTTP_MAX_HEADER_SIZE', 16_384, 1024, 1_048_576),
+      maxConnections: integer(env, 'HTTP_MAX_CONNECTIONS', 4096, 1, 1_000_000),
     },
   }
 }

@@ -57,3 +57,21 @@ forEachStore('slow and half-open connections', (kind) => {
     }
   })
 })
+
+forEachStore('connection limit', (kind) => {
+  it('closes a connection past HTTP_MAX_CONNECTIONS at once, and takes new ones again when one closes', async () => {
+    const server = await startTestServer(kind, { env: { HTTP_MAX_CONNECTIONS: '5' } })
+    const held = await Promise.all(Array.from({ length: 5 }, () => open(server.origin)))
+    const extra = await open(server.origin)
+    const refused = await new Promise<boolean>((resolve) => {
+      extra.once('close', () => resolve(true))
+      setTimeout(() => resolve(false), 2000).unref()
+    })
+    assert.ok(refused, 'the sixth connection was kept open')
+    held[0]!.destroy()
+    await sleep(200)
+    const health = await fetch(`${server.origin}/healthz`)
+    assert.equal(health.status, 200)
+    for (const socket of held) socket.destroy()
+  })
+})
