@@ -13,7 +13,8 @@ export const ordersImport: Command = {
 Imports the orders of FILE in one transaction: every record is inserted or, when an order with
 its id exists, updated (the same id twice in a file: the last one wins) — or, at the first bad
 record, nothing at all is imported and the error names the record and what is wrong with it.
-The file is streamed: its size does not matter.
+The file is streamed: its size does not matter, but one record may take at most 1 MiB (an NDJSON
+line or an array element). A file with no records imports nothing and warns on stderr (exit 0).
 
 FILE is a JSON array of orders, or NDJSON (one order a line; blank lines are skipped): a file
 whose first character (after whitespace) is "[" is read as an array. Positions in errors are

@@ -12,7 +12,8 @@ export const petsImport: Command = {
 
 Imports the pets of FILE in one transaction, inserting each or replacing the pet with its id (the
 same id twice: the last one wins); at the first bad record nothing is imported and the error names
-the record ("record N" in a JSON array, "line N" in NDJSON) and the problem. The file is streamed.
+the record ("record N" in a JSON array, "line N" in NDJSON) and the problem. The file is streamed;
+one record may take at most 1 MiB. A file with no records imports nothing and warns on stderr.
 FILE is a JSON array (first character "[") or NDJSON, one pet a line.
 
 A pet record:
