@@ -57,7 +57,7 @@ export class PetstoreApiError extends Error {
   /** The HTTP status of the response. */
   readonly status: number
   /** The Error body's code; `unexpected_response` when the response was not what the API sends. */
-  readonly code: ErrorCode | 'unexpected_response' | (string & Record<never, never>)
+  readonly code: ErrorCode | ErrorCodeV2 | 'unexpected_response' | (string & Record<never, never>)
   /** The `X-Request-Id` of the response: quote it when reporting a problem. */
   readonly requestId: string | undefined
   /** Seconds to wait before retrying, from `Retry-After` (429, 503). */
@@ -126,6 +126,8 @@ export function createClient(options: ClientOptions): PetstoreClient {
 export type OrderV2 = componentsV2['schemas']['Order']
 export type OrderStatus = OrderV2['status']
 export type CancellationReason = NonNullable<OrderV2['cancellationReason']>
+/** The codes of v2's errors: v1's and those of pages (`invalid_parameter`, `invalid_cursor`). */
+export type ErrorCodeV2 = componentsV2['schemas']['Error']['code']
 /** A page of the v2 list: `nextCursor` is present exactly when more matching orders follow. */
 export type OrderPage = operationsV2['listOrders']['responses'][200]['content']['application/json']
 
