@@ -28,6 +28,7 @@ import type { StoreContext } from './suites/context.js'
 import { importOrders } from './suites/import.js'
 import { listCached } from './suites/list-cached.js'
 import { listStream } from './suites/list-stream.js'
+import { pages } from './suites/pages.js'
 import { smallRequests } from './suites/small-requests.js'
 import { soak } from './suites/soak.js'
 
@@ -38,6 +39,7 @@ const SUITES: Record<string, (context: StoreContext) => Promise<void>> = {
   'list-cached': listCached,
   compression,
   small: smallRequests,
+  pages,
   cancel: cancels,
   soak,
 }

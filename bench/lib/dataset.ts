@@ -3,18 +3,27 @@ import type { Pet } from '../../src/schemas/pet.js'
 
 /**
  * The bench's data set: orders 1..N, deterministic, shaped like real ones. Every fourth order is
- * shipped (half of those complete), the rest pending; none is cancelled, so the list has all N.
- * About 1 in 50 has no ship date and 1 in 200 no pet (omitted fields). 1,000,000 orders are ~93 MB
- * of JSON.
+ * shipped (half of those complete), 1 in 50 cancelled (ids 25, 75, 125, …: what the v2 filter
+ * `status=cancelled` finds), the rest pending; the v1 list has the 98% not cancelled. Ship dates are
+ * spread over 2026. About 1 in 50 has no ship date and 1 in 200 no pet (omitted fields). 1,000,000
+ * orders are ~91 MB of JSON.
  */
 const SHIP_DATE_ORIGIN = Date.UTC(2026, 0, 1)
 
+export function isShipped(id: number): boolean {
+  return id % 4 === 0
+}
+
+export function isCancelled(id: number): boolean {
+  return id % 50 === 25
+}
+
 export function isPending(id: number): boolean {
-  return id % 4 !== 0
+  return !isShipped(id) && !isCancelled(id)
 }
 
 export function orderRecord(id: number): OrderRecord {
-  const shipped = !isPending(id)
+  const shipped = isShipped(id)
   return {
     id: BigInt(id),
     petId: id % 200 === 0 ? null : BigInt(1 + ((id * 7919) % PETS)),
@@ -22,7 +31,7 @@ export function orderRecord(id: number): OrderRecord {
     // Spread over about a year, with milliseconds, as Date#toISOString() writes it.
     shipDate: id % 50 === 0 ? null : new Date(SHIP_DATE_ORIGIN + ((id * 31_536_017) % 31_536_000_000)).toISOString(),
     complete: shipped && id % 8 === 0,
-    status: shipped ? 'shipped' : 'pending',
+    status: shipped ? 'shipped' : isCancelled(id) ? 'cancelled' : 'pending',
   }
 }
 

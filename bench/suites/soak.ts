@@ -4,7 +4,7 @@ import { promisify } from 'node:util'
 import { brotliDecompress, gunzip } from 'node:zlib'
 import { mulberry32 } from '../../src/domain/demo-data.js'
 import { bearer } from '../lib/client.js'
-import { isPending } from '../lib/dataset.js'
+import { isPending, isShipped } from '../lib/dataset.js'
 import { PROJECT_ENV, startServerChild } from '../lib/processes.js'
 import { cpuSeconds } from '../lib/proc.js'
 import { fmt, verdict } from '../lib/report.js'
@@ -143,7 +143,10 @@ class SoakState {
     private readonly started: number,
     private readonly durationMs: number,
   ) {
-    for (let id = 1; id <= orders; id++) (isPending(id) ? this.pending : this.shipped).push(id)
+    for (let id = 1; id <= orders; id++) {
+      if (isPending(id)) this.pending.push(id)
+      else if (isShipped(id)) this.shipped.push(id)
+    }
     // Cancel the pending orders in a shuffled order (deterministic), not by ascending id.
     const shuffle = mulberry32(7) // seeded: every run sends the same mix
     for (let i = this.pending.length - 1; i > 0; i--) {

@@ -1,13 +1,17 @@
 /**
- * The TypeScript client of the Petstore Orders API: `import { createClient } from 'petstore-orders/client'`.
+ * The TypeScript client of the Petstore Orders API: `import { createClient, createV2Client } from
+ * 'petstore-orders/client'`. `createClient` speaks v1 to a server URL ending in `/v1`;
+ * `createV2Client` speaks v2 (beta) to one ending in `/v2`.
  *
- * Its types come from the OpenAPI document the service serves (./openapi-types.ts, generated). int64
+ * Its types come from the OpenAPI documents the service serves (./openapi-types.ts and
+ * ./openapi-v2-types.ts, generated). int64
  * ids are `bigint`, exact to the last digit: responses are parsed with lossless-json, never through a
  * JS `number` (exact only up to 2^53). It needs nothing but `fetch` (Node.js 20+, or any runtime
  * that has it).
  */
 import { isInteger, isLosslessNumber, parse } from 'lossless-json'
 import type { components, operations } from './openapi-types.js'
+import type { components as componentsV2, operations as operationsV2 } from './openapi-v2-types.js'
 
 /** An order, as listOrders returns it. A field whose value is not known is absent. */
 export type Order = components['schemas']['Order']
@@ -18,8 +22,9 @@ export type ErrorCode = ErrorBody['code']
 
 export interface ClientOptions {
   /**
-   * A server of the API: its URL ends in `/v1`, as the `servers` of the document do, e.g.
-   * `https://api.petstore.example/v1` or `http://127.0.0.1:8080/v1`.
+   * A server of the API: its URL ends in the version, as the `servers` of each document do. For
+   * `createClient`, `https://api.petstore.example/v1` or `http://127.0.0.1:8080/v1`; for
+   * `createV2Client`, the same ending in `/v2`.
    */
   baseUrl: string | URL
   /** An API key (`pso_…`), sent as `Authorization: Bearer <apiKey>`. */
@@ -52,7 +57,7 @@ export class PetstoreApiError extends Error {
   /** The HTTP status of the response. */
   readonly status: number
   /** The Error body's code; `unexpected_response` when the response was not what the API sends. */
-  readonly code: ErrorCode | 'unexpected_response' | (string & Record<never, never>)
+  readonly code: ErrorCode | ErrorCodeV2 | 'unexpected_response' | (string & Record<never, never>)
   /** The `X-Request-Id` of the response: quote it when reporting a problem. */
   readonly requestId: string | undefined
   /** Seconds to wait before retrying, from `Retry-After` (429, 503). */
@@ -72,17 +77,29 @@ export class PetstoreApiError extends Error {
 type ListOrdersResponse = operations['listOrders']['responses'][200]['content']['application/json']
 type CancelOrderId = operations['cancelOrder']['parameters']['path']['orderId']
 
-export function createClient(options: ClientOptions): PetstoreClient {
-  const base = serverUrl(options.baseUrl)
+type Call = (method: string, path: string, signal: AbortSignal | undefined, body?: unknown) => Promise<Response>
+
+/** Sends requests to one server of one version: the key, JSON, errors as PetstoreApiError. */
+function caller(options: ClientOptions, version: 'v1' | 'v2'): Call {
+  const base = serverUrl(options.baseUrl, version)
   if (typeof options.apiKey !== 'string' || options.apiKey === '') throw new TypeError('apiKey: an API key is required')
   const fetchImpl = options.fetch ?? globalThis.fetch
   const headers = { authorization: `Bearer ${options.apiKey}`, accept: 'application/json' }
+  const jsonHeaders = { ...headers, 'content-type': 'application/json' }
 
-  async function call(method: string, path: string, signal: AbortSignal | undefined): Promise<Response> {
-    const response = await fetchImpl(new URL(path, base), { method, headers, signal, redirect: 'error' })
+  return async (method, path, signal, body) => {
+    const init: RequestInit =
+      body === undefined
+        ? { method, headers, signal, redirect: 'error' }
+        : { method, headers: jsonHeaders, body: JSON.stringify(body), signal, redirect: 'error' }
+    const response = await fetchImpl(new URL(path, base), init)
     if (!response.ok) throw await errorOf(response)
     return response
   }
+}
+
+export function createClient(options: ClientOptions): PetstoreClient {
+  const call = caller(options, 'v1')
 
   return {
     async listOrders({ signal } = {}) {
@@ -103,8 +120,184 @@ export function createClient(options: ClientOptions): PetstoreClient {
   }
 }
 
-/** The server URL as a base for relative paths: it must end in /v1 (a trailing slash is added). */
-function serverUrl(baseUrl: string | URL): URL {
+// ---- v2 (beta) ----
+
+/** An order as v2 shows it: the v1 fields, its `status`, and on a cancelled order when and why. */
+export type OrderV2 = componentsV2['schemas']['Order']
+export type OrderStatus = OrderV2['status']
+export type CancellationReason = NonNullable<OrderV2['cancellationReason']>
+/** The codes of v2's errors: v1's and those of pages (`invalid_parameter`, `invalid_cursor`). */
+export type ErrorCodeV2 = componentsV2['schemas']['Error']['code']
+/** A page of the v2 list: `nextCursor` is present exactly when more matching orders follow. */
+export type OrderPage = operationsV2['listOrders']['responses'][200]['content']['application/json']
+
+/** The filters of the v2 list; every one given must match. By default, the orders not cancelled. */
+export interface OrderFilters {
+  /** The statuses to include (default `['pending', 'shipped']`). */
+  status?: readonly OrderStatus[]
+  /** Only this pet's orders: a bigint or its decimal string. */
+  petId?: bigint | string
+  /** Only fulfilled (`true`) or unfulfilled (`false`) orders. */
+  complete?: boolean
+  /** Only orders shipping at or after this instant (a Date or an RFC 3339 date-time). */
+  shipDateFrom?: Date | string
+  /** Only orders shipping before this instant, which must be later than `shipDateFrom`. */
+  shipDateTo?: Date | string
+}
+
+export interface PageOptions extends OrderFilters, RequestOptions {
+  /** How many orders the page holds at most, 1–1000 (the server's default is 100). */
+  limit?: number
+  /** The `nextCursor` of the previous page, fetched with the same filters. */
+  cursor?: string
+}
+
+export interface IterateOptions extends OrderFilters, RequestOptions {
+  /** How many orders each request fetches, 1–1000 (the server's default is 100). */
+  pageSize?: number
+}
+
+export interface CancelOptions extends RequestOptions {
+  /** Why the order is cancelled; recorded with the first cancellation only. */
+  reason?: CancellationReason
+}
+
+export interface PetstoreV2Client {
+  /** One page of the orders matching the filters, ascending id (GET /store/orders). */
+  listOrdersPage(options?: PageOptions): Promise<OrderPage>
+  /**
+   * Every order matching the filters, ascending id, one page after another as the loop asks for
+   * them (`for await (const order of client.orders({ status: ['pending'] }))`). A walk while orders
+   * change never yields an order twice and never skips one that matched the filters throughout.
+   */
+  orders(options?: IterateOptions): AsyncIterableIterator<OrderV2>
+  /** One order, cancelled ones included (GET /store/orders/{orderId}); unknown: 404 `order_not_found`. */
+  getOrder(id: bigint | string, options?: RequestOptions): Promise<OrderV2>
+  /**
+   * Cancels an order (POST /store/orders/{orderId}/cancel) and resolves with it once the
+   * cancellation is durable. Safe to retry: an order already cancelled resolves with the order as it
+   * stands (the first cancellation's time and reason). A shipped order rejects with 409
+   * `order_already_shipped`, an unknown one with 404 `order_not_found`.
+   */
+  cancelOrder(id: bigint | string, options?: CancelOptions): Promise<OrderV2>
+}
+
+type ListOrdersQuery = NonNullable<operationsV2['listOrders']['parameters']['query']>
+
+/**
+ * A client of v2, given a server URL ending in `/v2` (e.g. `https://api.petstore.example/v2`).
+ * A separate client rather than one deriving `/v2` from `/v1`: each version's document names its
+ * own servers, and nothing promises that a deployment routes both versions under one prefix.
+ */
+export function createV2Client(options: ClientOptions): PetstoreV2Client {
+  const call = caller(options, 'v2')
+
+  async function listOrdersPage({ signal, ...query }: PageOptions = {}): Promise<OrderPage> {
+    const response = await call('GET', `store/orders${queryString(query)}`, signal)
+    return decodePage(await readJson(response), response)
+  }
+
+  return {
+    listOrdersPage,
+
+    async *orders({ pageSize, signal, ...filters } = {}) {
+      let cursor: string | undefined
+      do {
+        const page = await listOrdersPage({ ...filters, limit: pageSize, cursor, signal })
+        yield* page.data
+        cursor = page.nextCursor
+      } while (cursor !== undefined)
+    },
+
+    async getOrder(id, { signal } = {}) {
+      const response = await call('GET', `store/orders/${orderIdPath(id, 'getOrder')}`, signal)
+      return decodeOne(await readJson(response), response)
+    },
+
+    async cancelOrder(id, { reason, signal } = {}) {
+      const path = `store/orders/${orderIdPath(id, 'cancelOrder')}/cancel`
+      const response = await call('POST', path, signal, reason === undefined ? undefined : { reason })
+      return decodeOne(await readJson(response), response)
+    },
+  }
+}
+
+/** `?limit=…&status=…`, from the options given; their values checked only where a mistake would be silent. */
+function queryString(options: Omit<PageOptions, 'signal'>): string {
+  const query: { [K in keyof ListOrdersQuery]: string } = {}
+  if (options.limit !== undefined) query.limit = String(options.limit)
+  if (options.cursor !== undefined) query.cursor = options.cursor
+  if (options.status !== undefined) {
+    if (!Array.isArray(options.status)) throw new TypeError('status: an array of statuses, e.g. [\'pending\']')
+    query.status = options.status.join(',')
+  }
+  if (options.petId !== undefined) query.petId = int64Text(options.petId, 'petId')
+  if (options.complete !== undefined) query.complete = String(options.complete)
+  if (options.shipDateFrom !== undefined) query.shipDateFrom = instant(options.shipDateFrom)
+  if (options.shipDateTo !== undefined) query.shipDateTo = instant(options.shipDateTo)
+  const text = new URLSearchParams(query as Record<string, string>).toString()
+  return text === '' ? '' : `?${text}`
+}
+
+function instant(value: Date | string): string {
+  return value instanceof Date ? value.toISOString() : value
+}
+
+/** A bigint or a decimal string, as text; a JS number is exact only up to 2^53, so it is refused. */
+function int64Text(value: unknown, what: string): string {
+  if (typeof value !== 'bigint' && typeof value !== 'string') throw new TypeError(`${what}: must be a bigint or a decimal string`)
+  return value.toString()
+}
+
+function orderIdPath(id: unknown, operation: string): string {
+  return encodeURIComponent(int64Text(id, `${operation}: the id`))
+}
+
+function decodePage(body: unknown, response: Response): OrderPage {
+  if (!isRecord(body) || !Array.isArray(body.data)) throw unexpected(response, 'expected a page of orders')
+  const data = body.data.map((item, index) => {
+    try {
+      return decodeOrderV2(item)
+    } catch (error) {
+      throw unexpected(response, `order ${index}: ${(error as Error).message}`)
+    }
+  })
+  if (body.nextCursor === undefined) return { data }
+  if (typeof body.nextCursor !== 'string') throw unexpected(response, 'nextCursor is not a string')
+  return { data, nextCursor: body.nextCursor }
+}
+
+function decodeOne(body: unknown, response: Response): OrderV2 {
+  try {
+    return decodeOrderV2(body)
+  } catch (error) {
+    throw unexpected(response, `order: ${(error as Error).message}`)
+  }
+}
+
+const STATUSES: readonly string[] = ['pending', 'shipped', 'cancelled'] satisfies OrderStatus[]
+
+/** A v2 Order from its lossless JSON: the v1 fields decoded as v1 does, and the status fields. */
+function decodeOrderV2(value: unknown): OrderV2 {
+  const v1 = decodeOrder(value)
+  const record = value as Record<string, unknown>
+  if (v1.id === undefined) throw new Error('id is missing')
+  if (typeof record.complete !== 'boolean') throw new Error('complete is not a boolean')
+  if (typeof record.status !== 'string' || !STATUSES.includes(record.status)) throw new Error('status is not a known status')
+  const order: OrderV2 = { ...v1, id: v1.id, complete: record.complete, status: record.status as OrderStatus }
+  if (record.cancelledAt !== undefined) {
+    if (typeof record.cancelledAt !== 'string') throw new Error('cancelledAt is not a string')
+    order.cancelledAt = record.cancelledAt
+  }
+  if (record.cancellationReason !== undefined) {
+    if (typeof record.cancellationReason !== 'string') throw new Error('cancellationReason is not a string')
+    order.cancellationReason = record.cancellationReason as CancellationReason
+  }
+  return order
+}
+
+/** The server URL as a base for relative paths: it must end in /v1 or /v2 (a trailing slash is added). */
+function serverUrl(baseUrl: string | URL, version: 'v1' | 'v2'): URL {
   let url: URL
   try {
     url = new URL(baseUrl)
@@ -112,8 +305,8 @@ function serverUrl(baseUrl: string | URL): URL {
     throw new TypeError(`baseUrl: not a URL: ${String(baseUrl)}`)
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TypeError('baseUrl: must be an http(s) URL')
-  if (!/\/v1\/?$/.test(url.pathname)) {
-    throw new TypeError(`baseUrl: must be a server of the API, ending in /v1 (got ${url.href})`)
+  if (!new RegExp(`/${version}/?$`).test(url.pathname)) {
+    throw new TypeError(`baseUrl: must be a server of the API, ending in /${version} (got ${url.href})`)
   }
   url.pathname = url.pathname.replace(/\/?$/, '/')
   url.search = ''

@@ -9,8 +9,8 @@ import type { Config } from '../../config.js'
 import type { ApiApp } from '../api-app.js'
 
 /**
- * `GET /docs`: an interactive API reference (Swagger UI) rendered from `/v1/openapi.json`. Public,
- * like the document, and hidden from it.
+ * `GET /docs`: an interactive API reference (Swagger UI) rendered from `/v1/openapi.json` or, picked
+ * in the page's version selector, `/v2/openapi.json`. Public, like the documents, and hidden from them.
  *
  * Why Swagger UI, and why these few routes rather than a plugin's:
  * - Swagger UI renders everything a reader needs from the document alone (operations with their
@@ -22,7 +22,12 @@ import type { ApiApp } from '../api-app.js'
  *   `scarfSettings` for npm versions without `allowScripts`). Not @fastify/swagger-ui: its plugin
  *   routes were never used (a `/docs/` variant that escapes the onRoute hook building the 405
  *   handlers, a second copy of the document at `/docs/json`), and its current major pulls a
- *   dependency that refuses Node 20. The page here loads the canonical `/v1/openapi.json`.
+ *   dependency that refuses Node 20. The page here loads the canonical `/v1/openapi.json` and
+ *   `/v2/openapi.json`.
+ * - The version selector is a plain `<select>` of this page rather than Swagger UI's `urls` with the
+ *   standalone preset's top bar: the preset is a further 268 KB, and its top bar also offers a box to
+ *   load any URL and reads `urls.primaryName` from the page's query string. The selector does what
+ *   the top bar does on a change (`updateUrl`, then `download`), with the two documents only.
  * - Every path is relative to the page, so the reference also works behind a path prefix; the CSP
  *   lets the page load nothing that this server does not serve. "Try it out" calls this server
  *   first (see INIT_JS) and may call the two servers the document names (and nothing else).
@@ -74,7 +79,14 @@ const INDEX_HTML = `<!doctype html>
 <link rel="icon" type="image/png" sizes="16x16" href="docs/assets/favicon-16x16.png">
 </head>
 <body>
-<noscript>This reference needs JavaScript. The document it renders is <a href="v1/openapi.json">/v1/openapi.json</a>.</noscript>
+<noscript>This reference needs JavaScript. The documents it renders are <a href="v1/openapi.json">/v1/openapi.json</a> and <a href="v2/openapi.json">/v2/openapi.json</a>.</noscript>
+<div style="max-width: 1460px; margin: 16px auto 0; padding: 0 20px; font-family: sans-serif">
+<label for="api-version" style="font-weight: bold; margin-right: 8px">API version</label>
+<select id="api-version" autocomplete="off" style="font-size: 14px; padding: 4px">
+<option value="v1/openapi.json" selected>v1 (stable)</option>
+<option value="v2/openapi.json">v2 (beta)</option>
+</select>
+</div>
 <div id="swagger-ui"></div>
 <script src="docs/assets/swagger-ui-bundle.js"></script>
 <script src="docs/init.js"></script>
@@ -87,18 +99,27 @@ const INDEX_HTML = `<!doctype html>
 // string (`/docs?url=…`), which would let a link show any document under this server's name.
 //
 // Two plugins:
-// - The page's copy of the document lists this server first, as a relative URL ("Try it out" then
-//   calls the server that serves the page, and a key pasted here stays on it); the production and
-//   staging servers follow. /v1/openapi.json itself is unchanged: clients and generators read it.
+// - The page's copy of a document lists this server first, as a relative URL of the document's
+//   version (`/v1` for /v1/openapi.json, `/v2` for /v2/openapi.json): "Try it out" then calls the
+//   server that serves the page, and a key pasted here stays on it; the production and staging
+//   servers follow. The served documents are unchanged: clients and generators read them.
 // - JSON response bodies are shown as received, re-indented without being parsed into numbers:
 //   Swagger UI's own rendering (JSON.parse, then JSON.stringify) would show the id
 //   9223372036854775806 as 9223372036854776000.
 const INIT_JS = `(function () {
   'use strict'
-  var thisServer = { url: new URL('v1', document.baseURI).pathname, description: 'This server (the one serving this page)' }
+  var DOCUMENT = /(?:^|\\/)(v[0-9]+)\\/openapi\\.json$/
 
-  function withThisServer(text) {
-    if (typeof text !== 'string') return text
+  // This server, under the version of the document at \`specUrl\`; null for any other document.
+  function thisServerFor(specUrl) {
+    var match = DOCUMENT.exec(new URL(specUrl || '', document.baseURI).pathname)
+    if (match === null) return null
+    return { url: new URL(match[1], document.baseURI).pathname, description: 'This server (the one serving this page)' }
+  }
+
+  function withThisServer(text, specUrl) {
+    var thisServer = thisServerFor(specUrl)
+    if (typeof text !== 'string' || thisServer === null) return text
     try {
       // Swagger UI parses the document into plain numbers itself, so nothing is lost here.
       var doc = JSON.parse(text)
@@ -156,7 +177,13 @@ const INIT_JS = `(function () {
   var ThisServerFirst = function () {
     return {
       statePlugins: {
-        spec: { wrapActions: { updateSpec: function (update) { return function (text) { return update(withThisServer(text)) } } } },
+        spec: {
+          wrapActions: {
+            updateSpec: function (update, system) {
+              return function (text) { return update(withThisServer(text, system.specSelectors.url())) }
+            },
+          },
+        },
       },
     }
   }
@@ -180,8 +207,10 @@ const INIT_JS = `(function () {
   }
 
   window.addEventListener('load', function () {
+    var version = document.getElementById('api-version')
+    version.value = 'v1/openapi.json'
     window.ui = SwaggerUIBundle({
-      url: new URL('v1/openapi.json', document.baseURI).href,
+      url: new URL(version.value, document.baseURI).href,
       dom_id: '#swagger-ui',
       layout: 'BaseLayout',
       presets: [SwaggerUIBundle.presets.apis],
@@ -193,6 +222,12 @@ const INIT_JS = `(function () {
       docExpansion: 'list',
       validatorUrl: null,
       queryConfigEnabled: false,
+    })
+    // What Swagger UI's top bar does when another of its \`urls\` is picked.
+    version.addEventListener('change', function () {
+      var url = new URL(version.value, document.baseURI).href
+      window.ui.specActions.updateUrl(url)
+      window.ui.specActions.download(url)
     })
   })
 })()
