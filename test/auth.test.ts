@@ -59,8 +59,8 @@ forEachStore('API keys', (kind) => {
   it('refuses a revoked key on a running server within the cache bound (KEY_CACHE_TTL_MS)', async () => {
     const revocable = await server.createKey()
     assert.equal((await list(bearer(revocable))).status, 200)
-    const [stored] = (await server.store.listApiKeys()).slice(-1)
-    await server.store.revokeApiKey(String(stored!.id))
+    const [stored] = (await server.store.apiKeys.list()).slice(-1)
+    await server.store.apiKeys.revoke(String(stored!.id))
     await sleep(350)
     const body = await expectError(await list(bearer(revocable)), 401, 'unauthorized')
     assert.match(body.message as string, /revoked/)
@@ -74,7 +74,7 @@ forEachStore('API keys', (kind) => {
   })
 
   it('stores only a hash and a display prefix, never the key', async () => {
-    const keys = await server.store.listApiKeys()
+    const keys = await server.store.apiKeys.list()
     for (const stored of keys) {
       assert.equal(stored.displayPrefix.length, 12)
       assert.ok(key.startsWith('pso_'))

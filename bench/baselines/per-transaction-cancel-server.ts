@@ -13,13 +13,9 @@ import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { BatchedDestination } from '../../src/log-destination.js'
 import { SERVER_SQLITE_OPTIONS } from '../../src/server.js'
-import type { ApiKey, NewApiKey } from '../../src/domain/api-keys.js'
-import type { CancelOutcome, OrderRecord, OrderStatus, ShipOutcome } from '../../src/domain/orders.js'
-import type { MaybePromise } from '../../src/maybe-async.js'
-import type { Order } from '../../src/schemas/order.js'
-import type { Pet } from '../../src/schemas/pet.js'
+import type { CancelOutcome, OrderStatus } from '../../src/domain/orders.js'
 import { openStore } from '../../src/store/open-store.js'
-import type { JsonPage, Store } from '../../src/store/store.js'
+import type { ApiKeysRepository, OrdersRepository, PetsRepository, Store } from '../../src/store/store.js'
 import { failed, onShutdown, tell } from '../lib/child-side.js'
 
 /** One synchronous=FULL transaction per cancel on a writer connection of its own. */
@@ -59,19 +55,29 @@ class PerTransactionCancels {
   }
 }
 
-/** The project's store, with cancelOrder replaced by PerTransactionCancels. */
+/** The project's store, with its orders' cancel replaced by PerTransactionCancels. */
 class PerTransactionCancelStore implements Store {
   readonly kind: Store['kind']
+  readonly orders: OrdersRepository
+  readonly apiKeys: ApiKeysRepository
+  readonly pets: PetsRepository
 
   constructor(
     private readonly store: Store,
     private readonly cancels: PerTransactionCancels,
   ) {
     this.kind = store.kind
-  }
-
-  async cancelOrder(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
-    return this.cancels.cancel(id, cancelledByKey)
+    const orders = store.orders
+    this.orders = {
+      hasAny: () => orders.hasAny(),
+      streamJson: () => orders.streamJson(),
+      dataVersion: () => orders.dataVersion(),
+      cancel: async (id, cancelledByKey) => cancels.cancel(id, cancelledByKey),
+      ship: (id) => orders.ship(id),
+      import: (records, onProgress) => orders.import(records, onProgress),
+    }
+    this.apiKeys = store.apiKeys
+    this.pets = store.pets
   }
 
   migrate(): Promise<number[]> {
@@ -79,39 +85,6 @@ class PerTransactionCancelStore implements Store {
   }
   ping(): Promise<void> {
     return this.store.ping()
-  }
-  streamOrders(batchSize?: number): AsyncIterable<Order[]> {
-    return this.store.streamOrders(batchSize)
-  }
-  streamOrdersJson(): AsyncIterable<JsonPage> {
-    return this.store.streamOrdersJson()
-  }
-  dataVersion(): MaybePromise<bigint> {
-    return this.store.dataVersion()
-  }
-  shipOrder(id: bigint): Promise<ShipOutcome> {
-    return this.store.shipOrder(id)
-  }
-  importOrders(records: AsyncIterable<OrderRecord>, onProgress?: (count: number) => void): Promise<number> {
-    return this.store.importOrders(records, onProgress)
-  }
-  importPets(records: AsyncIterable<Pet>, onProgress?: (count: number) => void): Promise<number> {
-    return this.store.importPets(records, onProgress)
-  }
-  findPet(id: bigint): Promise<Pet | undefined> {
-    return this.store.findPet(id)
-  }
-  createApiKey(key: NewApiKey): Promise<ApiKey> {
-    return this.store.createApiKey(key)
-  }
-  findApiKeyByHash(hash: string): Promise<ApiKey | undefined> {
-    return this.store.findApiKeyByHash(hash)
-  }
-  listApiKeys(): Promise<ApiKey[]> {
-    return this.store.listApiKeys()
-  }
-  revokeApiKey(idOrPrefix: string): Promise<ApiKey | undefined> {
-    return this.store.revokeApiKey(idOrPrefix)
   }
   async close(): Promise<void> {
     this.cancels.close()

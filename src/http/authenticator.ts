@@ -59,7 +59,7 @@ export class Authenticator {
   private async lookup(header: string, token: string): Promise<ApiKey | undefined> {
     let pending = this.inFlight.get(token)
     if (pending === undefined) {
-      pending = this.store.findApiKeyByHash(hashApiKey(token)).finally(() => this.inFlight.delete(token))
+      pending = this.store.apiKeys.findByHash(hashApiKey(token)).finally(() => this.inFlight.delete(token))
       this.inFlight.set(token, pending)
     }
     const key = await pending

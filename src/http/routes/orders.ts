@@ -46,7 +46,7 @@ export function ordersRoutes(app: ApiApp): void {
       },
     },
     // Without a promise when the version and the list are in memory (SQLite, small lists).
-    (request, reply: FastifyReply) => then(store.dataVersion(), (version) => listOrders(request, reply, version)),
+    (request, reply: FastifyReply) => then(store.orders.dataVersion(), (version) => listOrders(request, reply, version)),
   )
 
   /** Undefined once sent; the streamed and file bodies resolve with the reply once it has finished. */
@@ -78,7 +78,7 @@ export function ordersRoutes(app: ApiApp): void {
     // serializer by test/list-streaming.test.ts. The first page is read before the status line
     // is sent, so a database failure is still a proper 503 Error; after that, a failure can only
     // cut the stream short.
-    const pages = store.streamOrdersJson()[Symbol.asyncIterator]()
+    const pages = store.orders.streamJson()[Symbol.asyncIterator]()
     const first = await pages.next()
     if (encoding !== 'identity') reply.header('content-encoding', encoding)
     try {
@@ -136,7 +136,7 @@ export function ordersRoutes(app: ApiApp): void {
       },
     },
     async (request, reply) => {
-      const outcome = await store.cancelOrder(request.params.orderId, request.apiKey!.id).catch((error: unknown) => {
+      const outcome = await store.orders.cancel(request.params.orderId, request.apiKey!.id).catch((error: unknown) => {
         metrics.cancelled('error')
         throw error
       })
