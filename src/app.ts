@@ -77,7 +77,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   // Every open socket costs a descriptor and memory, whatever the timeouts: bound how many there are.
   app.server.maxConnections = config.http.maxConnections
   const metrics = new Metrics({ processMetrics })
-  const authenticator = new Authenticator((hash) => store.findApiKeyByHash(hash), config.keyCacheTtlMs)
+  const authenticator = new Authenticator((hash) => store.apiKeys.findByHash(hash), config.keyCacheTtlMs)
   const counters = { perKey: memoryCounters(), authFailures: memoryCounters() }
   if (config.rateLimit.redisUrl !== undefined) {
     const { RedisCounters } = await import('./http/redis-counter-store.js')

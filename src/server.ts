@@ -4,6 +4,7 @@ import { BatchedDestination } from './log-destination.js'
 import type { Config } from './config.js'
 import type { ApiApp } from './http/api-app.js'
 import { openStore } from './store/open-store.js'
+import type { Store } from './store/store.js'
 
 export const SERVER_SQLITE_OPTIONS = { busyTimeoutMs: 50 }
 
@@ -16,8 +17,14 @@ export interface RunningServer {
   flushLogs(): Promise<void>
 }
 
+export interface ServerOptions {
+  onListening?: (url: string) => void
+  /** Runs on the migrated store before the server listens (`serve --demo` seeds it there). */
+  prepare?: (store: Store) => Promise<void>
+}
+
 /** Owns the process side of the service: logger, store, listening socket, signals. */
-export async function startServer(config: Config, options: { onListening?: (url: string) => void } = {}): Promise<RunningServer> {
+export async function startServer(config: Config, options: ServerOptions = {}): Promise<RunningServer> {
   // Lines are written in batches, off the event loop, and at exit (log-destination.ts).
   const destination = new BatchedDestination(1, 'petstore-orders')
   const logger = pino(
@@ -35,6 +42,7 @@ export async function startServer(config: Config, options: { onListening?: (url:
   try {
     const applied = await store.migrate()
     if (applied.length > 0) logger.info({ applied }, 'database migrated')
+    await options.prepare?.(store)
     app = await buildApp({ config, store, logger, processMetrics: true })
     url = await app.listen({ host: config.host, port: config.port })
   } catch (error) {
@@ -74,7 +82,7 @@ export async function startServer(config: Config, options: { onListening?: (url:
 }
 
 /** `petstore-orders serve`: run until SIGTERM or SIGINT, then shut down gracefully and exit 0. */
-export async function serve(config: Config, options: { onListening?: (url: string) => void } = {}): Promise<void> {
+export async function serve(config: Config, options: ServerOptions = {}): Promise<void> {
   const server = await startServer(config, options)
   await new Promise<void>((resolve) => {
     const stop = (signal: NodeJS.Signals): void => {

@@ -9,7 +9,7 @@ import { hashApiKey } from '../src/domain/api-keys.js'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
 import type { Order } from '../src/schemas/order.js'
-import { bearer, createDatabase, forEachStore, type StoreKind, type TestDatabaseHandle } from './support/harness.js'
+import { bearer, createDatabase, forEachStore, listedOrders, type StoreKind, type TestDatabaseHandle } from './support/harness.js'
 import { BIN, freePort } from './support/server-process.js'
 
 const MAX = 9223372036854775807n
@@ -66,11 +66,7 @@ function ndjson(records: unknown[]): string {
 
 /** Every listed order, read through the store (ids and petIds as bigint: exact). */
 async function listOrders(database: TestDatabaseHandle): Promise<Order[]> {
-  return withStore(database, async (store) => {
-    const orders: Order[] = []
-    for await (const batch of store.streamOrders()) orders.push(...batch)
-    return orders
-  })
+  return withStore(database, listedOrders)
 }
 
 async function withStore<T>(database: TestDatabaseHandle, work: (store: Store) => Promise<T>): Promise<T> {
@@ -289,7 +285,7 @@ function commandTests(kind: StoreKind): void {
 
     // The stored hash is of exactly the printed key.
     await withStore(database, async (store) => {
-      const key = await store.findApiKeyByHash(hashApiKey(secret))
+      const key = await store.apiKeys.findByHash(hashApiKey(secret))
       assert.equal(key?.name, 'billing service')
     })
 
@@ -472,8 +468,8 @@ function commandTests(kind: StoreKind): void {
     assertOneLineError(await cli(['orders', 'ship', '2'], env), 1, /^petstore-orders: order 2 is cancelled; a cancelled order cannot be shipped$/)
     assertOneLineError(await cli(['orders', 'ship', '404'], env), 1, /^petstore-orders: order 404 does not exist$/)
     await withStore(database, async (store) => {
-      assert.equal(await store.cancelOrder(1n, null), 'already_shipped')
-      assert.equal(await store.cancelOrder(MAX, null), 'already_shipped')
+      assert.equal(await store.orders.cancel(1n, null), 'already_shipped')
+      assert.equal(await store.orders.cancel(MAX, null), 'already_shipped')
     })
   })
 
@@ -490,10 +486,10 @@ function commandTests(kind: StoreKind): void {
     )
     assertOneLineError(await cli(['pets', 'import', file('[{"id": 5, "name": 5}]')], env), 1, /record 1: name must be a string, got 5/)
     await withStore(database, async (store) => {
-      assert.deepEqual(await store.findPet(MAX), { id: MAX, name: 'Rex', tag: 'dog' })
-      assert.deepEqual(await store.findPet(BEYOND_2_53), { id: BEYOND_2_53, name: 'Zoë 🐈' })
-      assert.deepEqual(await store.findPet(2n), { id: 2n, name: 'Tom', tag: 'cat' })
-      assert.equal(await store.findPet(3n), undefined)
+      assert.deepEqual(await store.pets.find(MAX), { id: MAX, name: 'Rex', tag: 'dog' })
+      assert.deepEqual(await store.pets.find(BEYOND_2_53), { id: BEYOND_2_53, name: 'Zoë 🐈' })
+      assert.deepEqual(await store.pets.find(2n), { id: 2n, name: 'Tom', tag: 'cat' })
+      assert.equal(await store.pets.find(3n), undefined)
     })
   })
 
@@ -512,8 +508,8 @@ function commandTests(kind: StoreKind): void {
       assert.ok(order.petId! >= 1n && order.petId! <= 500n)
     }
     await withStore(database, async (store) => {
-      assert.ok((await store.findPet(500n)) !== undefined)
-      assert.equal(await store.findPet(501n), undefined)
+      assert.ok((await store.pets.find(500n)) !== undefined)
+      assert.equal(await store.pets.find(501n), undefined)
     })
     // Again with the same seed: nothing changes.
     assertOk(await cli(['seed', '--orders', '2000', '--seed', '7'], env))
@@ -535,20 +531,31 @@ function commandTests(kind: StoreKind): void {
     const { database, env } = await fresh()
     const first = await startDemo(env)
     assert.match(first.output, /1000 demo orders seeded/)
+    assert.doesNotMatch(first.output, /revoked/)
     const response = await fetch(first.url, { headers: bearer(first.key) })
     assert.equal(response.status, 200)
     const listed = (await response.json()) as unknown[]
     assert.ok(listed.length > 800 && listed.length < 1000, `${listed.length} orders`)
     assert.equal(await first.stop(), 0)
 
-    // Orders present: kept as they are; a new key each time.
+    // Orders present: kept as they are. A new key each time, and the earlier demo key revoked:
+    // one working demo key, not one more on every start.
     const second = await startDemo(env)
     assert.match(second.output, /orders: the ones already in the database/)
+    assert.match(second.output, /the earlier demo key is revoked/)
     assert.notEqual(second.key, first.key)
     assert.equal((await fetch(second.url, { headers: bearer(second.key) })).status, 200)
+    assert.equal((await fetch(second.url, { headers: bearer(first.key) })).status, 401)
     assert.equal(await second.stop(), 0)
     await withStore(database, async (store) => {
-      assert.deepEqual((await store.listApiKeys()).map((key) => key.name), ['demo', 'demo'])
+      const keys = await store.apiKeys.list()
+      assert.deepEqual(
+        keys.map((key) => [key.name, key.revokedAt !== null]),
+        [
+          ['demo', true],
+          ['demo', false],
+        ],
+      )
     })
   })
 }

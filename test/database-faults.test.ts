@@ -182,10 +182,10 @@ describe('SQLite list readers failing [sqlite]', () => {
     const store = new SqliteStore(path)
     after(() => store.close())
     await store.migrate()
-    await store.importOrders(records([order({ id: 1n }), order({ id: 2n })]))
+    await store.orders.import(records([order({ id: 1n }), order({ id: 2n })]))
     const readList = async (): Promise<string> => {
       const pages: Buffer[] = []
-      for await (const page of store.streamOrdersJson()) pages.push(page)
+      for await (const page of store.orders.streamJson()) pages.push(page)
       return Buffer.concat(pages).toString()
     }
 

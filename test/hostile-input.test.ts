@@ -60,12 +60,12 @@ forEachStore('hostile input', (kind) => {
       { id: PENDING_ID, status: 'pending' },
       ...Array.from({ length: 20 }, (_, i) => ({ id: BigInt(i + 1), status: 'shipped' as const })),
     ])
-    versionBefore = await server.store.dataVersion()
+    versionBefore = await server.store.orders.dataVersion()
   })
 
   after(async () => {
     // Nothing any property sent changed the data.
-    assert.equal(await server.store.dataVersion(), versionBefore)
+    assert.equal(await server.store.orders.dataVersion(), versionBefore)
   })
 
   it('any path id: 400, 404 or 409 with an Error body, never a cancel', async () => {

@@ -9,7 +9,7 @@ import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { openStore } from '../src/store/open-store.js'
 import { IN_MEMORY_MAX_BYTES } from '../src/http/list-cache.js'
-import { VERSION_RECHECK_MS } from '../src/store/sqlite/sqlite-store.js'
+import { VERSION_RECHECK_MS } from '../src/store/sqlite/database.js'
 import { bearer, createDatabase, forEachStore, records, order, startTestServer, within, type TestServer } from './support/harness.js'
 
 forEachStore('listOrders caching and compression', (kind) => {
@@ -60,7 +60,7 @@ forEachStore('listOrders caching and compression', (kind) => {
     const other = await openStore(server.database.config)
     try {
       const etag = (await list()).headers.get('etag')!
-      await other.importOrders(records([order({ id: 90_001n, quantity: 1 })]))
+      await other.orders.import(records([order({ id: 90_001n, quantity: 1 })]))
       await sleep(VERSION_RECHECK_MS + 20)
       const after = await list({ 'if-none-match': etag })
       assert.equal(after.status, 200)
@@ -79,9 +79,9 @@ forEachStore('listOrders caching and compression', (kind) => {
       assert.ok(!(await after.text()).includes(`"id":${id},`))
     }
     // The same at the store, with no time in between for a cached version to expire.
-    const version = await server.store.dataVersion()
-    assert.equal(await server.store.cancelOrder(14n, null), 'cancelled')
-    assert.notEqual(await server.store.dataVersion(), version)
+    const version = await server.store.orders.dataVersion()
+    assert.equal(await server.store.orders.cancel(14n, null), 'cancelled')
+    assert.notEqual(await server.store.orders.dataVersion(), version)
   })
 
   it('serves the same bytes from the cache as from the database', async () => {

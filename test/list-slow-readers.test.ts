@@ -61,10 +61,10 @@ forEachStore('slow list readers', (kind) => {
     const store = await openStore(database.config)
     try {
       await store.migrate()
-      await store.importOrders(records(Array.from({ length: ORDERS }, (_, i) => order({ id: BigInt(i + 1), quantity: 1, shipDate: '2026-11-25T10:00:00Z' }))))
+      await store.orders.import(records(Array.from({ length: ORDERS }, (_, i) => order({ id: BigInt(i + 1), quantity: 1, shipDate: '2026-11-25T10:00:00Z' }))))
       for (let i = 0; i < 4; i++) {
         const created = generateApiKey()
-        await store.createApiKey({ name: `k${i}`, hash: created.hash, displayPrefix: created.displayPrefix, scopes: [...SCOPES], expiresAt: null })
+        await store.apiKeys.create({ name: `k${i}`, hash: created.hash, displayPrefix: created.displayPrefix, scopes: [...SCOPES], expiresAt: null })
         keys.push(created.secret)
       }
     } finally {

@@ -20,7 +20,7 @@ forEachStore('showPetById (deprecated)', (kind) => {
   before(async () => {
     server = await startTestServer(kind, { env })
     key = await server.createKey()
-    await server.store.importPets(
+    await server.store.pets.import(
       records([
         { id: 9223372036854775807n, name: 'Rex', tag: 'dog' },
         { id: 1n, name: 'Tom' },

@@ -4,21 +4,21 @@ import { after, describe, it } from 'node:test'
 import { generateApiKey, SCOPES } from '../src/domain/api-keys.js'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
-import { bearer, createDatabase, forEachStore, order, records, type TestDatabaseHandle } from './support/harness.js'
+import { bearer, createDatabase, forEachStore, idsInBody, order, records, type TestDatabaseHandle } from './support/harness.js'
 import { BIN, spawnServer } from './support/server-process.js'
 
 async function prepare(database: TestDatabaseHandle, orders: number): Promise<{ store: Store; key: string }> {
   const store = await openStore(database.config)
   await store.migrate()
-  await store.importOrders(records(Array.from({ length: orders }, (_, i) => order({ id: BigInt(i + 1) }))))
+  await store.orders.import(records(Array.from({ length: orders }, (_, i) => order({ id: BigInt(i + 1) }))))
   const key = generateApiKey()
-  await store.createApiKey({ name: 'process test', hash: key.hash, displayPrefix: key.displayPrefix, scopes: [...SCOPES], expiresAt: null })
+  await store.apiKeys.create({ name: 'process test', hash: key.hash, displayPrefix: key.displayPrefix, scopes: [...SCOPES], expiresAt: null })
   return { store, key: key.secret }
 }
 
 async function openIds(store: Store): Promise<Set<string>> {
   const ids = new Set<string>()
-  for await (const batch of store.streamOrders()) for (const o of batch) ids.add(String(o.id))
+  for await (const page of store.orders.streamJson()) for (const id of idsInBody(page.toString())) ids.add(id)
   return ids
 }
 

@@ -91,8 +91,8 @@ forEachStore('v2 list cursors', (kind) => {
       const base = last - (last % 10n)
       for (const id of [base - 10n * BigInt(round % 4), base + 10n * BigInt(1 + (round % 5))]) {
         touched.add(String(id))
-        if (round % 2 === 0) await walker.store.cancelOrder(id, null)
-        else await walker.store.shipOrder(id)
+        if (round % 2 === 0) await walker.store.orders.cancel(id, null)
+        else await walker.store.orders.ship(id)
       }
       const imported = [base - 5n, base + 5n, base + 15n]
       for (const id of imported) touched.add(String(id))

@@ -7,20 +7,15 @@
  * synchronous=FULL, the server's busy_timeout, foreign_keys, safe integers): every COMMIT syncs the WAL before the
  * 204 is sent, so durability is identical. Child process of bench/run.ts; SQLite only.
  */
-import type { OrderPageQuery, OrderV2Record } from '../../src/domain/order-pages.js'
 import Database from 'better-sqlite3'
 import pino from 'pino'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { BatchedDestination } from '../../src/log-destination.js'
 import { SERVER_SQLITE_OPTIONS } from '../../src/server.js'
-import type { ApiKey, NewApiKey } from '../../src/domain/api-keys.js'
-import type { CancelOutcome, OrderRecord, OrderStatus, ShipOutcome } from '../../src/domain/orders.js'
-import type { MaybePromise } from '../../src/maybe-async.js'
-import type { Order } from '../../src/schemas/order.js'
-import type { Pet } from '../../src/schemas/pet.js'
+import type { CancelOutcome, OrderStatus } from '../../src/domain/orders.js'
 import { openStore } from '../../src/store/open-store.js'
-import type { JsonPage, Store } from '../../src/store/store.js'
+import type { ApiKeysRepository, OrdersRepository, PetsRepository, Store } from '../../src/store/store.js'
 import { failed, onShutdown, tell } from '../lib/child-side.js'
 
 /** One synchronous=FULL transaction per cancel on a writer connection of its own. */
@@ -60,19 +55,31 @@ class PerTransactionCancels {
   }
 }
 
-/** The project's store, with cancelOrder replaced by PerTransactionCancels. */
+/** The project's store, with its orders' cancel replaced by PerTransactionCancels. */
 class PerTransactionCancelStore implements Store {
   readonly kind: Store['kind']
+  readonly orders: OrdersRepository
+  readonly apiKeys: ApiKeysRepository
+  readonly pets: PetsRepository
 
   constructor(
     private readonly store: Store,
     private readonly cancels: PerTransactionCancels,
   ) {
     this.kind = store.kind
-  }
-
-  async cancelOrder(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
-    return this.cancels.cancel(id, cancelledByKey)
+    const orders = store.orders
+    this.orders = {
+      hasAny: () => orders.hasAny(),
+      streamJson: () => orders.streamJson(),
+      dataVersion: () => orders.dataVersion(),
+      cancel: async (id, cancelledByKey) => cancels.cancel(id, cancelledByKey),
+      ship: (id) => orders.ship(id),
+      import: (records, onProgress) => orders.import(records, onProgress),
+      page: (query) => orders.page(query),
+      find: (id) => orders.find(id),
+    }
+    this.apiKeys = store.apiKeys
+    this.pets = store.pets
   }
 
   migrate(): Promise<number[]> {
@@ -81,47 +88,8 @@ class PerTransactionCancelStore implements Store {
   ping(): Promise<void> {
     return this.store.ping()
   }
-  streamOrders(batchSize?: number): AsyncIterable<Order[]> {
-    return this.store.streamOrders(batchSize)
-  }
-  streamOrdersJson(): AsyncIterable<JsonPage> {
-    return this.store.streamOrdersJson()
-  }
-  dataVersion(): MaybePromise<bigint> {
-    return this.store.dataVersion()
-  }
-  shipOrder(id: bigint): Promise<ShipOutcome> {
-    return this.store.shipOrder(id)
-  }
-  importOrders(records: AsyncIterable<OrderRecord>, onProgress?: (count: number) => void): Promise<number> {
-    return this.store.importOrders(records, onProgress)
-  }
-  importPets(records: AsyncIterable<Pet>, onProgress?: (count: number) => void): Promise<number> {
-    return this.store.importPets(records, onProgress)
-  }
-  findPet(id: bigint): Promise<Pet | undefined> {
-    return this.store.findPet(id)
-  }
-  orderPage(query: OrderPageQuery): Promise<OrderV2Record[]> {
-    return this.store.orderPage(query)
-  }
-  findOrderV2(id: bigint): Promise<OrderV2Record | undefined> {
-    return this.store.findOrderV2(id)
-  }
   cursorSecret(): Promise<Buffer> {
     return this.store.cursorSecret()
-  }
-  createApiKey(key: NewApiKey): Promise<ApiKey> {
-    return this.store.createApiKey(key)
-  }
-  findApiKeyByHash(hash: string): Promise<ApiKey | undefined> {
-    return this.store.findApiKeyByHash(hash)
-  }
-  listApiKeys(): Promise<ApiKey[]> {
-    return this.store.listApiKeys()
-  }
-  revokeApiKey(idOrPrefix: string): Promise<ApiKey | undefined> {
-    return this.store.revokeApiKey(idOrPrefix)
   }
   async close(): Promise<void> {
     this.cancels.close()

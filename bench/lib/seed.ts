@@ -30,17 +30,17 @@ try {
     const rssSamples: [number, number][] = []
     const rssBefore = process.memoryUsage.rss()
     const started = process.hrtime.bigint()
-    const imported = await store.importOrders(orderRecords(orders), (count) => {
+    const imported = await store.orders.import(orderRecords(orders), (count) => {
       rssSamples.push([count, process.memoryUsage.rss()])
     })
     const importSeconds = Number(process.hrtime.bigint() - started) / 1e9
     const { peakRss } = memoryOf('self')
     if (imported !== orders) throw new Error(`imported ${imported} orders, expected ${orders}`)
-    if (pets > 0) await store.importPets(petRecords(pets))
+    if (pets > 0) await store.pets.import(petRecords(pets))
     let secret: string | null = null
     if (createKey === 1) {
       const key = generateApiKey()
-      await store.createApiKey({ name: 'bench', hash: key.hash, displayPrefix: key.displayPrefix, scopes: [...SCOPES], expiresAt: null })
+      await store.apiKeys.create({ name: 'bench', hash: key.hash, displayPrefix: key.displayPrefix, scopes: [...SCOPES], expiresAt: null })
       secret = key.secret
     }
     const result: SeedResult = { type: 'seeded', orders: imported, importSeconds, rssSamples, rssBefore, peakRss, secret }

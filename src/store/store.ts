@@ -1,38 +1,28 @@
 import type { ApiKey, NewApiKey } from '../domain/api-keys.js'
 import type { CancelOutcome, OrderRecord, ShipOutcome } from '../domain/orders.js'
 import type { OrderPageQuery, OrderV2Record } from '../domain/order-pages.js'
-import type { Order } from '../schemas/order.js'
 import type { MaybePromise } from '../maybe-async.js'
 import type { Pet } from '../schemas/pet.js'
 
-/** A run of Order JSON objects, as UTF-8 bytes (see Store.streamOrdersJson). */
+/** A run of Order JSON objects, as UTF-8 bytes (see OrdersRepository.streamJson). */
 export type JsonPage = Buffer
 
-/**
- * What the service needs from a database. SQLite (`sqlite/`) and PostgreSQL (`postgres/`) implement
- * it and pass the same test suite. Ids are `bigint` on this side of the interface, always.
- */
-export interface Store {
-  readonly kind: 'sqlite' | 'postgres'
-  /** Applies pending migrations; returns the versions it applied. Refuses a schema newer than the code. */
-  migrate(): Promise<number[]>
-  /** Throws when the database cannot answer. */
-  ping(): Promise<void>
+/** Called every 10,000 records of an import with the count so far. */
+export type ImportProgress = (count: number) => void
 
+/** The orders aggregate. Ids are `bigint` on this side of the interface, always. */
+export interface OrdersRepository {
+  /** Whether any order is listed (one that is not cancelled). */
+  hasAny(): Promise<boolean>
   /**
-   * Every order that is not cancelled, ascending id, in batches from one consistent snapshot.
-   * Breaking out of the loop releases the cursor.
+   * Every order that is not cancelled, ascending id, from one consistent snapshot: each item is a
+   * non-empty, comma-joined run of Order JSON objects, byte for byte what the Order schema's
+   * serializer writes (fields in the order id, petId, quantity, shipDate, complete; unknown values
+   * omitted; ids as exact integer literals). The database builds the text, so the hot path allocates
+   * no objects per row; tests hold it equal to the schema's serializer. Pages are bytes as the
+   * database hands them over, never decoded into strings. Breaking out releases the cursor.
    */
-  streamOrders(batchSize?: number): AsyncIterable<Order[]>
-  /**
-   * The same list as `streamOrders`, already serialized: each item is a non-empty, comma-joined run
-   * of Order JSON objects, byte for byte what the Order schema's serializer writes (fields in the
-   * order id, petId, quantity, shipDate, complete; unknown values omitted; ids as exact integer
-   * literals). The database builds the text, so the hot path allocates no objects per row; tests
-   * hold it equal to the schema's serializer. Pages are bytes as the database hands them over, never
-   * decoded into strings. Breaking out releases the cursor.
-   */
-  streamOrdersJson(): AsyncIterable<JsonPage>
+  streamJson(): AsyncIterable<JsonPage>
   /**
    * Bumped in the same transaction as every change to orders; equal versions mean equal lists.
    * May be served from memory, stale by at most the store's documented bound, never across this
@@ -40,28 +30,56 @@ export interface Store {
    */
   dataVersion(): MaybePromise<bigint>
   /** pending → cancelled, atomically; durable before it resolves. */
-  cancelOrder(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome>
-  shipOrder(id: bigint): Promise<ShipOutcome>
+  cancel(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome>
+  ship(id: bigint): Promise<ShipOutcome>
   /** One transaction: all records are upserted by id, or none (the iterable's error is rethrown). */
-  importOrders(records: AsyncIterable<OrderRecord>, onProgress?: (count: number) => void): Promise<number>
-  importPets(records: AsyncIterable<Pet>, onProgress?: (count: number) => void): Promise<number>
-
-  findPet(id: bigint): Promise<Pet | undefined>
-
+  import(records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number>
   /** v2: at most `limit` orders matching the filters after `after`, ascending id, each from an index. */
-  orderPage(query: OrderPageQuery): Promise<OrderV2Record[]>
+  page(query: OrderPageQuery): Promise<OrderV2Record[]>
   /** v2: the order, whatever its status. */
-  findOrderV2(id: bigint): Promise<OrderV2Record | undefined>
+  find(id: bigint): Promise<OrderV2Record | undefined>
+}
+
+/** What revoking a key found: the key as it is now, and whether it was revoked before. */
+export interface RevokedKey {
+  key: ApiKey
+  alreadyRevoked: boolean
+}
+
+/** The API keys aggregate: only hashes are stored, never a key. */
+export interface ApiKeysRepository {
+  create(key: NewApiKey): Promise<ApiKey>
+  findByHash(hash: string): Promise<ApiKey | undefined>
+  /** Every key, ascending id. */
+  list(): Promise<ApiKey[]>
+  /** By id or display prefix. Undefined when no key matches; revoking twice keeps the first time. */
+  revoke(idOrPrefix: string): Promise<RevokedKey | undefined>
+}
+
+/** The pets aggregate. */
+export interface PetsRepository {
+  find(id: bigint): Promise<Pet | undefined>
+  /** One transaction: all pets are upserted by id, or none. */
+  import(records: AsyncIterable<Pet>, onProgress?: ImportProgress): Promise<number>
+}
+
+/**
+ * What the service needs from a database: the database's own operations, and one repository per
+ * aggregate. SQLite (`sqlite/`) and PostgreSQL (`postgres/`) implement it and pass the same test
+ * suite (test/store-contract.test.ts).
+ */
+export interface Store {
+  readonly kind: 'sqlite' | 'postgres'
+  /** Applies pending migrations; returns the versions it applied. Refuses a schema newer than the code. */
+  migrate(): Promise<number[]>
+  /** Throws when the database cannot answer. */
+  ping(): Promise<void>
   /** The secret that signs v2 list cursors: made by a migration, shared by every instance. */
   cursorSecret(): Promise<Buffer>
-
-  createApiKey(key: NewApiKey): Promise<ApiKey>
-  findApiKeyByHash(hash: string): Promise<ApiKey | undefined>
-  listApiKeys(): Promise<ApiKey[]>
-  /** By id or display prefix. Undefined when no key matches; revoking twice keeps the first time. */
-  revokeApiKey(idOrPrefix: string): Promise<ApiKey | undefined>
-
   close(): Promise<void>
+  readonly orders: OrdersRepository
+  readonly apiKeys: ApiKeysRepository
+  readonly pets: PetsRepository
 }
 
 /** An import record that breaks a rule the database enforces (e.g. a cancelled order revived). */

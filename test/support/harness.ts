@@ -11,6 +11,7 @@ import { loadConfig, type Config, type DatabaseConfig } from '../../src/config.j
 import { generateApiKey, SCOPES, type Scope } from '../../src/domain/api-keys.js'
 import type { OrderRecord, OrderStatus } from '../../src/domain/orders.js'
 import type { ApiApp } from '../../src/http/api-app.js'
+import type { Order } from '../../src/schemas/order.js'
 import { SERVER_SQLITE_OPTIONS } from '../../src/server.js'
 import type { SqliteStoreOptions } from '../../src/store/sqlite/sqlite-store.js'
 import { openStore } from '../../src/store/open-store.js'
@@ -110,11 +111,11 @@ export async function startTestServer(kind: StoreKind, options: TestServerOption
     database,
     async createKey({ scopes = [...SCOPES], expiresAt = null, name = 'test' } = {}) {
       const key = generateApiKey()
-      await store.createApiKey({ name, hash: key.hash, displayPrefix: key.displayPrefix, scopes, expiresAt })
+      await store.apiKeys.create({ name, hash: key.hash, displayPrefix: key.displayPrefix, scopes, expiresAt })
       return key.secret
     },
     async importOrders(orders) {
-      await store.importOrders(records(orders.map(order)))
+      await store.orders.import(records(orders.map(order)))
     },
     async close() {
       if (closed) return
@@ -146,6 +147,21 @@ export async function* records<T>(items: T[]): AsyncIterable<T> {
 
 export function bearer(secret: string): Record<string, string> {
   return { authorization: `Bearer ${secret}` }
+}
+
+/**
+ * Every listed order, as the store's JSON pages say, ids and petIds as bigint (exact): the integers
+ * are read from the text, never through a number.
+ */
+export async function listedOrders(store: Store): Promise<Order[]> {
+  const pages: string[] = []
+  for await (const page of store.orders.streamJson()) pages.push(page.toString())
+  const text = `[${pages.join(',')}]`.replace(/"(id|petId)":(-?[0-9]+)/g, '"$1":"$2"')
+  return (JSON.parse(text) as Record<string, unknown>[]).map((o) => {
+    const parsed = { ...o, id: BigInt(o.id as string) } as Order
+    if (o.petId !== undefined) parsed.petId = BigInt(o.petId as string)
+    return parsed
+  })
 }
 
 /** The ids of a JSON array of orders, read from the text: exact, whatever their size. */

@@ -1,29 +1,8 @@
-import { generateApiKey, parseDuration, parseScopes, SCOPES, type ApiKey, type Scope } from '../../domain/api-keys.js'
-import type { Store } from '../../store/store.js'
+import { parseDuration, parseScopes, SCOPES, type ApiKey, type Scope } from '../../domain/api-keys.js'
+import { createKey } from '../../domain/create-key.js'
 import { CommandError, PROGRAM, printable, stringOption, UsageError, withStore, type Command } from '../command.js'
 
 export const MAX_KEY_NAME_LENGTH = 100
-
-export interface CreatedKey {
-  key: ApiKey
-  secret: string
-}
-
-/** Creates a key; the secret is returned once and never stored (the store keeps its SHA-256 hash). */
-export async function createKey(
-  store: Store,
-  options: { name: string; scopes?: Scope[]; expiresAt?: Date | null },
-): Promise<CreatedKey> {
-  const generated = generateApiKey()
-  const key = await store.createApiKey({
-    name: options.name,
-    hash: generated.hash,
-    displayPrefix: generated.displayPrefix,
-    scopes: options.scopes ?? [...SCOPES],
-    expiresAt: options.expiresAt ?? null,
-  })
-  return { key, secret: generated.secret }
-}
 
 function validName(name: string | undefined): string {
   if (name === undefined) throw new UsageError('missing --name (a name for the key, e.g. the client that will use it)', 'keys create')
@@ -72,7 +51,7 @@ Examples:
       throw new UsageError((error as Error).message.replace(/^invalid duration/, 'invalid --expires-in'), 'keys create')
     }
     const { key, secret } = await withStore(io, (store) =>
-      createKey(store, { name, scopes, expiresAt: expiresInMs === undefined ? null : new Date(Date.now() + expiresInMs) }),
+      createKey(store.apiKeys, { name, scopes, expiresAt: expiresInMs === undefined ? null : new Date(Date.now() + expiresInMs) }),
     )
     io.stdout.write(`${secret}\n`)
     io.stderr.write(
@@ -138,7 +117,7 @@ Examples:
   ${PROGRAM} keys list | awk -F'\\t' '$7 == "-" { print $1, $2 }'   # keys not revoked
   ${PROGRAM} keys list --json`,
   async run({ values }, io) {
-    const keys = await withStore(io, (store) => store.listApiKeys())
+    const keys = await withStore(io, (store) => store.apiKeys.list())
     if (values.json === true) {
       io.stdout.write(`${keysToJson(keys)}\n`)
       return
@@ -184,17 +163,14 @@ Examples:
     const target = positionals[0]!
     if (target.trim() === '') throw new UsageError('ID must be a key id or display prefix', 'keys revoke')
     const message = await withStore(io, async (store) => {
-      const byId = /^[0-9]{1,19}$/.test(target)
-      const before = (await store.listApiKeys()).find((key) =>
-        byId ? key.id.toString() === BigInt(target).toString() : key.displayPrefix === target,
-      )
-      if (before === undefined) throw new CommandError(`no API key has the ${byId ? 'id' : 'display prefix'} ${JSON.stringify(target)}`)
-      const revoked = await store.revokeApiKey(target)
-      if (revoked === undefined) throw new CommandError(`no API key has the ${byId ? 'id' : 'display prefix'} ${JSON.stringify(target)}`)
-      const what = `key ${revoked.id} "${printable(revoked.name)}" (${revoked.displayPrefix})`
-      return before.revokedAt === null
-        ? `revoked ${what}`
-        : `${what} was already revoked at ${revoked.revokedAt?.toISOString() ?? before.revokedAt.toISOString()}`
+      const revoked = await store.apiKeys.revoke(target)
+      if (revoked === undefined) {
+        const byId = /^[0-9]{1,19}$/.test(target)
+        throw new CommandError(`no API key has the ${byId ? 'id' : 'display prefix'} ${JSON.stringify(target)}`)
+      }
+      const { key, alreadyRevoked } = revoked
+      const what = `key ${key.id} "${printable(key.name)}" (${key.displayPrefix})`
+      return alreadyRevoked ? `${what} was already revoked at ${key.revokedAt!.toISOString()}` : `revoked ${what}`
     })
     io.stdout.write(`${message}\n`)
   },

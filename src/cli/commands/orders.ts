@@ -49,7 +49,7 @@ Examples:
     // The JSON parsers are loaded when a file is imported, not for --help.
     const [{ importFile }, { readOrderRecords }] = await Promise.all([import('./import-file.js'), import('../../domain/import-records.js')])
     await importFile(io, positionals[0]!, 'orders', (source) => readOrderRecords(source), (store, records, onProgress) =>
-      store.importOrders(records, onProgress),
+      store.orders.import(records, onProgress),
     )
   },
 }
@@ -80,7 +80,7 @@ Examples:
     if (id === undefined || id < 1n) {
       throw new UsageError(`ID must be an order id, an integer from 1 to ${INT64_MAX}, got ${JSON.stringify(text)}`, 'orders ship')
     }
-    const outcome = await withStore(io, (store) => store.shipOrder(id))
+    const outcome = await withStore(io, (store) => store.orders.ship(id))
     switch (outcome) {
       case 'shipped':
         io.stdout.write(`order ${id} shipped\n`)

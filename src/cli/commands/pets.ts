@@ -35,7 +35,7 @@ Examples:
   async run({ positionals }, io) {
     const [{ importFile }, { readPetRecords }] = await Promise.all([import('./import-file.js'), import('../../domain/import-records.js')])
     await importFile(io, positionals[0]!, 'pets', (source) => readPetRecords(source), (store, records, onProgress) =>
-      store.importPets(records, onProgress),
+      store.pets.import(records, onProgress),
     )
   },
 }

@@ -1,34 +1,16 @@
-import { demoOrders, demoPetCount, demoPets, MAX_DEMO_ORDERS } from '../../domain/demo-data.js'
+import { MAX_DEMO_ORDERS } from '../../domain/demo-data.js'
 import { INT64_MAX, parseInt64 } from '../../domain/int64.js'
-import { ImportConflictError, type Store } from '../../store/store.js'
+import { seedDemoData, type SeedProgress, type SeedResult } from '../../domain/seed-demo-data.js'
+import { ImportConflictError } from '../../store/store.js'
 import { CommandError, oneLine, PROGRAM, stringOption, UsageError, withStore, type Command } from '../command.js'
 import { formatCount, percent, Progress } from '../progress.js'
 
-export interface SeedOptions {
-  orders: number
-  seed: number
-  firstOrderId: bigint
-  now?: Date
-}
-
-export interface SeedResult {
-  orders: number
-  pets: number
-}
-
-/**
- * Writes the demo orders, then their pets: two transactions, orders first, because only orders can
- * be refused (a status never moves back); pets are always accepted.
- */
-export async function seedDemoData(store: Store, options: SeedOptions, progress?: Progress): Promise<SeedResult> {
-  const petCount = demoPetCount(options.orders)
-  const orders = await store.importOrders(
-    demoOrders({ orders: options.orders, seed: options.seed, firstOrderId: options.firstOrderId, now: options.now }),
-    (count) => progress?.update(`seeding: ${percent(count, options.orders)} ${formatCount(count)} of ${formatCount(options.orders)} orders`),
-  )
-  progress?.update(`seeding: ${formatCount(petCount)} pets…`, true)
-  const pets = await store.importPets(demoPets(petCount))
-  return { orders, pets }
+/** Seeding progress as a line on the terminal. */
+export function seedProgress(progress: Progress, orders: number): SeedProgress {
+  return {
+    orders: (count) => progress.update(`seeding: ${percent(count, orders)} ${formatCount(count)} of ${formatCount(orders)} orders`),
+    pets: (count) => progress.update(`seeding: ${formatCount(count)} pets…`, true),
+  }
 }
 
 function integerOption(text: string | undefined, name: string, min: number, max: number, fallback?: number): number {
@@ -87,7 +69,7 @@ Examples:
     progress.update('seeding…', true)
     let result: SeedResult
     try {
-      result = await withStore(io, (store) => seedDemoData(store, { orders, seed: seedValue, firstOrderId }, progress))
+      result = await withStore(io, (store) => seedDemoData(store, { orders, seed: seedValue, firstOrderId }, seedProgress(progress, orders)))
     } catch (error) {
       progress.clear()
       if (error instanceof ImportConflictError) {

@@ -1,37 +1,8 @@
 import { loadConfig } from '../../config.js'
-import { ImportConflictError } from '../../store/store.js'
-import { PROGRAM, oneLine, withStore, type Command, type Io } from '../command.js'
+import { DEMO_ORDERS, prepareDemo, type DemoPreparation } from '../../domain/prepare-demo.js'
+import { PROGRAM, oneLine, type Command } from '../command.js'
 import { Progress } from '../progress.js'
-import { createKey } from './keys.js'
-import { seedDemoData } from './seed.js'
-
-export const DEMO_ORDERS = 1000
-
-/** For `serve --demo`: demo data when the store has no orders, and a fresh key named "demo". */
-async function prepareDemo(io: Io): Promise<{ secret: string; seeded: number | undefined }> {
-  return withStore(io, async (store) => {
-    let empty = true
-    for await (const batch of store.streamOrders(1)) {
-      empty = batch.length === 0
-      break
-    }
-    let seeded: number | undefined
-    if (empty) {
-      const progress = new Progress(io.stderr)
-      try {
-        seeded = (await seedDemoData(store, { orders: DEMO_ORDERS, seed: 1, firstOrderId: 1n }, progress)).orders
-      } catch (error) {
-        // Every order is cancelled, and the demo ids are among them: serve what there is.
-        if (!(error instanceof ImportConflictError)) throw error
-        io.stderr.write(`${PROGRAM}: demo orders not seeded: ${oneLine(error.message)}\n`)
-      } finally {
-        progress.clear()
-      }
-    }
-    const { secret } = await createKey(store, { name: 'demo' })
-    return { secret, seeded }
-  })
-}
+import { seedProgress } from './seed.js'
 
 export const serve: Command = {
   name: ['serve'],
@@ -50,8 +21,9 @@ a message naming the variable.
 
 Options:
   --demo       for a first look: when the database has no orders, seed ${DEMO_ORDERS} demo orders
-               and their pets; create a new API key named "demo"; once listening, print the
-               address, the key and a curl command to try it (what 'npm start' runs)
+               and their pets; revoke the keys named "demo" and create a new one; once
+               listening, print the address, the key and a curl command to try it (what
+               'npm start' runs)
   -h, --help   show this help
 
 Examples:
@@ -65,9 +37,20 @@ Examples:
       await runServer(config)
       return
     }
-    const { secret, seeded } = await prepareDemo(io)
+    // On the server's own store, migrated, before it listens: the database is opened once.
+    let demo: DemoPreparation | undefined
     await runServer(config, {
+      prepare: async (store) => {
+        const progress = new Progress(io.stderr)
+        try {
+          demo = await prepareDemo(store, seedProgress(progress, DEMO_ORDERS))
+        } finally {
+          progress.clear()
+        }
+        if (demo.notSeeded !== undefined) io.stderr.write(`${PROGRAM}: demo orders not seeded: ${oneLine(demo.notSeeded)}\n`)
+      },
       onListening: (url) => {
+        const { secret, seeded, revoked } = demo!
         const base = `${url.replace(/\/+$/, '')}/v1`
         io.stdout.write(
           [
@@ -75,6 +58,7 @@ Examples:
             `Petstore Orders (demo) is listening on ${base}`,
             seeded === undefined ? '  orders: the ones already in the database' : `  orders: ${seeded} demo orders seeded`,
             `  demo API key: ${secret}`,
+            ...(revoked > 0 ? [`  (the earlier demo key${revoked > 1 ? 's are' : ' is'} revoked: only this one works)`] : []),
             '',
             `  curl -H "Authorization: Bearer ${secret}" ${base}/store/orders`,
             '',

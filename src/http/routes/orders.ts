@@ -43,7 +43,7 @@ export function ordersRoutes(app: ApiApp): void {
       },
     },
     // Without a promise when the version and the list are in memory (SQLite, small lists).
-    (request, reply: FastifyReply) => then(store.dataVersion(), (version) => listOrders(request, reply, version)),
+    (request, reply: FastifyReply) => then(store.orders.dataVersion(), (version) => listOrders(request, reply, version)),
   )
 
   /** Undefined once sent; a body read from a file or a fill resolves with the reply once under way. */
@@ -110,7 +110,7 @@ export function ordersRoutes(app: ApiApp): void {
    * test/list-streaming.test.ts. Leaving early (the server closing) returns the cursor.
    */
   async function* databaseList(encoding: Encoding): AsyncGenerator<Buffer[]> {
-    const body = jsonArray(store.streamOrdersJson()[Symbol.asyncIterator](), encoding === 'identity' ? FILE_WRITE_BYTES : COMPRESSOR_INPUT_BYTES)
+    const body = jsonArray(store.orders.streamJson()[Symbol.asyncIterator](), encoding === 'identity' ? FILE_WRITE_BYTES : COMPRESSOR_INPUT_BYTES)
     if (encoding === 'identity') return yield* body
     const joined = (async function* () {
       for await (const parts of body) yield join(parts)
@@ -147,7 +147,7 @@ export function ordersRoutes(app: ApiApp): void {
       },
     },
     async (request, reply) => {
-      const outcome = await store.cancelOrder(request.params.orderId, request.apiKey!.id).catch((error: unknown) => {
+      const outcome = await store.orders.cancel(request.params.orderId, request.apiKey!.id).catch((error: unknown) => {
         metrics.cancelled('error')
         throw error
       })

@@ -49,7 +49,7 @@ export function petsRoutes(app: ApiApp): void {
       },
     },
     async (request) => {
-      const pet = await store.findPet(request.params.petId)
+      const pet = await store.pets.find(request.params.petId)
       if (pet === undefined) throw new ApiError('pet_not_found')
       return pet
     },

@@ -39,12 +39,16 @@ export function isUnavailable(error: unknown, depth = 0): boolean {
   return cause !== undefined && isUnavailable(cause, depth + 1)
 }
 
-/** The error to throw for a driver error: StoreUnavailableError when the database is unavailable, else itself. */
-export function toStoreError(error: unknown): unknown {
+/**
+ * The error to throw for a driver error: StoreUnavailableError when the database is unavailable,
+ * naming the server (host:port) when known, else the error itself.
+ */
+export function toStoreError(error: unknown, server?: string): unknown {
   if (error instanceof StoreUnavailableError || !isUnavailable(error)) return error
   const { code, message } = error as { code?: unknown; message?: unknown }
   const reason = typeof code === 'string' ? code : typeof message === 'string' ? message : 'unknown error'
-  return new StoreUnavailableError(`PostgreSQL is unavailable (${reason})`, { cause: error })
+  const where = server === undefined ? 'PostgreSQL' : `PostgreSQL at ${server}`
+  return new StoreUnavailableError(`${where} is unavailable (${reason})`, { cause: error })
 }
 
 /**

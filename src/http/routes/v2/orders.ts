@@ -61,7 +61,7 @@ export function ordersV2Routes(app: ApiApp): void {
       const after = query.cursor === undefined ? undefined : cursors.decode(query.cursor, filters)
       const limit = query.limit ?? 100
       // One more than a page: nextCursor is given exactly when another matching order follows.
-      const records = await store.orderPage({ filters, after, limit: limit + 1 })
+      const records = await store.orders.page({ filters, after, limit: limit + 1 })
       const page = records.slice(0, limit)
       if (records.length <= limit) return { data: page.map(toApiOrderV2) }
       const nextCursor = cursors.encode(filters, page.at(-1)!.id)
@@ -95,7 +95,7 @@ export function ordersV2Routes(app: ApiApp): void {
       },
     },
     async (request) => {
-      const record = await store.findOrderV2(request.params.orderId)
+      const record = await store.orders.find(request.params.orderId)
       if (record === undefined) throw new ApiError('order_not_found', 'No order has this id.')
       return toApiOrderV2(record)
     },

@@ -1,0 +1,23 @@
+import type { ApiKeysRepository } from '../store/store.js'
+import { generateApiKey, SCOPES, type ApiKey, type Scope } from './api-keys.js'
+
+export interface CreatedKey {
+  key: ApiKey
+  secret: string
+}
+
+/** Creates a key; the secret is returned once and never stored (the store keeps its SHA-256 hash). */
+export async function createKey(
+  keys: ApiKeysRepository,
+  options: { name: string; scopes?: Scope[]; expiresAt?: Date | null },
+): Promise<CreatedKey> {
+  const generated = generateApiKey()
+  const key = await keys.create({
+    name: options.name,
+    hash: generated.hash,
+    displayPrefix: generated.displayPrefix,
+    scopes: options.scopes ?? [...SCOPES],
+    expiresAt: options.expiresAt ?? null,
+  })
+  return { key, secret: generated.secret }
+}

@@ -1,0 +1,141 @@
+/** Rows per multi-row INSERT of an import; 10,000 (the progress step) is a multiple of it. */
+const IMPORT_BATCH = 5_000
+const PROGRESS_STEP = 10_000
+
+/**
+ * PostgreSQL array literals for the batch parameters of an import, built directly: pg would build
+ * the same text, but an import sends millions of elements and this is cheaper. Integers and booleans
+ * need no quoting; text elements are quoted and escaped.
+ */
+export function intArray(values: (bigint | number | null)[]): string {
+  let text = '{'
+  for (let i = 0; i < values.length; i++) {
+    const value = values[i]
+    text += (i === 0 ? '' : ',') + (value === null || value === undefined ? 'NULL' : value.toString())
+  }
+  return text + '}'
+}
+
+export function boolArray(values: boolean[]): string {
+  let text = '{'
+  for (let i = 0; i < values.length; i++) text += (i === 0 ? '' : ',') + (values[i] ? 't' : 'f')
+  return text + '}'
+}
+
+export function textArray(values: (string | null | undefined)[]): string {
+  let text = '{'
+  for (let i = 0; i < values.length; i++) {
+    const value = values[i]
+    text += (i === 0 ? '' : ',') + (value === null || value === undefined ? 'NULL' : `"${value.replace(/[\\"]/g, '\\$&')}"`)
+  }
+  return text + '}'
+}
+
+/** int64 parameters go to the server as decimal text: never through a JS number. */
+export function int8(value: bigint): string
+export function int8(value: bigint | null): string | null
+export function int8(value: bigint | null): string | null {
+  return value === null ? null : value.toString()
+}
+
+/**
+ * Rows waiting to be written by one multi-row INSERT. An id appears at most once in a batch (ON
+ * CONFLICT cannot touch one row twice in a statement), so a repeated id first flushes the batch:
+ * records then apply in input order, exactly as if upserted one by one.
+ */
+class Batch<R extends { id: bigint }> {
+  records: R[] = []
+  private readonly ids = new Set<bigint>()
+
+  has(id: bigint): boolean {
+    return this.ids.has(id)
+  }
+
+  add(record: R): void {
+    this.records.push(record)
+    this.ids.add(record.id)
+  }
+
+  take(): R[] {
+    const records = this.records
+    this.records = []
+    this.ids.clear()
+    return records
+  }
+}
+
+/**
+ * Writes batches strictly one after another, without making the caller wait for the one in flight:
+ * the caller reads (and parses) the next batch while the database writes this one.
+ */
+class Pipeline<R> {
+  private inFlight: Promise<void> = Promise.resolve()
+
+  constructor(private readonly write: (batch: R[]) => Promise<void>) {}
+
+  /** Waits for the previous batch (its failure is thrown here), then starts writing this one. */
+  async send(batch: R[], afterWritten?: () => void): Promise<void> {
+    await this.inFlight
+    const written = this.write(batch).then(afterWritten)
+    written.catch(() => {}) // observed by the next send() or drain(), not unhandled meanwhile
+    this.inFlight = written
+  }
+
+  /** Waits for the batch in flight; throws its failure. */
+  drain(): Promise<void> {
+    return this.inFlight
+  }
+}
+
+/**
+ * Reads an import's records one at a time and hands them to `write` in batches of at most
+ * IMPORT_BATCH, so memory stays flat whatever the input's size; while one batch is being written
+ * the next one is read. Returns how many records it read.
+ * An error of the input itself is rethrown as it is — but only after the records read before it
+ * are written, so that a record the database refuses is reported first, as a one-by-one import would.
+ */
+export async function consumeInBatches<R extends { id: bigint }>(
+  records: AsyncIterable<R>,
+  onProgress: ((count: number) => void) | undefined,
+  write: (batch: R[]) => Promise<void>,
+): Promise<number> {
+  const batch = new Batch<R>()
+  const writer = new Pipeline(write)
+  let count = 0
+  const iterator = records[Symbol.asyncIterator]()
+  let exhausted = false
+  try {
+    for (;;) {
+      let step: IteratorResult<R>
+      try {
+        step = await iterator.next()
+      } catch (error) {
+        exhausted = true
+        if (batch.records.length > 0) await writer.send(batch.take())
+        await writer.drain()
+        throw error
+      }
+      if (step.done === true) {
+        exhausted = true
+        break
+      }
+      const record = step.value
+      if (batch.has(record.id)) await writer.send(batch.take())
+      batch.add(record)
+      count++
+      // Batches end on every multiple of IMPORT_BATCH, so progress is reported for records written.
+      if (count % IMPORT_BATCH === 0) {
+        const written = count
+        await writer.send(batch.take(), onProgress !== undefined && written % PROGRESS_STEP === 0 ? () => onProgress(written) : undefined)
+      }
+    }
+    if (batch.records.length > 0) await writer.send(batch.take())
+    await writer.drain()
+    return count
+  } finally {
+    // Nothing may still be running when the transaction ends.
+    await writer.drain().catch(() => {})
+    // Stopped early by a failed write: let the input release what it holds (a file, a socket).
+    if (!exhausted) await iterator.return?.().catch(() => {})
+  }
+}

@@ -1,0 +1,228 @@
+import type { OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
+import type { CancelOutcome, OrderRecord, OrderStatus, ShipOutcome } from '../../domain/orders.js'
+import { ImportConflictError, StoreUnavailableError, type ImportProgress, type OrdersRepository } from '../store.js'
+import { CancelBatcher, type BatchOutcome, type CancelRequest } from './cancel-batcher.js'
+import type { PostgresDatabase } from './database.js'
+import { readOrderPage, readOrderV2 } from './order-pages.js'
+import { boolArray, consumeInBatches, int8, intArray, textArray } from './import.js'
+import { VERSION_CHANNEL } from './version-watcher.js'
+
+/**
+ * Every bump of data_version: it returns the new version, and NOTIFYs it in the same transaction
+ * (delivered at COMMIT) to every instance listening (see version-watcher.ts).
+ */
+function bumpVersion(condition = ''): string {
+  return `UPDATE data_version SET version = version + 1 WHERE id = 1${condition}
+    RETURNING version, pg_notify('${VERSION_CHANNEL}', version::text)`
+}
+
+/**
+ * The JSON list, one order per line, in id order. Each order's JSON is stored in `orders.list_json`
+ * (migration 2), so nothing is built per order on either side. One statement: one snapshot.
+ */
+const LIST_JSON_COPY = `COPY (SELECT list_json FROM orders WHERE status <> 'cancelled' ORDER BY id) TO STDOUT`
+
+// One cancel on its own (an order another transaction held locked when its batch ran; see
+// cancel-batcher.ts). The conditional update and the version bump are one statement, hence one
+// transaction: the bump happens exactly when the order changed. The status of an order that did not
+// change is read by a separate statement, whose fresh snapshot sees whatever change made the update miss.
+const CANCEL = `WITH changed AS (
+    UPDATE orders SET status = 'cancelled', cancelled_at = now(), cancelled_by_key = $2
+    WHERE id = $1 AND status = 'pending' RETURNING id
+  ), bumped AS (
+    ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
+  )
+  SELECT count(*)::int AS changed, (SELECT version FROM bumped) AS version FROM changed`
+/**
+ * A batch of cancels, distinct orders, in one statement (one transaction). Rows another transaction
+ * holds locked are skipped, not waited for: a batch never waits for an order's lock while holding
+ * others' (no deadlock with a concurrent import or another instance's batch, and one slow lock does
+ * not hold up the whole batch); those orders are cancelled one by one afterwards. The version is
+ * bumped once, if anything was cancelled. Every sub-statement sees the statement's snapshot: the
+ * orders then shipped are final; those then pending and not cancelled here were locked (or changed
+ * since), and are the ones cancelled one by one.
+ */
+const CANCEL_BATCH = `WITH request AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS r(id, cancelled_by_key)
+  ), target AS (
+    SELECT o.id, r.cancelled_by_key FROM orders o JOIN request r ON r.id = o.id
+    WHERE o.status = 'pending' ORDER BY o.id FOR UPDATE OF o SKIP LOCKED
+  ), changed AS (
+    UPDATE orders o SET status = 'cancelled', cancelled_at = now(), cancelled_by_key = t.cancelled_by_key
+    FROM target t WHERE o.id = t.id AND o.status = 'pending' RETURNING o.id
+  ), bumped AS (
+    ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
+  )
+  SELECT ARRAY(SELECT id FROM changed)::text[] AS cancelled,
+    ARRAY(SELECT o.id FROM orders o JOIN request r ON r.id = o.id WHERE o.status = 'shipped')::text[] AS shipped,
+    ARRAY(SELECT o.id FROM orders o JOIN request r ON r.id = o.id WHERE o.status = 'pending')::text[] AS pending,
+    (SELECT version FROM bumped) AS version`
+const SHIP = `WITH changed AS (
+    UPDATE orders SET status = 'shipped' WHERE id = $1 AND status = 'pending' RETURNING id
+  ), bumped AS (
+    ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
+  )
+  SELECT count(*)::int AS changed, (SELECT version FROM bumped) AS version FROM changed`
+
+// A status only moves forward (pending → shipped | cancelled); the WHERE refuses anything else and
+// the refused rows are then looked up to name the first one. now() is the transaction's start, so
+// every order an import cancels gets the same cancelled_at, as in the SQLite store.
+const UPSERT_ORDERS = `INSERT INTO orders AS o (id, pet_id, quantity, ship_date, complete, status, cancelled_at)
+  SELECT t.id, t.pet_id, t.quantity, t.ship_date, t.complete, t.status,
+         CASE WHEN t.status = 'cancelled' THEN now() END
+  FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::timestamptz[], $5::boolean[], $6::text[])
+    AS t(id, pet_id, quantity, ship_date, complete, status)
+  ON CONFLICT (id) DO UPDATE SET
+    pet_id = excluded.pet_id, quantity = excluded.quantity, ship_date = excluded.ship_date,
+    complete = excluded.complete, status = excluded.status,
+    cancelled_at = coalesce(o.cancelled_at, excluded.cancelled_at)
+  WHERE o.status = 'pending' OR o.status = excluded.status`
+// After the upsert, an accepted row has the status it was given; a refused one still has another.
+const FIRST_REFUSED = `SELECT t.id, o.status AS current, t.status AS wanted
+  FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS t(id, status, n)
+  JOIN orders o ON o.id = t.id
+  WHERE o.status <> t.status
+  ORDER BY t.n LIMIT 1`
+export class PostgresOrdersRepository implements OrdersRepository {
+  private readonly cancels: CancelBatcher
+  private closing = false
+
+  constructor(private readonly database: PostgresDatabase) {
+    this.cancels = new CancelBatcher(
+      (requests) => this.commitCancels(requests),
+      ({ id, cancelledByKey }) => this.cancelAlone(id, cancelledByKey),
+    )
+  }
+
+  page(query: OrderPageQuery): Promise<OrderV2Record[]> {
+    return readOrderPage((sql, params) => this.database.read(sql, params), query)
+  }
+
+  find(id: bigint): Promise<OrderV2Record | undefined> {
+    return readOrderV2((sql, params) => this.database.read(sql, params), id)
+  }
+
+  async hasAny(): Promise<boolean> {
+    const { rows } = await this.database.read<{ any: boolean }>(`SELECT EXISTS (SELECT 1 FROM orders WHERE status <> 'cancelled') AS any`)
+    return rows[0]!.any
+  }
+
+  /**
+   * The list as JSON text built by PostgreSQL, streamed by `COPY (SELECT list_json …) TO STDOUT` on a
+   * client of its own. A single statement reads a single snapshot. Rows come as the socket's bytes,
+   * never decoded into strings (pages of 5,000 as text left ~80 MiB of dead strings for V8's old
+   * generation per list: docs/benchmarks.md), with backpressure: pg-copy-streams stops reading the
+   * socket while the consumer is behind. Each page is one socket read's worth of whole rows (about
+   * 64 KiB), comma-joined (copy-lines.ts). A connection cannot leave a COPY half-read, so breaking out
+   * discards it: PostgreSQL ends the statement when the socket closes.
+   */
+  async *streamJson(): AsyncGenerator<Buffer> {
+    const { lease, pages, first } = await this.database.copyOut(LIST_JSON_COPY)
+    let finished = false
+    try {
+      for (let page = first; page.done !== true; page = await pages.next()) yield page.value
+      finished = true
+    } catch (error) {
+      throw this.database.toStoreError(error)
+    } finally {
+      if (finished) lease.release()
+      else {
+        await pages.return(undefined).catch(() => {})
+        lease.discard()
+      }
+    }
+  }
+
+  /**
+   * Served from memory while the version listener is up: stale by at most MAX_STALENESS_MS (1 s)
+   * for changes made elsewhere, normally a few milliseconds (the NOTIFY of the change); never for
+   * this instance's own changes. Read from the database (one round trip) whenever the listener is
+   * down, so it fails with StoreUnavailableError while the database is. See version-watcher.ts.
+   */
+  dataVersion(): Promise<bigint> {
+    return this.database.versions.current()
+  }
+
+  /** Group-committed with the cancels of the same moment (cancel-batcher.ts). */
+  cancel(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
+    if (this.closing) return Promise.reject(new StoreUnavailableError('the store is closed'))
+    return this.cancels.cancel(id, cancelledByKey)
+  }
+
+  async ship(id: bigint): Promise<ShipOutcome> {
+    const { rows } = await this.database.write<{ changed: number; version: bigint | null }>(SHIP, [int8(id)])
+    if (rows[0]!.version !== null) this.database.versions.observe(rows[0]!.version)
+    if (rows[0]!.changed === 1) return 'shipped'
+    const status = await this.statusOf(id)
+    if (status === 'cancelled') return 'cancelled'
+    return status === 'shipped' ? 'already_shipped' : 'not_found'
+  }
+
+  async import(records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number> {
+    const { count, version } = await this.database.transaction(async (lease) => {
+      const count = await consumeInBatches(records, onProgress, async (batch: OrderRecord[]) => {
+        const ids = intArray(batch.map((r) => r.id))
+        const statuses = textArray(batch.map((r) => r.status))
+        const params = [
+          ids,
+          intArray(batch.map((r) => r.petId)),
+          intArray(batch.map((r) => r.quantity)),
+          textArray(batch.map((r) => r.shipDate)),
+          boolArray(batch.map((r) => r.complete)),
+          statuses,
+        ]
+        const result = await lease.query(UPSERT_ORDERS, params)
+        if (result.rowCount === batch.length) return
+        const { rows } = await lease.query<{ id: bigint; current: OrderStatus; wanted: OrderStatus }>(FIRST_REFUSED, [ids, statuses])
+        const refused = rows[0]
+        if (refused === undefined) throw new Error(`import: ${batch.length - (result.rowCount ?? 0)} orders were neither inserted nor updated`)
+        throw new ImportConflictError(`order ${refused.id} is ${refused.current} and cannot become ${refused.wanted}`)
+      })
+      const version = count > 0 ? (await lease.query<{ version: bigint }>(bumpVersion())).rows[0]!.version : undefined
+      return { count, version }
+    })
+    // Only once committed: a version that never committed must not label a list.
+    if (version !== undefined) this.database.versions.observe(version)
+    return count
+  }
+
+  /** Refuses new cancels, and settles those in flight. */
+  async close(): Promise<void> {
+    this.closing = true
+    await this.cancels.drain()
+  }
+
+  /** One batch of cancels of distinct orders (CANCEL_BATCH); resolves once committed. */
+  private async commitCancels(requests: CancelRequest[]): Promise<Map<bigint, BatchOutcome>> {
+    const ids = requests.map((r) => r.id)
+    // Not retried on a lost connection: the commit may have happened.
+    const { rows } = await this.database.write<{ version: bigint | null; cancelled: string[]; shipped: string[]; pending: string[] }>(CANCEL_BATCH, [
+      intArray(ids),
+      intArray(requests.map((r) => r.cancelledByKey)),
+    ])
+    const { version, cancelled, shipped, pending } = rows[0]!
+    if (version !== null) this.database.versions.observe(version)
+    const outcomes = new Map<bigint, BatchOutcome>()
+    for (const id of pending) outcomes.set(BigInt(id), 'locked')
+    for (const id of shipped) outcomes.set(BigInt(id), 'already_shipped')
+    for (const id of cancelled) outcomes.set(BigInt(id), 'cancelled')
+    // Any other order was cancelled already, or is unknown: not found.
+    return outcomes
+  }
+
+  /** One cancel in its own transaction, waiting for the order's row lock if another holds it. */
+  private async cancelAlone(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
+    // Not retried on a lost connection: the commit may have happened.
+    const { rows } = await this.database.write<{ changed: number; version: bigint | null }>(CANCEL, [int8(id), int8(cancelledByKey)])
+    if (rows[0]!.version !== null) this.database.versions.observe(rows[0]!.version)
+    if (rows[0]!.changed === 1) return 'cancelled'
+    const status = await this.statusOf(id)
+    // Cancelled, unknown, or (imported since the update missed it) pending: not found.
+    return status === 'shipped' ? 'already_shipped' : 'not_found'
+  }
+
+  private async statusOf(id: bigint): Promise<OrderStatus | undefined> {
+    const { rows } = await this.database.read<{ status: OrderStatus }>('SELECT status FROM orders WHERE id = $1', [int8(id)])
+    return rows[0]?.status
+  }
+}

@@ -1,0 +1,27 @@
+import type { Pet } from '../../schemas/pet.js'
+import type { ImportProgress, PetsRepository } from '../store.js'
+import type { PostgresDatabase } from './database.js'
+import { consumeInBatches, int8, intArray, textArray } from './import.js'
+
+const UPSERT_PETS = `INSERT INTO pets (id, name, tag)
+  SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[])
+  ON CONFLICT (id) DO UPDATE SET name = excluded.name, tag = excluded.tag`
+
+export class PostgresPetsRepository implements PetsRepository {
+  constructor(private readonly database: PostgresDatabase) {}
+
+  async find(id: bigint): Promise<Pet | undefined> {
+    const { rows } = await this.database.read<{ id: bigint; name: string; tag: string | null }>('SELECT id, name, tag FROM pets WHERE id = $1', [int8(id)])
+    const row = rows[0]
+    if (row === undefined) return undefined
+    return row.tag === null ? { id: row.id, name: row.name } : { id: row.id, name: row.name, tag: row.tag }
+  }
+
+  async import(records: AsyncIterable<Pet>, onProgress?: ImportProgress): Promise<number> {
+    return this.database.transaction((lease) =>
+      consumeInBatches(records, onProgress, async (batch: Pet[]) => {
+        await lease.query(UPSERT_PETS, [intArray(batch.map((p) => p.id)), textArray(batch.map((p) => p.name)), textArray(batch.map((p) => p.tag))])
+      }),
+    )
+  }
+}

@@ -1,0 +1,181 @@
+import { closeSync, mkdirSync, openSync } from 'node:fs'
+import { dirname } from 'node:path'
+import Database from 'better-sqlite3'
+import { pendingMigrations, StoreUnavailableError } from '../store.js'
+import { SQLITE_MIGRATIONS } from './migrations.js'
+
+export type Db = Database.Database
+
+// SQLite result codes that mean "the database cannot serve this now", not "this request is wrong".
+const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|READONLY|IOERR|FULL|CANTOPEN|CORRUPT|NOTADB|PROTOCOL)/
+
+/** How long a data version read from the database is reused (see dataVersion). */
+export const VERSION_RECHECK_MS = 5
+
+/** Opens a connection the way every connection of this store must be opened. */
+export function connect(path: string, readonly: boolean, busyTimeoutMs: number): Db {
+  const db = new Database(path, { readonly, fileMustExist: readonly })
+  db.pragma(`busy_timeout = ${busyTimeoutMs}`)
+  if (!readonly) db.pragma('journal_mode = WAL')
+  // FULL, set on every connection: in WAL mode it syncs the WAL on every commit, so an acknowledged
+  // cancel survives power loss, not only a crash of this process.
+  db.pragma('synchronous = FULL')
+  db.pragma('foreign_keys = ON')
+  db.defaultSafeIntegers(true) // every INTEGER comes back as a bigint: ids never touch a number
+  return db
+}
+
+/** Rethrows a driver error as StoreUnavailableError when it means the database is unavailable. */
+export function classify(error: unknown): never {
+  const code = (error as { code?: unknown }).code
+  if (typeof code === 'string' && UNAVAILABLE.test(code)) {
+    throw new StoreUnavailableError(`SQLite is unavailable (${code})`, { cause: error })
+  }
+  throw error
+}
+
+/**
+ * The directory (0700) and the database file (0600) are private: orders and key hashes are nobody
+ * else's business. SQLite gives its -wal and -shm files the database file's mode.
+ */
+function createPrivately(path: string): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+  closeSync(openSync(path, 'a', 0o600)) // an existing file keeps its mode
+}
+
+export interface SqliteStoreOptions {
+  /**
+   * How long one statement waits for another process's write lock, blocking the event loop
+   * meanwhile. The CLI can wait (default 5 s); the server waits briefly and retries cancels
+   * asynchronously instead (see CancelBatcher).
+   */
+  busyTimeoutMs?: number
+}
+
+/** The SQLite file: its writer connection, a few read connections, transactions and the data version. */
+export class SqliteDatabase {
+  readonly path: string
+  readonly busyTimeoutMs: number
+  readonly db: Db
+  private readonly idleReaders: Db[] = []
+  private versionQuery: Database.Statement | undefined
+  private version: { value: bigint; readAt: number } | undefined
+  private closed = false
+
+  constructor(path: string, options: SqliteStoreOptions = {}) {
+    this.path = path
+    this.busyTimeoutMs = options.busyTimeoutMs ?? 5000
+    try {
+      createPrivately(path)
+      this.db = connect(path, false, this.busyTimeoutMs)
+    } catch (error) {
+      classify(error)
+    }
+  }
+
+  async migrate(): Promise<number[]> {
+    const db = this.db
+    db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`)
+    // IMMEDIATE takes the write lock first, so two processes starting together migrate one at a time.
+    const apply = db.transaction(() => {
+      const { v } = db.prepare('SELECT coalesce(max(version), 0) AS v FROM schema_migrations').get() as { v: bigint }
+      const pending = pendingMigrations(SQLITE_MIGRATIONS, Number(v))
+      for (const migration of pending) {
+        db.exec(migration.sql)
+        db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(
+          migration.version,
+          migration.name,
+          new Date().toISOString(),
+        )
+      }
+      return pending.map((migration) => migration.version)
+    })
+    try {
+      return apply.immediate()
+    } catch (error) {
+      classify(error)
+    }
+  }
+
+  dataVersion(): bigint {
+    // Every list request asks. A statement costs a few µs of locking in WAL mode, a large share of
+    // a small request, so the answer is reused for VERSION_RECHECK_MS: this process's own writes
+    // forget it at once (exact), another process's are seen within that bound.
+    const now = performance.now()
+    if (this.version !== undefined && now - this.version.readAt < VERSION_RECHECK_MS) return this.version.value
+    const value = this.readVersion()
+    this.version = { value, readAt: now }
+    return value
+  }
+
+  /** After this process's own write: the next dataVersion() reads the database. */
+  forgetVersion(): void {
+    this.version = undefined
+  }
+
+  readVersion(): bigint {
+    try {
+      this.versionQuery ??= this.db.prepare('SELECT version FROM data_version WHERE id = 1').pluck()
+      return this.versionQuery.get() as bigint
+    } catch (error) {
+      classify(error)
+    }
+  }
+
+  /** A better-sqlite3 transaction function run as BEGIN IMMEDIATE; the data version is then forgotten. */
+  immediate<T>(work: () => T): T {
+    try {
+      return this.db.transaction(work).immediate()
+    } catch (error) {
+      classify(error)
+    } finally {
+      this.version = undefined
+    }
+  }
+
+  /** BEGIN IMMEDIATE … COMMIT around async work (imports read their input while writing). */
+  async inTransaction<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      this.db.exec('BEGIN IMMEDIATE')
+    } catch (error) {
+      classify(error)
+    }
+    try {
+      const result = await work()
+      this.db.exec('COMMIT')
+      return result
+    } catch (error) {
+      if (this.db.inTransaction) this.db.exec('ROLLBACK')
+      throw error
+    } finally {
+      this.version = undefined
+    }
+  }
+
+  acquireReader(): Db {
+    try {
+      return this.idleReaders.pop() ?? connect(this.path, true, this.busyTimeoutMs)
+    } catch (error) {
+      classify(error)
+    }
+  }
+
+  releaseReader(reader: Db): void {
+    let reusable = !this.closed && this.idleReaders.length < 4
+    try {
+      if (reader.inTransaction) reader.exec('COMMIT') // a read snapshot: nothing to write
+    } catch {
+      reusable = false // still in its transaction, it would fail the next list's BEGIN
+    }
+    if (reusable) this.idleReaders.push(reader)
+    else reader.close()
+  }
+
+  close(): void {
+    if (this.closed) return
+    this.closed = true
+    for (const reader of this.idleReaders.splice(0)) reader.close()
+    this.db.close()
+  }
+}

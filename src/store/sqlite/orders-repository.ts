@@ -1,0 +1,159 @@
+import { canMoveTo, type CancelOutcome, type OrderRecord, type OrderStatus, type ShipOutcome } from '../../domain/orders.js'
+import type { OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
+import { ImportConflictError, type ImportProgress, type OrdersRepository } from '../store.js'
+import { CancelBatcher } from './cancel-batcher.js'
+import { classify, connect, type SqliteDatabase } from './database.js'
+import { BUMP_DATA_VERSION } from './migrations.js'
+import { readOrderPage, readOrderV2 } from './order-pages.js'
+
+// One page of the order list as JSON text, exactly as the Order schema serializes it: fields in
+// schema order, NULLs omitted (`',"petId":' || NULL` is NULL; json_quote(NULL) is 'null', hence
+// the iif), ids as SQLite's exact integer text. The pages's rows reach group_concat in the order of
+// the ordered, limited subquery (a co-routine); an ORDER BY inside group_concat would sort each page
+// again and cost half as much as building it. test/list-streaming.test.ts holds the order.
+// As a BLOB, the page reaches JavaScript as its UTF-8 bytes: one copy out of SQLite, where a string
+// would be decoded here and encoded again for the socket or the compressor.
+const JSON_PAGE = `
+  SELECT CAST(group_concat(json, ',') AS BLOB), max(id) FROM (
+    SELECT id, '{"id":' || id
+      || coalesce(',"petId":' || pet_id, '')
+      || coalesce(',"quantity":' || quantity, '')
+      || iif(ship_date IS NULL, '', ',"shipDate":' || json_quote(ship_date))
+      || ',"complete":' || iif(complete, 'true', 'false') || '}' AS json
+    FROM orders WHERE status <> 'cancelled' AND ?ID? ORDER BY id LIMIT ?)`
+
+// A status only moves forward (pending → shipped | cancelled); the WHERE refuses anything else.
+const UPSERT = `
+  INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status, cancelled_at)
+  VALUES (@id, @petId, @quantity, @shipDate, @complete, @status, @cancelledAt)
+  ON CONFLICT (id) DO UPDATE SET
+    pet_id = excluded.pet_id, quantity = excluded.quantity, ship_date = excluded.ship_date,
+    complete = excluded.complete, status = excluded.status,
+    cancelled_at = coalesce(orders.cancelled_at, excluded.cancelled_at)
+  WHERE orders.status = 'pending' OR orders.status = excluded.status`
+
+export class SqliteOrdersRepository implements OrdersRepository {
+  private cancels: CancelBatcher | undefined // prepared on first use: the tables exist after migrate()
+
+  constructor(private readonly database: SqliteDatabase) {}
+
+  async page(query: OrderPageQuery): Promise<OrderV2Record[]> {
+    try {
+      return readOrderPage(this.database.db, query)
+    } catch (error) {
+      classify(error)
+    }
+  }
+
+  async find(id: bigint): Promise<OrderV2Record | undefined> {
+    try {
+      return readOrderV2(this.database.db, id)
+    } catch (error) {
+      classify(error)
+    }
+  }
+
+  async hasAny(): Promise<boolean> {
+    try {
+      return this.database.db.prepare(`SELECT EXISTS (SELECT 1 FROM orders WHERE status <> 'cancelled')`).pluck().get() === 1n
+    } catch (error) {
+      classify(error)
+    }
+  }
+
+  async *streamJson(pageSize = 1000): AsyncIterable<Buffer> {
+    // Keyset pages in one read transaction on a connection of its own: one snapshot for the whole
+    // list, and SQLite writes each page's JSON text itself, so no object is built per row.
+    const reader = this.database.acquireReader()
+    try {
+      const first = reader.prepare(JSON_PAGE.replace('?ID?', 'TRUE')).raw(true)
+      const next = reader.prepare(JSON_PAGE.replace('?ID?', 'id > ?')).raw(true)
+      reader.exec('BEGIN')
+      let page = first.get(pageSize) as [Buffer | null, bigint | null]
+      while (page[0] !== null) {
+        yield page[0]
+        page = next.get(page[1], pageSize) as [Buffer | null, bigint | null]
+      }
+    } catch (error) {
+      classify(error)
+    } finally {
+      this.database.releaseReader(reader) // ends the read transaction
+    }
+  }
+
+  dataVersion(): bigint {
+    return this.database.dataVersion()
+  }
+
+  cancel(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
+    try {
+      this.cancels ??= this.openCancelBatcher()
+    } catch (error) {
+      return Promise.reject(error).catch(classify)
+    }
+    return this.cancels.cancel(id, cancelledByKey).catch(classify)
+  }
+
+  /** Group commit on a writer of its own, opened at the first cancel (CLI commands never need one). */
+  private openCancelBatcher(): CancelBatcher {
+    // Opened as every connection is (a brief lock while it is set up is waited for, once); the
+    // batcher then makes its commits never wait for the lock.
+    const writer = connect(this.database.path, false, this.database.busyTimeoutMs)
+    try {
+      return new CancelBatcher(writer, () => this.database.forgetVersion())
+    } catch (error) {
+      writer.close()
+      throw error
+    }
+  }
+
+  async ship(id: bigint): Promise<ShipOutcome> {
+    const db = this.database.db
+    return this.database.immediate((): ShipOutcome => {
+      const shipped = db.prepare(`UPDATE orders SET status = 'shipped' WHERE id = ? AND status = 'pending'`).run(id)
+      if (shipped.changes === 1) {
+        db.prepare(BUMP_DATA_VERSION).run()
+        return 'shipped'
+      }
+      const row = db.prepare('SELECT status FROM orders WHERE id = ?').get(id) as { status: OrderStatus } | undefined
+      if (row === undefined) return 'not_found'
+      return row.status === 'cancelled' ? 'cancelled' : 'already_shipped'
+    })
+  }
+
+  async import(records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number> {
+    const db = this.database.db
+    const upsert = db.prepare(UPSERT)
+    const statusOf = db.prepare('SELECT status FROM orders WHERE id = ?')
+    return this.database.inTransaction(async () => {
+      let count = 0
+      const now = new Date().toISOString()
+      for await (const record of records) {
+        const result = upsert.run({
+          id: record.id,
+          petId: record.petId,
+          quantity: record.quantity === null ? null : BigInt(record.quantity),
+          shipDate: record.shipDate,
+          complete: record.complete ? 1n : 0n,
+          status: record.status,
+          cancelledAt: record.status === 'cancelled' ? now : null,
+        })
+        if (result.changes === 0) {
+          const current = (statusOf.get(record.id) as { status: OrderStatus }).status
+          if (!canMoveTo(current, record.status)) {
+            throw new ImportConflictError(`order ${record.id} is ${current} and cannot become ${record.status}`)
+          }
+        }
+        count++
+        if (onProgress !== undefined && count % 10_000 === 0) onProgress(count)
+      }
+      if (count > 0) db.prepare(BUMP_DATA_VERSION).run()
+      return count
+    })
+  }
+
+  /** Settles the cancels in flight and closes their connection. */
+  async close(): Promise<void> {
+    await this.cancels?.close()
+  }
+}
