@@ -325,6 +325,42 @@ forEachStore('store contract', (kind) => {
     assert.deepEqual({ at: second?.at, quantity: Number(second?.quantity) }, { at: first!.at, quantity: 3 })
   })
 
+  it('imports a cancelled order\'s time and reason; never changes those of an order already cancelled', async () => {
+    await store.orders.import(
+      from([
+        order(510n, { status: 'cancelled', cancelledAt: '2026-11-20T08:15:00.123Z', cancellationReason: 'out_of_stock' }),
+        order(511n, { status: 'cancelled' }),
+        order(512n),
+        order(513n),
+      ]),
+    )
+    const given = await store.orders.find(510n)
+    assert.deepEqual([given?.cancelledAt, given?.cancellationReason], ['2026-11-20T08:15:00.123Z', 'out_of_stock'])
+    const byImport = await store.orders.find(511n)
+    assert.match(byImport?.cancelledAt ?? '', /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
+    assert.equal(byImport?.cancellationReason, null)
+    const cancelled = await store.orders.cancel(512n, null, 'customer_request')
+    assert.ok(cancelled.outcome === 'cancelled')
+
+    // Imported again, cancelled with another time and reason: the first cancellation stays, the rest is updated.
+    const other = { cancelledAt: '2030-01-01T00:00:00.000Z', cancellationReason: 'fraudulent' } as const
+    await store.orders.import(
+      from([
+        order(510n, { status: 'cancelled', quantity: 5, ...other }),
+        order(511n, { status: 'cancelled', ...other }),
+        order(512n, { status: 'cancelled', ...other }),
+        order(513n, { status: 'cancelled', ...other }), // pending until now: takes them
+      ]),
+    )
+    assert.deepEqual(await store.orders.find(510n), { ...given, quantity: 5 })
+    assert.deepEqual(await store.orders.find(511n), byImport)
+    assert.deepEqual(await store.orders.find(512n), cancelled.order)
+    const now = await store.orders.find(513n)
+    assert.deepEqual([now?.status, now?.cancelledAt, now?.cancellationReason], ['cancelled', other.cancelledAt, other.cancellationReason])
+    // A cancel of an imported cancellation answers with it.
+    assert.deepEqual(await store.orders.cancel(510n, null, 'other'), { outcome: 'already_cancelled', order: { ...given, quantity: 5 } })
+  })
+
   it('reports import progress every 10,000 records and bumps data_version once', async () => {
     const version = await store.orders.dataVersion()
     const progress: number[] = []
