@@ -1,9 +1,16 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { ApiError } from '../errors.js'
 
-/** The part of a TypeBox object schema a body is validated from: optional string properties, each a closed set. */
+/** The part of a TypeBox object schema a body is validated from: string properties, each a closed set. */
 export interface BodySchema {
-  properties?: Record<string, { type?: string; enum?: readonly string[] }>
+  properties?: Record<string, PropertySchema>
+  required?: readonly string[]
+}
+/** A string `enum`, or a union of string literals (`anyOf` of `const`). */
+interface PropertySchema {
+  type?: string
+  enum?: readonly unknown[]
+  anyOf?: readonly { const?: unknown }[]
 }
 
 /**
@@ -14,23 +21,32 @@ export interface BodySchema {
  * {@link jsonObjectBody}).
  */
 export function strictBodyValidator(schema: BodySchema): (body: unknown) => { value: unknown } | { error: ApiError } {
-  const properties = schema.properties ?? {}
-  for (const [name, property] of Object.entries(properties)) {
-    if (property.type !== 'string' || property.enum === undefined) throw new Error(`body field "${name}": no strict validator for this schema`)
-  }
-  const names = Object.keys(properties).map((name) => `"${name}"`).join(', ')
+  const allowed = new Map(Object.entries(schema.properties ?? {}).map(([name, property]) => [name, closedSet(name, property)]))
+  const required = schema.required ?? []
+  const names = [...allowed.keys()].map((name) => `"${name}"`).join(', ')
   return (body) => {
-    if (body === null || body === undefined) return { value: undefined }
+    if (body === null || body === undefined) {
+      return required.length === 0 ? { value: undefined } : refuse(`The body is required, with ${names}.`)
+    }
     if (typeof body !== 'object' || Array.isArray(body)) return refuse(notAnObject(body))
     for (const [name, value] of Object.entries(body)) {
-      const allowed = properties[name]?.enum
-      if (allowed === undefined) return refuse(`Unknown field "${name}" in the body; it may have ${names}.`)
-      if (typeof value !== 'string' || !allowed.includes(value)) {
-        return refuse(`"${name}" must be one of ${allowed.join(', ')}; got ${JSON.stringify(value)}.`)
+      const values = allowed.get(name)
+      if (values === undefined) return refuse(`Unknown field "${name}" in the body; it may have ${names}.`)
+      if (typeof value !== 'string' || !values.includes(value)) {
+        return refuse(`"${name}" must be one of ${values.join(', ')}; got ${JSON.stringify(value)}.`)
       }
     }
+    for (const name of required) if (!Object.hasOwn(body, name)) return refuse(`"${name}" is required in the body.`)
     return { value: body }
   }
+}
+
+function closedSet(name: string, property: PropertySchema): readonly string[] {
+  const values = property.enum ?? property.anyOf?.map((member) => member.const)
+  if (values === undefined || values.length === 0 || !values.every((value): value is string => typeof value === 'string')) {
+    throw new Error(`body field "${name}": no strict validator for this schema (a closed set of strings is expected)`)
+  }
+  return values
 }
 
 /**
