@@ -81,9 +81,9 @@ const CANCEL = `WITH changed AS (
  * since), and are the ones cancelled one by one.
  *
  * It returns a row per order it cancelled (`found` = 'changed', the row as the UPDATE left it) and a
- * row per requested order of the snapshot (`found` = its status then; those then cancelled are final,
- * so the snapshot's row is the order as it stands): the orders v2 answers with, in the same round
- * trip. The version, when bumped, is on the 'changed' rows.
+ * row per other requested order of the snapshot (`found` = its status then; those then cancelled are
+ * final, so the snapshot's row is the order as it stands): one row per known order, the orders v2
+ * answers with, in the same round trip. The version, when bumped, is on the 'changed' rows.
  */
 const CANCEL_BATCH = `WITH request AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS r(id, cancelled_by_key, reason)
@@ -99,7 +99,8 @@ const CANCEL_BATCH = `WITH request AS (
   )
   SELECT 'changed' AS found, changed.*, (SELECT version FROM bumped) AS version FROM changed
   UNION ALL
-  SELECT o.status, ${ORDER_COLUMNS}, NULL FROM orders o JOIN request r ON r.id = o.id`
+  SELECT o.status, ${ORDER_COLUMNS}, NULL FROM orders o JOIN request r ON r.id = o.id
+  WHERE o.status <> 'pending' OR o.id NOT IN (SELECT id FROM changed)`
 const SHIP = `WITH changed AS (
     UPDATE orders SET status = 'shipped' WHERE id = $1 AND status = 'pending' RETURNING id
   ), bumped AS (
