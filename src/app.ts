@@ -17,6 +17,7 @@ import { docsRoutes } from './http/routes/docs.js'
 import { healthRoutes } from './http/routes/health.js'
 import { ordersRoutes } from './http/routes/orders.js'
 import { petsRoutes } from './http/routes/pets.js'
+import { cancelOrderV2Route } from './http/routes/v2/cancel-order.js'
 import { ordersV2Routes } from './http/routes/v2/orders.js'
 import { ErrorSchema } from './schemas/error.js'
 import { Order } from './schemas/order.js'
@@ -35,7 +36,7 @@ export interface AppOptions {
 
 const MAX_URL_LENGTH = 4096
 const SECURITY_HEADERS = { 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' }
-const BODY_LIMIT = 16 * 1024 // no operation takes a body
+const BODY_LIMIT = 16 * 1024 // only v2's cancelOrder takes a body, of one short field
 
 /** The HTTP application, ready to `listen` or `inject`. It does not own the store's lifecycle. */
 export async function buildApp({ config, store, logger, processMetrics = false }: AppOptions): Promise<ApiApp> {
@@ -94,8 +95,8 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   app.decorateRequest('apiKey', null)
   app.decorate('requireScope', admission(authenticator, limiter))
 
-  // Bodies are never used, but a client sending `Content-Type: application/json` with an empty body
-  // (common on DELETE) is not wrong; malformed JSON still is.
+  // Only v2's cancelOrder reads a body (optional), but a client sending `Content-Type: application/json`
+  // with an empty body (common on DELETE) is not wrong; malformed JSON still is.
   app.removeContentTypeParser('application/json')
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
     if (body === '') return done(null, undefined)
@@ -151,6 +152,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
       await v2.register(swagger, openApiV2Document(config)) // a document of its own, from the routes below
       const api = v2 as unknown as ApiApp
       ordersV2Routes(api)
+      cancelOrderV2Route(api)
       api.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) =>
         reply.header('cache-control', 'public, max-age=300').send((v2 as unknown as Record<string, () => unknown>)[SWAGGER_V2]!()),
       )

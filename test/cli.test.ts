@@ -397,7 +397,7 @@ function commandTests(kind: StoreKind): void {
     assertOneLineError(
       await cli(['orders', 'import', file(ndjson([{ id: 1 }, { id: 2, price: 3 }]), 'ndjson')], env),
       1,
-      /line 2: unknown field "price" \(an order has id, petId, quantity, shipDate, complete, status\); nothing was imported$/,
+      /line 2: unknown field "price" \(an order has id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason\); nothing was imported$/,
     )
     assertOneLineError(
       await cli(['orders', 'import', file('[{"id": 1, "complete": true}]')], env),
@@ -455,6 +455,37 @@ function commandTests(kind: StoreKind): void {
     assert.match(empty.stdout, /^imported 0 orders from /)
   })
 
+  test('orders import: a cancelled order\'s time and reason; refused on another status; never changed once cancelled', async () => {
+    const { database, env } = await fresh()
+    assertOk(await cli(['orders', 'import', file(ndjson([
+      { id: 1, status: 'cancelled', cancelledAt: '2026-11-20T09:15:00.5+01:00', cancellationReason: 'out_of_stock' },
+      { id: 2 },
+    ]), 'ndjson')], env))
+    assertOneLineError(
+      await cli(['orders', 'import', file(ndjson([{ id: 3 }, { id: 4, status: 'shipped', cancelledAt: '2026-11-20T08:15:00Z' }]), 'ndjson')], env),
+      1,
+      /\.ndjson: line 2: order 4: cancelledAt is given but status is "shipped"; only a cancelled order has one; nothing was imported$/,
+    )
+    assertOneLineError(
+      await cli(['orders', 'import', file('[{"id": 5, "status": "cancelled", "cancellationReason": "bored"}]')], env),
+      1,
+      /record 1: cancellationReason must be one of customer_request, out_of_stock, duplicate, fraudulent, other, got "bored"; nothing was imported$/,
+    )
+    // Imported again with another time and reason, and order 2 cancelled by an import: the first cancellation stays.
+    assertOk(await cli(['orders', 'import', file(ndjson([
+      { id: 1, status: 'cancelled', quantity: 4, cancelledAt: '2026-11-21T00:00:00Z', cancellationReason: 'duplicate' },
+      { id: 2, status: 'cancelled', cancelledAt: '2026-11-22T00:00:00Z', cancellationReason: 'fraudulent' },
+    ]), 'ndjson')], env))
+    assertOk(await cli(['orders', 'import', file(ndjson([{ id: 2, status: 'cancelled', cancellationReason: 'other' }]), 'ndjson')], env))
+    await withStore(database, async (store) => {
+      const one = await store.orders.find(1n)
+      assert.deepEqual([one?.quantity, one?.cancelledAt, one?.cancellationReason], [4, '2026-11-20T08:15:00.500Z', 'out_of_stock'])
+      const two = await store.orders.find(2n)
+      assert.deepEqual([two?.cancelledAt, two?.cancellationReason], ['2026-11-22T00:00:00.000Z', 'fraudulent'])
+      assert.equal(await store.orders.find(3n), undefined)
+    })
+  })
+
   test('orders ship: pending → shipped; again: says so, exit 0; cancelled: refused; unknown: error', async () => {
     const { database, env } = await fresh()
     assertOk(await cli(['orders', 'import', file(`[{"id": 1}, {"id": 2, "status": "cancelled"}, {"id": ${MAX}}]`)], env))
@@ -468,8 +499,8 @@ function commandTests(kind: StoreKind): void {
     assertOneLineError(await cli(['orders', 'ship', '2'], env), 1, /^petstore-orders: order 2 is cancelled; a cancelled order cannot be shipped$/)
     assertOneLineError(await cli(['orders', 'ship', '404'], env), 1, /^petstore-orders: order 404 does not exist$/)
     await withStore(database, async (store) => {
-      assert.equal(await store.orders.cancel(1n, null), 'already_shipped')
-      assert.equal(await store.orders.cancel(MAX, null), 'already_shipped')
+      assert.equal((await store.orders.cancel(1n, null)).outcome, 'already_shipped')
+      assert.equal((await store.orders.cancel(MAX, null)).outcome, 'already_shipped')
     })
   })
 

@@ -148,8 +148,43 @@ describe('order records', () => {
     refused(validateOrderRecord, '{"id": 1, "status": "PENDING"}', /^status must be one of/)
   })
 
-  test('anything but an object of the six fields is refused', () => {
-    refused(validateOrderRecord, '{"id": 1, "price": 3}', /^unknown field "price" \(an order has id, petId, quantity, shipDate, complete, status\)$/)
+  test('a cancelled order may carry its cancellation time (RFC 3339, stored in UTC) and reason', () => {
+    assert.deepEqual(order('{"id": 1, "status": "cancelled", "cancelledAt": "2026-11-20T09:15:00.1234+01:00", "cancellationReason": "out_of_stock"}'), {
+      id: 1n, petId: null, quantity: null, shipDate: null, complete: false, status: 'cancelled',
+      cancelledAt: '2026-11-20T08:15:00.123Z', cancellationReason: 'out_of_stock',
+    })
+    // Either alone; null is absent (then the import's time, and no reason).
+    assert.deepEqual(order('{"id": 1, "status": "cancelled", "cancellationReason": "other"}').cancellationReason, 'other')
+    assert.ok(!('cancelledAt' in order('{"id": 1, "status": "cancelled", "cancellationReason": "other"}')))
+    assert.equal(order('{"id": 1, "status": "cancelled", "cancelledAt": "2026-11-20T08:15:00Z"}').cancelledAt, '2026-11-20T08:15:00.000Z')
+    assert.deepEqual(order('{"id": 1, "status": "cancelled", "cancelledAt": null, "cancellationReason": null}'), {
+      id: 1n, petId: null, quantity: null, shipDate: null, complete: false, status: 'cancelled',
+    })
+    for (const reason of ['customer_request', 'out_of_stock', 'duplicate', 'fraudulent', 'other']) {
+      assert.equal(order(`{"id": 1, "status": "cancelled", "cancellationReason": "${reason}"}`).cancellationReason, reason)
+    }
+  })
+
+  test('cancelledAt and cancellationReason: valid values, and on a cancelled order only, naming the order', () => {
+    refused(validateOrderRecord, '{"id": 1, "status": "cancelled", "cancelledAt": "2026-11-20"}', /^cancelledAt must be an RFC 3339 date-time with a timezone/)
+    refused(validateOrderRecord, '{"id": 1, "status": "cancelled", "cancelledAt": 1764064800000}', /^cancelledAt must be .*, got 1764064800000$/)
+    refused(validateOrderRecord, '{"id": 1, "status": "cancelled", "cancellationReason": "bored"}', /^cancellationReason must be one of customer_request, out_of_stock, duplicate, fraudulent, other, got "bored"$/)
+    refused(validateOrderRecord, '{"id": 1, "status": "cancelled", "cancellationReason": "Other"}', /^cancellationReason must be one of/)
+    refused(validateOrderRecord, '{"id": 1, "status": "cancelled", "cancellationReason": 3}', /got 3$/)
+    refused(validateOrderRecord, '{"id": 7, "cancelledAt": "2026-11-20T08:15:00Z"}', /^order 7: cancelledAt is given but status is "pending"; only a cancelled order has one$/)
+    refused(validateOrderRecord, '{"id": 7, "status": "shipped", "cancellationReason": "other"}', /^order 7: cancellationReason is given but status is "shipped"; only a cancelled order has one$/)
+  })
+
+  test('a refused record is named by its position in the file', async () => {
+    const file = source('{"id": 1, "status": "cancelled", "cancellationReason": "other"}\n{"id": 2, "cancellationReason": "other"}\n')
+    assert.equal(
+      (await importError(readOrderRecords(file))).message,
+      'line 2: order 2: cancellationReason is given but status is "pending"; only a cancelled order has one',
+    )
+  })
+
+  test('anything but an object of the eight fields is refused', () => {
+    refused(validateOrderRecord, '{"id": 1, "price": 3}', /^unknown field "price" \(an order has id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason\)$/)
     refused(validateOrderRecord, '{"id": 1, "__proto__": {"x": 1}}', /^unknown field "__proto__"/)
     refused(validateOrderRecord, '[1]', /^expected a JSON object, got an array$/)
     refused(validateOrderRecord, 'null', /^expected a JSON object, got null$/)
@@ -247,7 +282,7 @@ describe('reading files', () => {
     const ndjson = `${orders[0]}\n\n{"id": 4, "colour": "red"}\n{"id": 5}\n`
     assert.equal(
       (await importError(readOrderRecords(source(ndjson)))).message,
-      'line 3: unknown field "colour" (an order has id, petId, quantity, shipDate, complete, status)',
+      'line 3: unknown field "colour" (an order has id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason)',
     )
     assert.equal((await importError(readOrderRecords(source('[1]')))).message, 'record 1: expected a JSON object, got 1')
     assert.equal((await importError(readOrderRecords(source('{"id":1}\n[2]\n')))).message, 'line 2: expected a JSON object, got an array')

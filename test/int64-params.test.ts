@@ -10,9 +10,10 @@ import type { Store } from '../src/store/store.js'
 import { createDatabase, type TestDatabaseHandle } from './support/harness.js'
 
 // The app's validator parses int64 path parameters itself, query strings strictly from their schema
-// (src/http/strict-query.ts), and hands every other part of a request (bodies) to Fastify's default
-// validator: v2's query strings and bodies are TypeBox schemas. Unit tests: routes added to the app
-// for the test, answered through inject.
+// (src/http/strict-query.ts), bodies strictly too (src/http/strict-body.ts: a field is refused, never
+// dropped), and hands every other part of a request (headers) to Fastify's default validator: v2's
+// query strings and bodies are TypeBox schemas. Unit tests: routes added to the app for the test,
+// answered through inject.
 describe('the validator of path parameters and of everything else', () => {
   let database: TestDatabaseHandle
   let store: Store
@@ -87,8 +88,19 @@ describe('the validator of path parameters and of everything else', () => {
     const ok = await app.inject({ method: 'POST', url: '/test/cancel/9223372036854775807', payload: { reason: 'duplicate' } })
     assert.equal(ok.statusCode, 200, ok.body)
     assert.deepEqual(ok.json(), { orderId: '9223372036854775807', body: { reason: 'duplicate' } })
-    const badBody = await app.inject({ method: 'POST', url: '/test/cancel/1', payload: { reason: 'whim' } })
-    assert.equal(badBody.statusCode, 400)
+    for (const [payload, named] of <Array<[unknown, RegExp]>>[
+      [{ reason: 'whim' }, /"reason" must be one of duplicate, other; got "whim"/],
+      [{ reason: 'other', extra: 1 }, /Unknown field "extra"/], // refused, not silently removed
+      [{}, /"reason" is required/],
+      [[], /JSON object/],
+    ]) {
+      const badBody = await app.inject({ method: 'POST', url: '/test/cancel/1', payload: payload as object })
+      assert.equal(badBody.statusCode, 400, JSON.stringify(payload))
+      assert.equal(badBody.json().code, 'invalid_body')
+      assert.match(badBody.json().message, named)
+    }
+    const noBody = await app.inject({ method: 'POST', url: '/test/cancel/1' })
+    assert.equal(noBody.json().code, 'invalid_body', 'a required body')
     const badId = await app.inject({ method: 'POST', url: '/test/cancel/9223372036854775808', payload: { reason: 'other' } })
     assert.equal(badId.statusCode, 400)
     assert.equal(badId.json().code, 'invalid_order_id')

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { after, before, describe, it } from 'node:test'
 import { ERROR_CODES, ERRORS } from '../src/errors.js'
+import { CANCELLATION_REASONS } from '../src/domain/order-pages.js'
 import { ListOrdersQuery } from '../src/schemas/order-v2.js'
 import { startTestServer } from './support/harness.js'
 
@@ -22,6 +23,7 @@ interface Operation {
   'x-stability'?: string
   security?: unknown
   parameters?: { name: string; in: string; required: boolean; description?: string; schema: Record<string, unknown> }[]
+  requestBody?: { required: boolean; content: Record<string, { schema: Record<string, unknown>; example?: unknown }> }
   responses: Record<string, { description: string; content?: Record<string, { schema?: Record<string, unknown>; examples?: Record<string, { value: { code: string; message: string; status: number } }> }> }>
 }
 interface Document {
@@ -62,15 +64,18 @@ describe('OpenAPI document of v2', () => {
     assert.deepEqual(doc.tags.map((tag) => tag.name), ['orders'])
   })
 
-  it('describes listOrders and getOrder, beta, tagged orders, with summaries and descriptions', () => {
-    assert.deepEqual(Object.keys(doc.paths).sort(), ['/store/orders', '/store/orders/{orderId}'])
+  it('describes listOrders, getOrder and cancelOrder, beta, tagged orders, with summaries and descriptions', () => {
+    assert.deepEqual(Object.keys(doc.paths).sort(), ['/store/orders', '/store/orders/{orderId}', '/store/orders/{orderId}/cancel'])
     assert.deepEqual(Object.keys(doc.paths['/store/orders']!), ['get'])
     assert.deepEqual(Object.keys(doc.paths['/store/orders/{orderId}']!), ['get'])
+    assert.deepEqual(Object.keys(doc.paths['/store/orders/{orderId}/cancel']!), ['post'])
     const list = doc.paths['/store/orders']!.get!
     const get = doc.paths['/store/orders/{orderId}']!.get!
+    const cancel = doc.paths['/store/orders/{orderId}/cancel']!.post!
     assert.equal(list.operationId, 'listOrders')
     assert.equal(get.operationId, 'getOrder')
-    for (const op of [list, get]) {
+    assert.equal(cancel.operationId, 'cancelOrder')
+    for (const op of [list, get, cancel]) {
       assert.equal(op['x-stability'], 'beta')
       assert.deepEqual(op.tags, ['orders'])
       assert.deepEqual(op.security, [{ bearerAuth: [] }])
@@ -80,6 +85,22 @@ describe('OpenAPI document of v2', () => {
     assert.deepEqual(Object.keys(list.responses).sort(), ['200', '400', '401', '403'])
     assert.deepEqual(Object.keys(get.responses).sort(), ['200', '400', '401', '403', '404'])
     assert.deepEqual(get.responses['200']!.content!['application/json']!.schema, { $ref: '#/components/schemas/Order' })
+    assert.deepEqual(Object.keys(cancel.responses).sort(), ['200', '400', '401', '403', '404', '409', '415'])
+    assert.deepEqual(cancel.responses['200']!.content!['application/json']!.schema, { $ref: '#/components/schemas/Order' })
+    assert.deepEqual(Object.keys(cancel.responses['400']!.content!['application/json']!.examples!), ['invalid_order_id', 'invalid_body', 'invalid_parameter'])
+  })
+
+  it('documents cancelOrder\'s optional body: only `reason`, one of the five, with an example', () => {
+    const body = doc.paths['/store/orders/{orderId}/cancel']!.post!.requestBody!
+    assert.equal(body.required, false, 'no body at all is accepted')
+    const media = body.content['application/json']!
+    assert.deepEqual(media.schema.properties, {
+      reason: { type: 'string', enum: [...CANCELLATION_REASONS], description: 'Why the order is cancelled; recorded with the first cancellation only' },
+    })
+    assert.equal(media.schema.additionalProperties, false)
+    assert.equal(media.schema.required, undefined)
+    assert.deepEqual(media.example, { reason: 'customer_request' })
+    assert.deepEqual(doc.paths['/store/orders/{orderId}/cancel']!.post!.parameters!.map((p) => [p.name, p.in]), [['orderId', 'path']])
   })
 
   it('documents exactly the query parameters the list validates, from the same schema', () => {

@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import fastJson from 'fast-json-stringify'
 import pg from 'pg'
 import Type from 'typebox'
-import type { OrderRecord } from '../src/domain/orders.js'
+import type { CancelResult, OrderRecord } from '../src/domain/orders.js'
 import { Order } from '../src/schemas/order.js'
 import { POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_TABLE } from '../src/store/postgres/migrations.js'
 import { PostgresStore } from '../src/store/postgres/postgres-store.js'
@@ -176,15 +176,22 @@ describe('PostgresStore', { skip }, () => {
     try {
       await other.query('BEGIN')
       await other.query('SELECT 1 FROM orders WHERE id IN (341, 343) FOR UPDATE')
-      const [a, b, c, d] = [340n, 341n, 342n, 343n].map((id) => store.orders.cancel(id, null))
-      assert.deepEqual(await Promise.all([a, c]), ['cancelled', 'cancelled'])
+      const [a, b, c, d] = [340n, 341n, 342n, 343n].map((id) => store.orders.cancel(id, null, id === 343n ? 'fraudulent' : null)) as [
+        Promise<CancelResult>, Promise<CancelResult>, Promise<CancelResult>, Promise<CancelResult>,
+      ]
+      assert.deepEqual((await Promise.all([a, c])).map((r) => r.outcome), ['cancelled', 'cancelled'])
       let settled = false
       void Promise.allSettled([b, d]).then(() => (settled = true))
       await sleep(200)
       assert.equal(settled, false, 'the cancels of the locked orders wait for the lock')
       await other.query(`UPDATE orders SET status = 'shipped' WHERE id = 341`)
       await other.query('COMMIT')
-      assert.deepEqual(await Promise.all([b, d]), ['already_shipped', 'cancelled'])
+      const [shipped, alone] = await Promise.all([b, d])
+      assert.deepEqual([shipped.outcome, alone.outcome], ['already_shipped', 'cancelled'])
+      // Cancelled on its own, it is returned as the batch would return it: as getOrder reads it, with its reason.
+      if (alone.outcome !== 'cancelled') return assert.fail(alone.outcome)
+      assert.equal(alone.order.cancellationReason, 'fraudulent')
+      assert.deepEqual(alone.order, await store.orders.find(343n))
     } finally {
       await other.end()
     }
@@ -373,7 +380,7 @@ describe('PostgresStore', { skip }, () => {
       await rejectsUnavailable(behind.orders.dataVersion(), 'dataVersion while down')
       await listen(port)
       await behind.ping()
-      assert.equal(await behind.orders.cancel(999_999n, null), 'not_found')
+      assert.equal((await behind.orders.cancel(999_999n, null)).outcome, 'not_found')
       assert.ok((await listedOrders(behind)).length > 1000)
       assert.ok((await jsonPages(behind)).length > 0)
       await behind.orders.dataVersion()
@@ -412,7 +419,7 @@ describe('PostgresStore', { skip }, () => {
     // ... and once the terminated backends are gone, the pool has dropped their connections.
     await gone(killed)
     await store.orders.import(from([order(600n)]))
-    assert.equal(await store.orders.cancel(600n, null), 'cancelled')
+    assert.equal((await store.orders.cancel(600n, null)).outcome, 'cancelled')
     assert.ok((await listedOrders(store)).length > 1000)
 
     // Idle pooled connections terminated between two calls: reads still succeed right away.

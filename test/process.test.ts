@@ -73,6 +73,64 @@ forEachStore('the server process', (kind) => {
     }
   })
 
+  it('v2: loses no cancel answered 200 when SIGKILLed during a storm; each keeps the time and reason it was answered with', async () => {
+    const database = await createDatabase(kind)
+    const { store, key } = await prepare(database, 3000)
+    cleanups.push(async () => {
+      await store.close()
+      await database.dispose()
+    })
+    const server = await spawnServer(database.url, { RATE_LIMIT_PER_KEY: '0' })
+    const reasons = ['customer_request', 'out_of_stock', 'duplicate', 'fraudulent', 'other']
+    const acknowledged = new Map<string, string>() // id → the body of its 200
+    let next = 1
+    let killed = false
+    const worker = async () => {
+      while (!killed && next <= 3000) {
+        const id = next++
+        try {
+          const response = await fetch(`${server.origin}/v2/store/orders/${id}/cancel`, {
+            method: 'POST',
+            headers: { ...bearer(key), 'content-type': 'application/json' },
+            body: JSON.stringify({ reason: reasons[id % reasons.length] }),
+          })
+          const body = await response.text()
+          if (response.status === 200) acknowledged.set(String(id), body)
+          else assert.fail(`cancel ${id}: ${response.status} ${body}`)
+        } catch (error) {
+          if (error instanceof assert.AssertionError) throw error
+          return // the connection died with the server: this cancel was never acknowledged
+        }
+      }
+    }
+    const workers = Array.from({ length: 50 }, worker)
+    while (acknowledged.size < 300) await new Promise((resolve) => setTimeout(resolve, 5))
+    server.child.kill('SIGKILL')
+    killed = true
+    await Promise.all(workers)
+    assert.equal((await server.exited).signal, 'SIGKILL')
+
+    // Restart on the same database: every 200 is a cancelled order, exactly as it was answered.
+    const restarted = await spawnServer(database.url)
+    cleanups.push(async () => {
+      restarted.child.kill('SIGTERM')
+      await restarted.exited
+    })
+    const lost: string[] = []
+    for (const [id, body] of acknowledged) {
+      const answered = JSON.parse(body) as { status: string; cancelledAt: string; cancellationReason: string }
+      const stored = await store.orders.find(BigInt(id))
+      if (stored?.status !== 'cancelled') lost.push(id)
+      else assert.deepEqual([stored.cancelledAt, stored.cancellationReason], [answered.cancelledAt, answered.cancellationReason], `order ${id}`)
+    }
+    assert.deepEqual(lost, [], `${lost.length} of ${acknowledged.size} cancels answered 200 were lost`)
+    for (const [id, body] of [...acknowledged].slice(0, 20)) {
+      const again = await fetch(`${restarted.origin}/v2/store/orders/${id}/cancel`, { method: 'POST', headers: bearer(key) })
+      assert.equal(again.status, 200)
+      assert.equal(await again.text(), body, 'a retry after the restart answers the same order')
+    }
+  })
+
   it('drains in-flight requests on SIGTERM (no 5xx) and exits 0', async () => {
     const database = await createDatabase(kind)
     const { store, key } = await prepare(database, 2000)

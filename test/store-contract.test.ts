@@ -6,7 +6,7 @@ import pg from 'pg'
 import Type from 'typebox'
 import { hashApiKey } from '../src/domain/api-keys.js'
 import { createKey } from '../src/domain/create-key.js'
-import { toApiOrder, type CancelOutcome, type OrderRecord } from '../src/domain/orders.js'
+import { toApiOrder, type CancelOutcome, type CancelResult, type OrderRecord } from '../src/domain/orders.js'
 import { Order } from '../src/schemas/order.js'
 import type { Pet } from '../src/schemas/pet.js'
 import { openStore } from '../src/store/open-store.js'
@@ -28,6 +28,11 @@ function order(id: bigint, fields: Partial<OrderRecord> = {}): OrderRecord {
 
 async function* from<T>(items: Iterable<T>): AsyncIterable<T> {
   yield* items
+}
+
+/** The outcome of a cancel, and the order it answered with (both stores must give the same). */
+async function cancelOutcome(result: Promise<CancelResult>): Promise<CancelOutcome> {
+  return (await result).outcome
 }
 
 async function jsonPages(store: Store): Promise<string[]> {
@@ -144,7 +149,8 @@ forEachStore('store contract', (kind) => {
     await store.orders.import(from([order(100n), order(101n, { status: 'shipped', complete: true }), order(102n, { status: 'cancelled' })]))
     const start = await store.orders.dataVersion()
 
-    assert.equal(await store.orders.cancel(100n, 42n), 'cancelled')
+    const first = await store.orders.cancel(100n, 42n)
+    assert.equal(first.outcome, 'cancelled')
     assert.equal(await store.orders.dataVersion(), start + 1n)
     const [row] = await sql.query<{ status: string; at: unknown; key: string }>(
       'SELECT status, cancelled_at AS at, CAST(cancelled_by_key AS TEXT) AS key FROM orders WHERE id = 100',
@@ -153,12 +159,19 @@ forEachStore('store contract', (kind) => {
     assert.ok(row?.at !== null)
     assert.equal(row?.key, '42')
 
-    assert.equal(await store.orders.cancel(100n, 42n), 'not_found') // already cancelled
-    assert.equal(await store.orders.cancel(101n, null), 'already_shipped')
-    assert.equal(await store.orders.cancel(102n, null), 'not_found') // imported as cancelled
-    assert.equal(await store.orders.cancel(999_999n, null), 'not_found')
-    assert.equal(await store.orders.cancel(INT64_MAX - 1n, null), 'not_found')
+    // The order as it now stands, as getOrder reads it; again, unchanged, for a later cancel.
+    assert.ok(first.outcome === 'cancelled')
+    assert.deepEqual(first.order, await store.orders.find(100n))
+    assert.equal(first.order.status, 'cancelled')
+    assert.deepEqual(await store.orders.cancel(100n, 43n), { outcome: 'already_cancelled', order: first.order })
+    assert.equal(await cancelOutcome(store.orders.cancel(101n, null)), 'already_shipped')
+    const imported = await store.orders.cancel(102n, null) // imported as cancelled
+    assert.deepEqual(imported, { outcome: 'already_cancelled', order: await store.orders.find(102n) })
+    assert.equal(await cancelOutcome(store.orders.cancel(999_999n, null)), 'not_found')
+    assert.equal(await cancelOutcome(store.orders.cancel(INT64_MAX - 1n, null)), 'not_found')
     assert.equal(await store.orders.dataVersion(), start + 1n)
+    const [again] = await sql.query<{ key: string }>('SELECT CAST(cancelled_by_key AS TEXT) AS key FROM orders WHERE id = 100')
+    assert.equal(again?.key, '42', 'the first cancel\'s key is kept')
 
     const ids = (await listedOrders(store)).map((o) => o.id)
     assert.ok(!ids.includes(100n) && !ids.includes(102n) && ids.includes(101n))
@@ -173,15 +186,18 @@ forEachStore('store contract', (kind) => {
     assert.equal(await store.orders.ship(201n), 'cancelled')
     assert.equal(await store.orders.ship(202n), 'not_found')
     assert.equal(await store.orders.dataVersion(), start + 1n)
-    assert.equal(await store.orders.cancel(200n, null), 'already_shipped')
+    assert.equal(await cancelOutcome(store.orders.cancel(200n, null)), 'already_shipped')
   })
 
-  it('of 50 concurrent cancels of one pending order, exactly one cancels', async () => {
+  it('of 50 concurrent cancels of one pending order, exactly one cancels; all return the same order', async () => {
     await store.orders.import(from([order(300n)]))
     const start = await store.orders.dataVersion()
-    const outcomes = await Promise.all(Array.from({ length: 50 }, (_, i) => store.orders.cancel(300n, BigInt(i))))
-    assert.equal(outcomes.filter((o) => o === 'cancelled').length, 1)
-    assert.equal(outcomes.filter((o) => o === 'not_found').length, 49)
+    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => store.orders.cancel(300n, BigInt(i), i % 2 === 0 ? 'duplicate' : 'other')))
+    assert.equal(results.filter((r) => r.outcome === 'cancelled').length, 1)
+    assert.equal(results.filter((r) => r.outcome === 'already_cancelled').length, 49)
+    const stored = await store.orders.find(300n)
+    for (const result of results) assert.deepEqual('order' in result ? result.order : undefined, stored)
+    assert.equal(stored?.cancellationReason, 'duplicate', 'the first cancel decided')
     assert.equal(await store.orders.dataVersion(), start + 1n)
   })
 
@@ -191,12 +207,22 @@ forEachStore('store contract', (kind) => {
     )
     const start = await store.orders.dataVersion()
     const ids = [310n, 311n, 313n, 314n, 999_998n, 310n, 312n, 313n, 311n, 312n]
-    const outcomes = await Promise.all(ids.map((id, i) => store.orders.cancel(id, BigInt(i))))
+    const reasons = ['customer_request', 'out_of_stock', null, null, null, 'other', null, null, 'fraudulent', 'duplicate'] as const
+    const results = await Promise.all(ids.map((id, i) => store.orders.cancel(id, BigInt(i), reasons[i])))
     const expected: CancelOutcome[] = [
-      'cancelled', 'cancelled', 'already_shipped', 'not_found', 'not_found',
-      'not_found', 'cancelled', 'already_shipped', 'not_found', 'not_found',
+      'cancelled', 'cancelled', 'already_shipped', 'already_cancelled', 'not_found',
+      'already_cancelled', 'cancelled', 'already_shipped', 'already_cancelled', 'already_cancelled',
     ]
-    assert.deepEqual(outcomes, expected)
+    assert.deepEqual(results.map((r) => r.outcome), expected)
+    // Every cancel of an order got the order as its first cancel left it, with that one's reason.
+    for (const [i, id] of ids.entries()) {
+      const result = results[i]!
+      if ('order' in result) assert.deepEqual(result.order, await store.orders.find(id), `cancel ${i} of ${id}`)
+    }
+    assert.deepEqual(
+      [310n, 311n, 312n].map((id) => (results[ids.indexOf(id)] as { order: { cancellationReason: unknown } }).order.cancellationReason),
+      ['customer_request', 'out_of_stock', null],
+    )
     assert.equal(await store.orders.dataVersion(), start + 1n) // one batch: one bump
     // Of several cancels of one order, the first decided: its key is the one recorded.
     assert.deepEqual(
@@ -221,7 +247,7 @@ forEachStore('store contract', (kind) => {
         $$ BEGIN IF NEW.id = 331 THEN RAISE EXCEPTION 'refused 331'; END IF; RETURN NEW; END $$`)
       await sql.query('CREATE TRIGGER refuse_331 BEFORE UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION refuse_331()')
     }
-    let results: PromiseSettledResult<CancelOutcome>[]
+    let results: PromiseSettledResult<CancelResult>[]
     try {
       results = await Promise.allSettled(ids.map((id) => store.orders.cancel(id, null)))
     } finally {
@@ -236,7 +262,7 @@ forEachStore('store contract', (kind) => {
     assert.equal(Number(row?.n), 20, 'no cancel of the failed batch committed')
     assert.equal(await store.orders.dataVersion(), start)
     // And each can be cancelled now, exactly once.
-    assert.deepEqual(await Promise.all(ids.map((id) => store.orders.cancel(id, null))), ids.map(() => 'cancelled'))
+    assert.deepEqual(await Promise.all(ids.map((id) => cancelOutcome(store.orders.cancel(id, null)))), ids.map(() => 'cancelled'))
     assert.equal(await store.orders.dataVersion(), start + 1n)
   })
 
@@ -299,6 +325,42 @@ forEachStore('store contract', (kind) => {
     assert.deepEqual({ at: second?.at, quantity: Number(second?.quantity) }, { at: first!.at, quantity: 3 })
   })
 
+  it('imports a cancelled order\'s time and reason; never changes those of an order already cancelled', async () => {
+    await store.orders.import(
+      from([
+        order(510n, { status: 'cancelled', cancelledAt: '2026-11-20T08:15:00.123Z', cancellationReason: 'out_of_stock' }),
+        order(511n, { status: 'cancelled' }),
+        order(512n),
+        order(513n),
+      ]),
+    )
+    const given = await store.orders.find(510n)
+    assert.deepEqual([given?.cancelledAt, given?.cancellationReason], ['2026-11-20T08:15:00.123Z', 'out_of_stock'])
+    const byImport = await store.orders.find(511n)
+    assert.match(byImport?.cancelledAt ?? '', /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
+    assert.equal(byImport?.cancellationReason, null)
+    const cancelled = await store.orders.cancel(512n, null, 'customer_request')
+    assert.ok(cancelled.outcome === 'cancelled')
+
+    // Imported again, cancelled with another time and reason: the first cancellation stays, the rest is updated.
+    const other = { cancelledAt: '2030-01-01T00:00:00.000Z', cancellationReason: 'fraudulent' } as const
+    await store.orders.import(
+      from([
+        order(510n, { status: 'cancelled', quantity: 5, ...other }),
+        order(511n, { status: 'cancelled', ...other }),
+        order(512n, { status: 'cancelled', ...other }),
+        order(513n, { status: 'cancelled', ...other }), // pending until now: takes them
+      ]),
+    )
+    assert.deepEqual(await store.orders.find(510n), { ...given, quantity: 5 })
+    assert.deepEqual(await store.orders.find(511n), byImport)
+    assert.deepEqual(await store.orders.find(512n), cancelled.order)
+    const now = await store.orders.find(513n)
+    assert.deepEqual([now?.status, now?.cancelledAt, now?.cancellationReason], ['cancelled', other.cancelledAt, other.cancellationReason])
+    // A cancel of an imported cancellation answers with it.
+    assert.deepEqual(await store.orders.cancel(510n, null, 'other'), { outcome: 'already_cancelled', order: { ...given, quantity: 5 } })
+  })
+
   it('reports import progress every 10,000 records and bumps data_version once', async () => {
     const version = await store.orders.dataVersion()
     const progress: number[] = []
@@ -316,7 +378,7 @@ forEachStore('store contract', (kind) => {
   it('streams the list from one snapshot: a cancel committed meanwhile is not seen by a list already started', async () => {
     let body = ''
     for await (const page of store.orders.streamJson()) {
-      if (body === '') assert.equal(await store.orders.cancel(124_998n, null), 'cancelled')
+      if (body === '') assert.equal(await cancelOutcome(store.orders.cancel(124_998n, null)), 'cancelled')
       body += page
     }
     assert.ok(body.includes('{"id":124998,'))

@@ -13,15 +13,40 @@ import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { BatchedDestination } from '../../src/log-destination.js'
 import { SERVER_SQLITE_OPTIONS } from '../../src/server.js'
-import type { CancelOutcome, OrderStatus } from '../../src/domain/orders.js'
+import type { CancellationReason, OrderV2Record } from '../../src/domain/order-pages.js'
+import type { CancelResult, OrderStatus } from '../../src/domain/orders.js'
 import { openStore } from '../../src/store/open-store.js'
 import type { ApiKeysRepository, OrdersRepository, PetsRepository, Store } from '../../src/store/store.js'
 import { failed, onShutdown, tell } from '../lib/child-side.js'
 
+interface Row {
+  id: bigint
+  pet_id: bigint | null
+  quantity: bigint | null
+  ship_date: string | null
+  complete: bigint
+  status: OrderStatus
+  cancelled_at: string | null
+  cancellation_reason: CancellationReason | null
+}
+
+function toRecord(row: Row): OrderV2Record {
+  return {
+    id: row.id,
+    petId: row.pet_id,
+    quantity: row.quantity === null ? null : Number(row.quantity),
+    shipDate: row.ship_date,
+    complete: row.complete !== 0n,
+    status: row.status,
+    cancelledAt: row.cancelled_at,
+    cancellationReason: row.cancellation_reason,
+  }
+}
+
 /** One synchronous=FULL transaction per cancel on a writer connection of its own. */
 class PerTransactionCancels {
   private readonly db: Database.Database
-  private readonly commitOne: Database.Transaction<(id: bigint, cancelledByKey: bigint | null) => CancelOutcome>
+  private readonly commitOne: Database.Transaction<(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null) => CancelResult>
 
   constructor(path: string, busyTimeoutMs: number) {
     const db = new Database(path)
@@ -30,24 +55,29 @@ class PerTransactionCancels {
     db.pragma('synchronous = FULL')
     db.pragma('foreign_keys = ON')
     db.defaultSafeIntegers(true)
+    // The statements of the project's batcher: RETURNING the order cancelled, else reading it.
+    const columns = 'id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason'
     const cancel = db.prepare(
-      `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ? WHERE id = ? AND status = 'pending'`,
+      `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ?, cancellation_reason = ?
+       WHERE id = ? AND status = 'pending' RETURNING ${columns}`,
     )
-    const statusOf = db.prepare('SELECT status FROM orders WHERE id = ?')
+    const find = db.prepare(`SELECT ${columns} FROM orders WHERE id = ?`)
     const bump = db.prepare('UPDATE data_version SET version = version + 1 WHERE id = 1')
-    this.commitOne = db.transaction((id: bigint, cancelledByKey: bigint | null): CancelOutcome => {
-      if (cancel.run(new Date().toISOString(), cancelledByKey, id).changes === 1) {
+    this.commitOne = db.transaction((id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null): CancelResult => {
+      const changed = cancel.get(new Date().toISOString(), cancelledByKey, reason, id) as Row | undefined
+      if (changed !== undefined) {
         bump.run()
-        return 'cancelled'
+        return { outcome: 'cancelled', order: toRecord(changed) }
       }
-      const row = statusOf.get(id) as { status: OrderStatus } | undefined
-      return row?.status === 'shipped' ? 'already_shipped' : 'not_found'
+      const row = find.get(id) as Row | undefined
+      if (row?.status === 'cancelled') return { outcome: 'already_cancelled', order: toRecord(row) }
+      return { outcome: row?.status === 'shipped' ? 'already_shipped' : 'not_found' }
     })
     this.db = db
   }
 
-  cancel(id: bigint, cancelledByKey: bigint | null): CancelOutcome {
-    return this.commitOne.immediate(id, cancelledByKey)
+  cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null): CancelResult {
+    return this.commitOne.immediate(id, cancelledByKey, reason)
   }
 
   close(): void {
@@ -72,7 +102,7 @@ class PerTransactionCancelStore implements Store {
       hasAny: () => orders.hasAny(),
       streamJson: () => orders.streamJson(),
       dataVersion: () => orders.dataVersion(),
-      cancel: async (id, cancelledByKey) => cancels.cancel(id, cancelledByKey),
+      cancel: async (id, cancelledByKey, reason = null) => cancels.cancel(id, cancelledByKey, reason),
       ship: (id) => orders.ship(id),
       import: (records, onProgress) => orders.import(records, onProgress),
       page: (query) => orders.page(query),

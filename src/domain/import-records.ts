@@ -21,6 +21,7 @@ import withParser from 'stream-json/utils/with-parser.js'
 import verifier from 'stream-json/utils/verifier.js'
 import type { Pet } from '../schemas/pet.js'
 import { INT64_MAX, parseInt64 } from './int64.js'
+import { CANCELLATION_REASONS, type CancellationReason } from './order-pages.js'
 import { ORDER_STATUSES, type OrderRecord, type OrderStatus } from './orders.js'
 
 /** Where the records come from. `open` may be called more than once (once more to locate a syntax error). */
@@ -79,7 +80,7 @@ export const MAX_QUANTITY = 2_147_483_647
 export const MAX_PET_NAME_LENGTH = 200
 export const MAX_PET_TAG_LENGTH = 200
 
-const ORDER_FIELDS = ['id', 'petId', 'quantity', 'shipDate', 'complete', 'status'] as const
+const ORDER_FIELDS = ['id', 'petId', 'quantity', 'shipDate', 'complete', 'status', 'cancelledAt', 'cancellationReason'] as const
 const PET_FIELDS = ['id', 'name', 'tag'] as const
 
 // ---------------------------------------------------------------------------------------------
@@ -341,13 +342,15 @@ export function readPetRecords(source: ImportSource, onRecord?: (position: strin
 // Validation. Values come from the readers above: numbers are JsonNumbers.
 
 /**
- * An order record: `{id, petId, quantity, shipDate, complete, status}`.
+ * An order record: `{id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason}`.
  * - `id`: required; `petId`: optional — both integers from 1 to 2^63−1, as JSON integers or decimal
  *   strings (int64 ids often travel as strings).
  * - `quantity`: optional, an integer from 1 to 2147483647.
  * - `shipDate`: optional, RFC 3339 with a timezone; stored in UTC (`toISOString()`).
  * - `complete`: optional boolean (false); true only when `status` is `shipped`.
  * - `status`: optional, `pending` (default), `shipped` or `cancelled`.
+ * - `cancelledAt`: optional, RFC 3339 with a timezone, as `shipDate`; a cancelled order only.
+ * - `cancellationReason`: optional, one of CANCELLATION_REASONS; a cancelled order only.
  * `null` is the same as absent. Any other field is refused.
  */
 export function validateOrderRecord(value: unknown): OrderRecord {
@@ -361,7 +364,18 @@ export function validateOrderRecord(value: unknown): OrderRecord {
   if (complete && status !== 'shipped') {
     throw new InvalidRecordError(`complete is true but status is "${status}"; only a shipped order can be complete`)
   }
-  return { id, petId, quantity, shipDate, complete, status }
+  const cancelledAt = optionalDateTime(record.cancelledAt, 'cancelledAt')
+  const cancellationReason = optionalReason(record.cancellationReason)
+  if (status !== 'cancelled') {
+    const given = cancelledAt !== null ? 'cancelledAt' : cancellationReason !== null ? 'cancellationReason' : undefined
+    if (given !== undefined) {
+      throw new InvalidRecordError(`order ${id}: ${given} is given but status is "${status}"; only a cancelled order has one`)
+    }
+  }
+  const order: OrderRecord = { id, petId, quantity, shipDate, complete, status }
+  if (cancelledAt !== null) order.cancelledAt = cancelledAt
+  if (cancellationReason !== null) order.cancellationReason = cancellationReason
+  return order
 }
 
 /** A pet record: `{id, name, tag?}`; `name` is 1 to 200 characters, not blank; `tag` 1 to 200 when given. */
@@ -426,6 +440,14 @@ function optionalStatus(value: unknown): OrderStatus {
     throw new InvalidRecordError(`status must be one of ${ORDER_STATUSES.join(', ')}, got ${describe(value)}`)
   }
   return value as OrderStatus
+}
+
+function optionalReason(value: unknown): CancellationReason | null {
+  if (isAbsent(value)) return null
+  if (typeof value !== 'string' || !(CANCELLATION_REASONS as readonly string[]).includes(value)) {
+    throw new InvalidRecordError(`cancellationReason must be one of ${CANCELLATION_REASONS.join(', ')}, got ${describe(value)}`)
+  }
+  return value as CancellationReason
 }
 
 function boundedString(value: unknown, field: string, max: number, required: boolean): string | undefined {

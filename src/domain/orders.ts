@@ -1,4 +1,5 @@
 import type { Order } from '../schemas/order.js'
+import type { CancellationReason, OrderV2Record } from './order-pages.js'
 
 /** Stored order status. v1 does not expose it; listOrders returns every order that is not cancelled. */
 export const ORDER_STATUSES = ['pending', 'shipped', 'cancelled'] as const
@@ -13,9 +14,23 @@ export interface OrderRecord {
   shipDate: string | null
   complete: boolean
   status: OrderStatus
+  /** A cancelled order's cancellation time (RFC 3339 UTC, `toISOString()` form); absent: the import's time. */
+  cancelledAt?: string
+  /** A cancelled order's reason; absent: none. */
+  cancellationReason?: CancellationReason
 }
 
-export type CancelOutcome = 'cancelled' | 'already_shipped' | 'not_found'
+/**
+ * What one cancel found. `cancelled`: this request changed the order. `already_cancelled`: it was
+ * cancelled before (by another request, an import, or an earlier cancel of the same batch), and
+ * keeps that first cancellation's time and reason. Either way `order` is the order as it now stands.
+ */
+export type CancelResult =
+  | { outcome: 'cancelled'; order: OrderV2Record }
+  | { outcome: 'already_cancelled'; order: OrderV2Record }
+  | { outcome: 'already_shipped' }
+  | { outcome: 'not_found' }
+export type CancelOutcome = CancelResult['outcome']
 export type ShipOutcome = 'shipped' | 'already_shipped' | 'cancelled' | 'not_found'
 
 /** The state rule import and ship share: a status only moves forward, and cancelled is final. */

@@ -56,7 +56,22 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
     transformObject: (document) => {
       if (!('openapiObject' in document)) throw new Error('an OpenAPI 3 document is expected')
       const v2 = onlyComponents(document.openapiObject as OperationsOf, ['Order', 'Error'], ERROR_CODES)
-      return withErrorExamples(v2) as typeof document.openapiObject
+      return withErrorExamples(optionalBodies(v2)) as typeof document.openapiObject
     },
   }
+}
+
+/**
+ * @fastify/swagger marks every request body required (Fastify's own validator needs one); the app's
+ * body validator (strict-body.ts) takes a request without a body as an empty one, and so does every
+ * v2 operation with a body (cancelOrder's reason is optional).
+ */
+function optionalBodies(document: OperationsOf): OperationsOf {
+  for (const item of Object.values(document.paths ?? {})) {
+    for (const operation of Object.values(item)) {
+      const body = (operation as { requestBody?: { required?: boolean } } | undefined)?.requestBody
+      if (body !== undefined) body.required = false
+    }
+  }
+  return document
 }

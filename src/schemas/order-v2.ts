@@ -1,5 +1,5 @@
 import Type from 'typebox'
-import { CANCELLATION_REASONS } from '../domain/order-pages.js'
+import { CANCELLATION_REASONS, type CancellationReason } from '../domain/order-pages.js'
 import { ORDER_STATUSES } from '../domain/orders.js'
 import { Int64 } from './primitives.js'
 
@@ -108,3 +108,22 @@ export const OrderIdV2Params = Type.Object({
 
 /** getOrder takes no query parameter: any is refused (400 `invalid_parameter`), as on the list. */
 export const NoQuery = Type.Object({}, { additionalProperties: false })
+
+/** cancelOrder's optional body: why the order is cancelled. `http/strict-body.ts` validates it. */
+export const CancelOrderBody = Type.Object(
+  {
+    reason: Type.Optional(
+      Type.Unsafe<CancellationReason>({
+        type: 'string',
+        enum: [...CANCELLATION_REASONS],
+        description: 'Why the order is cancelled; recorded with the first cancellation only',
+      }),
+    ),
+  },
+  {
+    additionalProperties: false,
+    description: 'Optional: the request may have no body at all',
+    examples: [{ reason: 'customer_request' }],
+  },
+)
+export type CancelOrderBody = Type.Static<typeof CancelOrderBody>

@@ -1,6 +1,6 @@
 import type { ApiKey, NewApiKey } from '../domain/api-keys.js'
-import type { CancelOutcome, OrderRecord, ShipOutcome } from '../domain/orders.js'
-import type { OrderPageQuery, OrderV2Record } from '../domain/order-pages.js'
+import type { CancelResult, OrderRecord, ShipOutcome } from '../domain/orders.js'
+import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../domain/order-pages.js'
 import type { MaybePromise } from '../maybe-async.js'
 import type { Pet } from '../schemas/pet.js'
 
@@ -29,10 +29,18 @@ export interface OrdersRepository {
    * instance's own changes. A plain value when it is known without waiting (SQLite always).
    */
   dataVersion(): MaybePromise<bigint>
-  /** pending → cancelled, atomically; durable before it resolves. */
-  cancel(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome>
+  /**
+   * pending → cancelled by one conditional update, recording when, by which key and (optionally) why;
+   * durable before it resolves. Group-committed with the cancels of the same moment. Of any number
+   * of concurrent cancels of one order exactly one is `cancelled`; the others, and any later one,
+   * are `already_cancelled` with the order as that first cancel left it (its time and reason).
+   */
+  cancel(id: bigint, cancelledByKey: bigint | null, reason?: CancellationReason | null): Promise<CancelResult>
   ship(id: bigint): Promise<ShipOutcome>
-  /** One transaction: all records are upserted by id, or none (the iterable's error is rethrown). */
+  /**
+   * One transaction: all records are upserted by id, or none (the iterable's error is rethrown). An
+   * order already cancelled keeps its first cancellation's time and reason, whatever the record says.
+   */
   import(records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number>
   /** v2: at most `limit` orders matching the filters after `after`, ascending id, each from an index. */
   page(query: OrderPageQuery): Promise<OrderV2Record[]>

@@ -30,8 +30,15 @@ An order record:
              2026-11-25T11:00:00+01:00), stored in UTC
   complete   optional; true or false (default false); true only for a shipped order
   status     optional; pending (default), shipped or cancelled
+  cancelledAt         optional, cancelled orders only; when it was cancelled, an RFC 3339
+                      date-time with a timezone, stored in UTC to the millisecond
+                      (default: the time of the import)
+  cancellationReason  optional, cancelled orders only; customer_request, out_of_stock,
+                      duplicate, fraudulent or other (default: none)
 null is the same as leaving a field out; any other field is refused. Status only moves forward:
 an import cannot make a shipped or cancelled order pending again, nor a cancelled one shipped.
+An order already cancelled keeps its first cancellation's time and reason: an import never
+changes them.
 
 Shows progress on stderr when stderr is a terminal.
 
@@ -44,7 +51,9 @@ Examples:
 
   orders.json:    [{"id": 10, "petId": 198772, "quantity": 7,
                     "shipDate": "2026-11-25T10:00:00Z", "status": "pending"}]
-  orders.ndjson:  {"id": 9223372036854775807, "petId": 1, "status": "shipped", "complete": true}`,
+  orders.ndjson:  {"id": 9223372036854775807, "petId": 1, "status": "shipped", "complete": true}
+                  {"id": 11, "status": "cancelled", "cancelledAt": "2026-11-20T08:15:00Z",
+                   "cancellationReason": "out_of_stock"}`,
   async run({ positionals }, io) {
     // The JSON parsers are loaded when a file is imported, not for --help.
     const [{ importFile }, { readOrderRecords }] = await Promise.all([import('./import-file.js'), import('../../domain/import-records.js')])

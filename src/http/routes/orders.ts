@@ -147,13 +147,14 @@ export function ordersRoutes(app: ApiApp): void {
       },
     },
     async (request, reply) => {
-      const outcome = await store.orders.cancel(request.params.orderId, request.apiKey!.id).catch((error: unknown) => {
+      const { outcome } = await store.orders.cancel(request.params.orderId, request.apiKey!.id).catch((error: unknown) => {
         metrics.cancelled('error')
         throw error
       })
       metrics.cancelled(outcome)
       if (outcome === 'already_shipped') throw new ApiError('order_already_shipped')
-      if (outcome === 'not_found') throw new ApiError('order_not_found')
+      // v1 answers an order cancelled before as one that does not exist (not listed): 404.
+      if (outcome !== 'cancelled') throw new ApiError('order_not_found')
       return reply.code(204).send(null)
     },
   )

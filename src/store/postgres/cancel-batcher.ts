@@ -1,20 +1,24 @@
-import type { CancelOutcome } from '../../domain/orders.js'
+import type { CancellationReason } from '../../domain/order-pages.js'
+import type { CancelResult } from '../../domain/orders.js'
 
 export interface CancelRequest {
   id: bigint
   cancelledByKey: bigint | null
+  reason: CancellationReason | null
 }
 
 /**
- * What one batch found for an order: its outcome, or 'locked' when another transaction held the
+ * What one batch found for an order: its result, or 'locked' when another transaction held the
  * order's row lock at that moment (the batch skips such rows rather than wait while holding others).
  */
-export type BatchOutcome = CancelOutcome | 'locked'
+export type BatchOutcome = CancelResult | 'locked'
 
 interface PendingCancel extends CancelRequest {
-  resolve: (outcome: CancelOutcome) => void
+  resolve: (result: CancelResult) => void
   reject: (error: unknown) => void
 }
+
+const NOT_FOUND: CancelResult = { outcome: 'not_found' }
 
 /** More cancels than this wait for the next batch. */
 const MAX_BATCH = 5000
@@ -29,9 +33,14 @@ const MAX_BATCH = 5000
  * Every cancel still gets its own exact outcome, and settles only after the batch's COMMIT: a 204 is
  * never sent for a change that is not durable. If the batch fails, nothing in it committed and every
  * cancel in it is rejected with that error. Of several cancels of one order in a batch the first
- * decides (as if they ran in arrival order): at most one is 'cancelled', the others 'not_found'.
- * An order whose row was locked by another transaction is cancelled on its own right after the
- * batch, waiting for that lock as a single cancel always has.
+ * decides (as if they ran in arrival order), with its key and reason: at most one is 'cancelled',
+ * the others 'already_cancelled' with the same order. An order whose row was locked by another
+ * transaction is cancelled on its own right after the batch, waiting for that lock as a single
+ * cancel always has.
+ *
+ * Each request carries its reason, and each result the order as it stands, for v2's answer: the
+ * batch's one statement returns them (RETURNING of its UPDATE, and its snapshot's rows of orders
+ * cancelled before), so a batch is still one round trip whatever its size.
  */
 export class CancelBatcher {
   private queue: PendingCancel[] = []
@@ -43,12 +52,12 @@ export class CancelBatcher {
     /** One transaction for distinct orders; resolves after COMMIT with an outcome per order id. */
     private readonly commitBatch: (requests: CancelRequest[]) => Promise<Map<bigint, BatchOutcome>>,
     /** One cancel in its own transaction, waiting for any lock on the order. */
-    private readonly cancelOne: (request: CancelRequest) => Promise<CancelOutcome>,
+    private readonly cancelOne: (request: CancelRequest) => Promise<CancelResult>,
   ) {}
 
-  cancel(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
+  cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null): Promise<CancelResult> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ id, cancelledByKey, resolve, reject })
+      this.queue.push({ id, cancelledByKey, reason, resolve, reject })
       this.schedule()
     })
   }
@@ -85,28 +94,28 @@ export class CancelBatcher {
     for (const pending of batch) if (!first.has(pending.id)) first.set(pending.id, pending)
     let found: Map<bigint, BatchOutcome>
     try {
-      found = await this.commitBatch([...first.values()].map(({ id, cancelledByKey }) => ({ id, cancelledByKey })))
+      found = await this.commitBatch([...first.values()].map(({ id, cancelledByKey, reason }) => ({ id, cancelledByKey, reason })))
     } catch (error) {
       for (const pending of batch) pending.reject(error)
       return
     }
-    const outcomes = new Map<bigint, Promise<CancelOutcome>>()
+    const results = new Map<bigint, Promise<CancelResult>>()
     for (const [id, pending] of first) {
-      const outcome = found.get(id) ?? 'not_found'
-      if (outcome !== 'locked') {
-        outcomes.set(id, Promise.resolve(outcome))
+      const result = found.get(id) ?? NOT_FOUND
+      if (result !== 'locked') {
+        results.set(id, Promise.resolve(result))
         continue
       }
       // Not awaited here: the next batch need not wait for another transaction's lock.
-      const single = this.cancelOne({ id, cancelledByKey: pending.cancelledByKey })
+      const single = this.cancelOne({ id, cancelledByKey: pending.cancelledByKey, reason: pending.reason })
       const tracked = single.catch(() => {}).finally(() => this.singles.delete(tracked))
       this.singles.add(tracked)
-      outcomes.set(id, single)
+      results.set(id, single)
     }
     for (const pending of batch) {
-      const outcome = outcomes.get(pending.id)!
-      if (first.get(pending.id) === pending) outcome.then(pending.resolve, pending.reject)
-      else outcome.then((o) => pending.resolve(o === 'cancelled' ? 'not_found' : o), pending.reject)
+      const result = results.get(pending.id)!
+      if (first.get(pending.id) === pending) result.then(pending.resolve, pending.reject)
+      else result.then((r) => pending.resolve(r.outcome === 'cancelled' ? { ...r, outcome: 'already_cancelled' } : r), pending.reject)
     }
   }
 }

@@ -1,5 +1,5 @@
-import type { OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
-import type { CancelOutcome, OrderRecord, OrderStatus, ShipOutcome } from '../../domain/orders.js'
+import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
+import type { CancelResult, OrderRecord, OrderStatus, ShipOutcome } from '../../domain/orders.js'
 import { ImportConflictError, StoreUnavailableError, type ImportProgress, type OrdersRepository } from '../store.js'
 import { CancelBatcher, type BatchOutcome, type CancelRequest } from './cancel-batcher.js'
 import type { PostgresDatabase } from './database.js'
@@ -22,17 +22,55 @@ function bumpVersion(condition = ''): string {
  */
 const LIST_JSON_COPY = `COPY (SELECT list_json FROM orders WHERE status <> 'cancelled' ORDER BY id) TO STDOUT`
 
+/**
+ * cancelled_at of every cancel and import: the transaction's start, to the millisecond. SQLite stores
+ * `toISOString()` text, milliseconds too, and v2 shows milliseconds: an instant stored finer would be
+ * shown truncated, so two reads of one cancellation could not be compared with what is stored.
+ */
+const CANCELLED_NOW = `date_trunc('milliseconds', now())`
+
+// An order as v2 shows it, instants as Date#toISOString() writes them: the columns getOrder reads
+// (order-pages.ts), qualified by `o` so that they can be RETURNed by an UPDATE … FROM.
+const utc = (column: string): string => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+const ORDER_COLUMNS = `o.id, o.pet_id, o.quantity, ${utc('o.ship_date')} AS ship_date, o.complete, o.status,
+  ${utc('o.cancelled_at')} AS cancelled_at, o.cancellation_reason`
+
+interface OrderRow {
+  id: bigint
+  pet_id: bigint | null
+  quantity: number | null
+  ship_date: string | null
+  complete: boolean
+  status: OrderStatus
+  cancelled_at: string | null
+  cancellation_reason: CancellationReason | null
+}
+
+function toRecord(row: OrderRow): OrderV2Record {
+  return {
+    id: row.id,
+    petId: row.pet_id,
+    quantity: row.quantity,
+    shipDate: row.ship_date,
+    complete: row.complete,
+    status: row.status,
+    cancelledAt: row.cancelled_at,
+    cancellationReason: row.cancellation_reason,
+  }
+}
+
 // One cancel on its own (an order another transaction held locked when its batch ran; see
 // cancel-batcher.ts). The conditional update and the version bump are one statement, hence one
-// transaction: the bump happens exactly when the order changed. The status of an order that did not
-// change is read by a separate statement, whose fresh snapshot sees whatever change made the update miss.
+// transaction: the bump happens exactly when the order changed. It returns the order it cancelled;
+// an order that did not change is read by a separate statement, whose fresh snapshot sees whatever
+// change made the update miss.
 const CANCEL = `WITH changed AS (
-    UPDATE orders SET status = 'cancelled', cancelled_at = now(), cancelled_by_key = $2
-    WHERE id = $1 AND status = 'pending' RETURNING id
+    UPDATE orders o SET status = 'cancelled', cancelled_at = ${CANCELLED_NOW}, cancelled_by_key = $2, cancellation_reason = $3
+    WHERE o.id = $1 AND o.status = 'pending' RETURNING ${ORDER_COLUMNS}
   ), bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
   )
-  SELECT count(*)::int AS changed, (SELECT version FROM bumped) AS version FROM changed`
+  SELECT changed.*, (SELECT version FROM bumped) AS version FROM changed`
 /**
  * A batch of cancels, distinct orders, in one statement (one transaction). Rows another transaction
  * holds locked are skipped, not waited for: a batch never waits for an order's lock while holding
@@ -41,22 +79,28 @@ const CANCEL = `WITH changed AS (
  * bumped once, if anything was cancelled. Every sub-statement sees the statement's snapshot: the
  * orders then shipped are final; those then pending and not cancelled here were locked (or changed
  * since), and are the ones cancelled one by one.
+ *
+ * It returns a row per order it cancelled (`found` = 'changed', the row as the UPDATE left it) and a
+ * row per other requested order of the snapshot (`found` = its status then; those then cancelled are
+ * final, so the snapshot's row is the order as it stands): one row per known order, the orders v2
+ * answers with, in the same round trip. The version, when bumped, is on the 'changed' rows.
  */
 const CANCEL_BATCH = `WITH request AS (
-    SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS r(id, cancelled_by_key)
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS r(id, cancelled_by_key, reason)
   ), target AS (
-    SELECT o.id, r.cancelled_by_key FROM orders o JOIN request r ON r.id = o.id
+    SELECT o.id, r.cancelled_by_key, r.reason FROM orders o JOIN request r ON r.id = o.id
     WHERE o.status = 'pending' ORDER BY o.id FOR UPDATE OF o SKIP LOCKED
   ), changed AS (
-    UPDATE orders o SET status = 'cancelled', cancelled_at = now(), cancelled_by_key = t.cancelled_by_key
-    FROM target t WHERE o.id = t.id AND o.status = 'pending' RETURNING o.id
+    UPDATE orders o SET status = 'cancelled', cancelled_at = ${CANCELLED_NOW}, cancelled_by_key = t.cancelled_by_key,
+      cancellation_reason = t.reason
+    FROM target t WHERE o.id = t.id AND o.status = 'pending' RETURNING ${ORDER_COLUMNS}
   ), bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
   )
-  SELECT ARRAY(SELECT id FROM changed)::text[] AS cancelled,
-    ARRAY(SELECT o.id FROM orders o JOIN request r ON r.id = o.id WHERE o.status = 'shipped')::text[] AS shipped,
-    ARRAY(SELECT o.id FROM orders o JOIN request r ON r.id = o.id WHERE o.status = 'pending')::text[] AS pending,
-    (SELECT version FROM bumped) AS version`
+  SELECT 'changed' AS found, changed.*, (SELECT version FROM bumped) AS version FROM changed
+  UNION ALL
+  SELECT o.status, ${ORDER_COLUMNS}, NULL FROM orders o JOIN request r ON r.id = o.id
+  WHERE o.status <> 'pending' OR o.id NOT IN (SELECT id FROM changed)`
 const SHIP = `WITH changed AS (
     UPDATE orders SET status = 'shipped' WHERE id = $1 AND status = 'pending' RETURNING id
   ), bumped AS (
@@ -65,17 +109,20 @@ const SHIP = `WITH changed AS (
   SELECT count(*)::int AS changed, (SELECT version FROM bumped) AS version FROM changed`
 
 // A status only moves forward (pending → shipped | cancelled); the WHERE refuses anything else and
-// the refused rows are then looked up to name the first one. now() is the transaction's start, so
-// every order an import cancels gets the same cancelled_at, as in the SQLite store.
-const UPSERT_ORDERS = `INSERT INTO orders AS o (id, pet_id, quantity, ship_date, complete, status, cancelled_at)
+// the refused rows are then looked up to name the first one. A cancelled record without its own
+// cancelledAt gets the transaction's start, so every order an import cancels so gets the same
+// cancelled_at, as in the SQLite store. An order already cancelled keeps its first time and reason.
+const UPSERT_ORDERS = `INSERT INTO orders AS o (id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason)
   SELECT t.id, t.pet_id, t.quantity, t.ship_date, t.complete, t.status,
-         CASE WHEN t.status = 'cancelled' THEN now() END
-  FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::timestamptz[], $5::boolean[], $6::text[])
-    AS t(id, pet_id, quantity, ship_date, complete, status)
+         CASE WHEN t.status = 'cancelled' THEN coalesce(t.cancelled_at, ${CANCELLED_NOW}) END,
+         CASE WHEN t.status = 'cancelled' THEN t.reason END
+  FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::timestamptz[], $5::boolean[], $6::text[], $7::timestamptz[], $8::text[])
+    AS t(id, pet_id, quantity, ship_date, complete, status, cancelled_at, reason)
   ON CONFLICT (id) DO UPDATE SET
     pet_id = excluded.pet_id, quantity = excluded.quantity, ship_date = excluded.ship_date,
     complete = excluded.complete, status = excluded.status,
-    cancelled_at = coalesce(o.cancelled_at, excluded.cancelled_at)
+    cancelled_at = CASE WHEN o.status = 'cancelled' THEN o.cancelled_at ELSE excluded.cancelled_at END,
+    cancellation_reason = CASE WHEN o.status = 'cancelled' THEN o.cancellation_reason ELSE excluded.cancellation_reason END
   WHERE o.status = 'pending' OR o.status = excluded.status`
 // After the upsert, an accepted row has the status it was given; a refused one still has another.
 const FIRST_REFUSED = `SELECT t.id, o.status AS current, t.status AS wanted
@@ -90,7 +137,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
   constructor(private readonly database: PostgresDatabase) {
     this.cancels = new CancelBatcher(
       (requests) => this.commitCancels(requests),
-      ({ id, cancelledByKey }) => this.cancelAlone(id, cancelledByKey),
+      (request) => this.cancelAlone(request),
     )
   }
 
@@ -144,9 +191,9 @@ export class PostgresOrdersRepository implements OrdersRepository {
   }
 
   /** Group-committed with the cancels of the same moment (cancel-batcher.ts). */
-  cancel(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
+  cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null): Promise<CancelResult> {
     if (this.closing) return Promise.reject(new StoreUnavailableError('the store is closed'))
-    return this.cancels.cancel(id, cancelledByKey)
+    return this.cancels.cancel(id, cancelledByKey, reason)
   }
 
   async ship(id: bigint): Promise<ShipOutcome> {
@@ -170,6 +217,8 @@ export class PostgresOrdersRepository implements OrdersRepository {
           textArray(batch.map((r) => r.shipDate)),
           boolArray(batch.map((r) => r.complete)),
           statuses,
+          textArray(batch.map((r) => (r.status === 'cancelled' ? r.cancelledAt : null))),
+          textArray(batch.map((r) => (r.status === 'cancelled' ? r.cancellationReason : null))),
         ]
         const result = await lease.query(UPSERT_ORDERS, params)
         if (result.rowCount === batch.length) return
@@ -194,31 +243,46 @@ export class PostgresOrdersRepository implements OrdersRepository {
 
   /** One batch of cancels of distinct orders (CANCEL_BATCH); resolves once committed. */
   private async commitCancels(requests: CancelRequest[]): Promise<Map<bigint, BatchOutcome>> {
-    const ids = requests.map((r) => r.id)
     // Not retried on a lost connection: the commit may have happened.
-    const { rows } = await this.database.write<{ version: bigint | null; cancelled: string[]; shipped: string[]; pending: string[] }>(CANCEL_BATCH, [
-      intArray(ids),
+    const { rows } = await this.database.write<OrderRow & { found: 'changed' | OrderStatus; version: bigint | null }>(CANCEL_BATCH, [
+      intArray(requests.map((r) => r.id)),
       intArray(requests.map((r) => r.cancelledByKey)),
+      textArray(requests.map((r) => r.reason)),
     ])
-    const { version, cancelled, shipped, pending } = rows[0]!
-    if (version !== null) this.database.versions.observe(version)
-    const outcomes = new Map<bigint, BatchOutcome>()
-    for (const id of pending) outcomes.set(BigInt(id), 'locked')
-    for (const id of shipped) outcomes.set(BigInt(id), 'already_shipped')
-    for (const id of cancelled) outcomes.set(BigInt(id), 'cancelled')
-    // Any other order was cancelled already, or is unknown: not found.
-    return outcomes
+    const results = new Map<bigint, BatchOutcome>()
+    for (const row of rows) {
+      if (row.found === 'changed') {
+        if (row.version !== null) this.database.versions.observe(row.version)
+        results.set(row.id, { outcome: 'cancelled', order: toRecord(row) })
+      } else if (results.get(row.id) === undefined) {
+        // The snapshot's pending orders not cancelled by this batch were locked (or changed since).
+        results.set(
+          row.id,
+          row.found === 'pending'
+            ? 'locked'
+            : row.found === 'shipped'
+              ? { outcome: 'already_shipped' }
+              : { outcome: 'already_cancelled', order: toRecord(row) },
+        )
+      }
+    }
+    // Any other order is unknown: not found.
+    return results
   }
 
   /** One cancel in its own transaction, waiting for the order's row lock if another holds it. */
-  private async cancelAlone(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
+  private async cancelAlone({ id, cancelledByKey, reason }: CancelRequest): Promise<CancelResult> {
     // Not retried on a lost connection: the commit may have happened.
-    const { rows } = await this.database.write<{ changed: number; version: bigint | null }>(CANCEL, [int8(id), int8(cancelledByKey)])
-    if (rows[0]!.version !== null) this.database.versions.observe(rows[0]!.version)
-    if (rows[0]!.changed === 1) return 'cancelled'
-    const status = await this.statusOf(id)
-    // Cancelled, unknown, or (imported since the update missed it) pending: not found.
-    return status === 'shipped' ? 'already_shipped' : 'not_found'
+    const { rows } = await this.database.write<OrderRow & { version: bigint | null }>(CANCEL, [int8(id), int8(cancelledByKey), reason])
+    const changed = rows[0]
+    if (changed !== undefined) {
+      if (changed.version !== null) this.database.versions.observe(changed.version)
+      return { outcome: 'cancelled', order: toRecord(changed) }
+    }
+    const order = await this.find(id)
+    if (order?.status === 'cancelled') return { outcome: 'already_cancelled', order }
+    // Unknown, or (imported since the update missed it) pending: not found.
+    return { outcome: order?.status === 'shipped' ? 'already_shipped' : 'not_found' }
   }
 
   private async statusOf(id: bigint): Promise<OrderStatus | undefined> {

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3'
-import type { CancelOutcome, OrderStatus } from '../../domain/orders.js'
+import type { CancellationReason, OrderV2Record } from '../../domain/order-pages.js'
+import type { CancelResult, OrderStatus } from '../../domain/orders.js'
 import { BUMP_DATA_VERSION } from './migrations.js'
 
 // While another process holds the write lock (a CLI import, say), the queued cancels are retried by
@@ -13,22 +14,56 @@ interface PendingCancel {
   queuedAt: number
   id: bigint
   cancelledByKey: bigint | null
-  resolve: (outcome: CancelOutcome) => void
+  reason: CancellationReason | null
+  resolve: (result: CancelResult) => void
   reject: (error: unknown) => void
+}
+
+// The order as v2 shows it (the columns getOrder reads, in order-pages.ts): an UPDATE's RETURNING
+// gives it for the order it cancels, a read by id (in the same transaction) for one it did not.
+const ORDER_COLUMNS = 'id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason'
+
+interface OrderRow {
+  id: bigint
+  pet_id: bigint | null
+  quantity: bigint | null
+  ship_date: string | null
+  complete: bigint
+  status: OrderStatus
+  cancelled_at: string | null
+  cancellation_reason: CancellationReason | null
+}
+
+function toRecord(row: OrderRow): OrderV2Record {
+  return {
+    id: row.id,
+    petId: row.pet_id,
+    quantity: row.quantity === null ? null : Number(row.quantity),
+    shipDate: row.ship_date,
+    complete: row.complete !== 0n,
+    status: row.status,
+    cancelledAt: row.cancelled_at,
+    cancellationReason: row.cancellation_reason,
+  }
 }
 
 /**
  * Group commit for cancels. Cancels that arrive in the same turn of the event loop share one
  * transaction, so one WAL sync (synchronous=FULL) acknowledges all of them. Each cancel is still its
  * own conditional UPDATE with its own outcome, and every promise settles only after COMMIT returned:
- * a 204 is never sent for a change that is not durable. If the transaction fails, nothing in it
- * committed and every cancel in it is rejected.
+ * a 204 (or v2's 200) is never sent for a change that is not durable. If the transaction fails,
+ * nothing in it committed and every cancel in it is rejected.
+ *
+ * Each cancel carries its reason (v2) and gets the order back as it stands: RETURNING of the UPDATE
+ * when it cancelled the order, else the row read by the same transaction (the read that also tells
+ * a shipped order from an unknown one). Of several cancels of one order in a batch the first
+ * cancels it, and the later ones find it cancelled, with the first one's time and reason.
  */
 export class CancelBatcher {
   private queue: PendingCancel[] = []
   private scheduled: Promise<void> | undefined
   private retry: Promise<void> | undefined // the pending retry, settled once it has run
-  private readonly commitBatch: Database.Transaction<(batch: PendingCancel[]) => CancelOutcome[]>
+  private readonly commitBatch: Database.Transaction<(batch: PendingCancel[]) => CancelResult[]>
 
   constructor(
     /**
@@ -43,29 +78,34 @@ export class CancelBatcher {
   ) {
     db.pragma('busy_timeout = 0')
     const cancel = db.prepare(
-      `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ? WHERE id = ? AND status = 'pending'`,
+      `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ?, cancellation_reason = ?
+       WHERE id = ? AND status = 'pending' RETURNING ${ORDER_COLUMNS}`,
     )
-    const statusOf = db.prepare('SELECT status FROM orders WHERE id = ?')
+    const find = db.prepare(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = ?`)
     const bump = db.prepare(BUMP_DATA_VERSION)
     this.commitBatch = db.transaction((batch: PendingCancel[]) => {
+      // Milliseconds, as toISOString() writes them: what PostgreSQL stores too, and what GET shows.
       const now = new Date().toISOString()
       let cancelled = 0
-      const outcomes = batch.map(({ id, cancelledByKey }): CancelOutcome => {
-        if (cancel.run(now, cancelledByKey, id).changes === 1) {
+      const results = batch.map(({ id, cancelledByKey, reason }): CancelResult => {
+        // SQLite makes every change of an UPDATE … RETURNING at its first step, which get() takes.
+        const changed = cancel.get(now, cancelledByKey, reason, id) as OrderRow | undefined
+        if (changed !== undefined) {
           cancelled++
-          return 'cancelled'
+          return { outcome: 'cancelled', order: toRecord(changed) }
         }
-        const row = statusOf.get(id) as { status: OrderStatus } | undefined
-        return row?.status === 'shipped' ? 'already_shipped' : 'not_found'
+        const row = find.get(id) as OrderRow | undefined
+        if (row?.status === 'cancelled') return { outcome: 'already_cancelled', order: toRecord(row) }
+        return { outcome: row?.status === 'shipped' ? 'already_shipped' : 'not_found' }
       })
       if (cancelled > 0) bump.run()
-      return outcomes
+      return results
     })
   }
 
-  cancel(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
+  cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null): Promise<CancelResult> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ queuedAt: Date.now(), id, cancelledByKey, resolve, reject })
+      this.queue.push({ queuedAt: Date.now(), id, cancelledByKey, reason, resolve, reject })
       if (this.retry !== undefined) return // the pending retry takes it along
       this.scheduled ??= new Promise((done) =>
         setImmediate(() => {
@@ -95,9 +135,9 @@ export class CancelBatcher {
     const batch = this.queue
     this.queue = []
     if (batch.length === 0) return
-    let outcomes: CancelOutcome[]
+    let results: CancelResult[]
     try {
-      outcomes = this.commitBatch.immediate(batch)
+      results = this.commitBatch.immediate(batch)
     } catch (error) {
       if ((error as { code?: string }).code !== 'SQLITE_BUSY') {
         for (const pending of batch) pending.reject(error)
@@ -112,7 +152,7 @@ export class CancelBatcher {
     } finally {
       this.onWrite()
     }
-    batch.forEach((pending, i) => pending.resolve(outcomes[i]!))
+    batch.forEach((pending, i) => pending.resolve(results[i]!))
   }
 
   private retryLater(): void {

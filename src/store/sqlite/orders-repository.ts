@@ -1,5 +1,5 @@
-import { canMoveTo, type CancelOutcome, type OrderRecord, type OrderStatus, type ShipOutcome } from '../../domain/orders.js'
-import type { OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
+import { canMoveTo, type CancelResult, type OrderRecord, type OrderStatus, type ShipOutcome } from '../../domain/orders.js'
+import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import { ImportConflictError, type ImportProgress, type OrdersRepository } from '../store.js'
 import { CancelBatcher } from './cancel-batcher.js'
 import { classify, connect, type SqliteDatabase } from './database.js'
@@ -23,13 +23,15 @@ const JSON_PAGE = `
     FROM orders WHERE status <> 'cancelled' AND ?ID? ORDER BY id LIMIT ?)`
 
 // A status only moves forward (pending → shipped | cancelled); the WHERE refuses anything else.
+// An order already cancelled keeps its first cancellation's time and reason.
 const UPSERT = `
-  INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status, cancelled_at)
-  VALUES (@id, @petId, @quantity, @shipDate, @complete, @status, @cancelledAt)
+  INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason)
+  VALUES (@id, @petId, @quantity, @shipDate, @complete, @status, @cancelledAt, @cancellationReason)
   ON CONFLICT (id) DO UPDATE SET
     pet_id = excluded.pet_id, quantity = excluded.quantity, ship_date = excluded.ship_date,
     complete = excluded.complete, status = excluded.status,
-    cancelled_at = coalesce(orders.cancelled_at, excluded.cancelled_at)
+    cancelled_at = iif(orders.status = 'cancelled', orders.cancelled_at, excluded.cancelled_at),
+    cancellation_reason = iif(orders.status = 'cancelled', orders.cancellation_reason, excluded.cancellation_reason)
   WHERE orders.status = 'pending' OR orders.status = excluded.status`
 
 export class SqliteOrdersRepository implements OrdersRepository {
@@ -85,13 +87,13 @@ export class SqliteOrdersRepository implements OrdersRepository {
     return this.database.dataVersion()
   }
 
-  cancel(id: bigint, cancelledByKey: bigint | null): Promise<CancelOutcome> {
+  cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null): Promise<CancelResult> {
     try {
       this.cancels ??= this.openCancelBatcher()
     } catch (error) {
       return Promise.reject(error).catch(classify)
     }
-    return this.cancels.cancel(id, cancelledByKey).catch(classify)
+    return this.cancels.cancel(id, cancelledByKey, reason).catch(classify)
   }
 
   /** Group commit on a writer of its own, opened at the first cancel (CLI commands never need one). */
@@ -136,7 +138,8 @@ export class SqliteOrdersRepository implements OrdersRepository {
           shipDate: record.shipDate,
           complete: record.complete ? 1n : 0n,
           status: record.status,
-          cancelledAt: record.status === 'cancelled' ? now : null,
+          cancelledAt: record.status === 'cancelled' ? (record.cancelledAt ?? now) : null,
+          cancellationReason: record.status === 'cancelled' ? (record.cancellationReason ?? null) : null,
         })
         if (result.changes === 0) {
           const current = (statusOf.get(record.id) as { status: OrderStatus }).status

@@ -1,0 +1,64 @@
+import { toApiOrderV2 } from '../../../domain/order-pages.js'
+import { ApiError } from '../../../errors.js'
+import { errorResponses } from '../../../schemas/error.js'
+import { CancelOrderBody, NoQuery, OrderIdV2Params, OrderV2Ref } from '../../../schemas/order-v2.js'
+import type { ApiApp } from '../../api-app.js'
+import { jsonObjectBody } from '../../strict-body.js'
+
+/**
+ * v2's cancel: safe to retry. It answers with the order as it stands, the first cancellation's time
+ * and reason included, whether this request cancelled it or an earlier one did.
+ */
+export function cancelOrderV2Route(app: ApiApp): void {
+  const { store, metrics } = app
+
+  app.post(
+    '/store/orders/:orderId/cancel',
+    {
+      onRequest: app.requireScope('orders:cancel'),
+      preValidation: jsonObjectBody,
+      schema: {
+        operationId: 'cancelOrder',
+        tags: ['orders'],
+        summary: 'Cancel an order',
+        description:
+          'Cancels a pending order and returns it, with `status` `cancelled`, `cancelledAt` and the `reason` given, if any. ' +
+          'The 200 is sent only once the cancellation is durable. Safe to retry: an order already cancelled (by this ' +
+          'request before a lost response, by another client, or through v1) is returned as it stands, with the first ' +
+          'cancellation\'s time and reason — a retry with another reason does not change them. Of any number of ' +
+          'concurrent cancels of one order, on any number of instances, exactly one cancels it and all of them return ' +
+          'the same `cancelledAt`. A shipped order cannot be cancelled (409). The body is optional; without one, no ' +
+          'reason is recorded. Requires the `orders:cancel` scope.',
+        security: [{ bearerAuth: [] }],
+        'x-stability': 'beta',
+        params: OrderIdV2Params,
+        querystring: NoQuery,
+        body: CancelOrderBody,
+        response: {
+          200: { ...OrderV2Ref, description: 'The order, cancelled: by this request, or by an earlier one (then as that one left it)' },
+          ...errorResponses({
+            400:
+              '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is not a JSON object, ' +
+              'has a field other than `reason`, or `reason` is not one of the five (`invalid_body`); a query parameter was ' +
+              'sent (`invalid_parameter`)',
+            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
+            403: 'The API key lacks the `orders:cancel` scope (`insufficient_scope`)',
+            404: 'No order has this id (`order_not_found`)',
+            409: 'The order has already shipped and cannot be cancelled (`order_already_shipped`)',
+            415: 'The body is not JSON (`unsupported_media_type`): send it with `Content-Type: application/json`, or send none',
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const result = await store.orders.cancel(request.params.orderId, request.apiKey!.id, request.body?.reason ?? null).catch((error: unknown) => {
+        metrics.cancelled('error')
+        throw error
+      })
+      metrics.cancelled(result.outcome)
+      if (result.outcome === 'already_shipped') throw new ApiError('order_already_shipped')
+      if (result.outcome === 'not_found') throw new ApiError('order_not_found', 'No order has this id.')
+      return toApiOrderV2(result.order)
+    },
+  )
+}
