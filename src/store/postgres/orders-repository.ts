@@ -1,9 +1,9 @@
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import type { CancelResult, OrderRecord, OrderStatus, ShipOutcome } from '../../domain/orders.js'
-import { ImportConflictError, StoreUnavailableError, type ImportProgress, type OrdersRepository } from '../store.js'
+import { ImportConflictError, StoreUnavailableError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
 import { CancelBatcher, type BatchOutcome, type CancelRequest } from './cancel-batcher.js'
 import type { PostgresDatabase } from './database.js'
-import { readOrderPage, readOrderV2 } from './order-pages.js'
+import { readOrderPage, readOrderPageJson, readOrderV2 } from './order-pages.js'
 import { boolArray, consumeInBatches, int8, intArray, textArray } from './import.js'
 import { VERSION_CHANNEL } from './version-watcher.js'
 
@@ -143,6 +143,10 @@ export class PostgresOrdersRepository implements OrdersRepository {
 
   page(query: OrderPageQuery): Promise<OrderV2Record[]> {
     return readOrderPage((sql, params) => this.database.read(sql, params), query)
+  }
+
+  pageJson(query: OrderPageQuery): Promise<OrderPageJson> {
+    return readOrderPageJson((sql, params) => this.database.read(sql, params), query)
   }
 
   find(id: bigint): Promise<OrderV2Record | undefined> {
