@@ -236,6 +236,11 @@ export class PostgresOrdersRepository implements OrdersRepository {
     })
     // Only once committed: a version that never committed must not label a list.
     if (version !== undefined) this.database.versions.observe(version)
+    // Statistics right after a bulk load: before autovacuum's first ANALYZE, the planner took a
+    // freshly imported table's statuses for rare and a month of ship dates for a few rows, and read
+    // v2 pages through the wrong indexes (docs/benchmarks.md). The import has committed whatever
+    // happens here; a failed ANALYZE leaves the statistics to autovacuum.
+    if (count > 0) await this.database.write('ANALYZE orders').catch(() => {})
     return count
   }
 
