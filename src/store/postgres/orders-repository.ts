@@ -236,11 +236,13 @@ export class PostgresOrdersRepository implements OrdersRepository {
     })
     // Only once committed: a version that never committed must not label a list.
     if (version !== undefined) this.database.versions.observe(version)
-    // Statistics right after a bulk load: before autovacuum's first ANALYZE, the planner took a
-    // freshly imported table's statuses for rare and a month of ship dates for a few rows, and read
-    // v2 pages through the wrong indexes (docs/benchmarks.md). The import has committed whatever
-    // happens here; a failed ANALYZE leaves the statistics to autovacuum.
-    if (count > 0) await this.database.write('ANALYZE orders').catch(() => {})
+    // Statistics and the visibility map right after a bulk load, as PostgreSQL advises: before
+    // autovacuum's first pass, the planner took a freshly imported table's statuses for rare and read
+    // v2 pages through the wrong indexes, and the v2 probe's index-only scans fetched every row from
+    // the table (a one-month page: ~17 ms, then 2 ms; docs/benchmarks.md). VACUUM skips the pages
+    // already all-visible: after a small import it reads little. The import has committed whatever
+    // happens here; a failed VACUUM leaves both to autovacuum.
+    if (count > 0) await this.database.write('VACUUM (ANALYZE) orders').catch(() => {})
     return count
   }
 
