@@ -161,6 +161,17 @@ describe('PostgresStore', { skip }, () => {
     }
   })
 
+  it('has the planner statistics of orders brought up to date once an import commits (VACUUM ANALYZE)', async () => {
+    const [before] = await sql<{ n: number }>('SELECT count(*)::int AS n FROM orders')
+    await store.orders.import(from(Array.from({ length: 10 }, (_, i) => order(900_000n + BigInt(i)))))
+    // A table this small is analyzed whole: the estimate is the count.
+    const [after] = await sql<{ reltuples: number; allVisible: number }>(
+      `SELECT reltuples::int AS reltuples, relallvisible AS "allVisible" FROM pg_class WHERE oid = 'orders'::regclass`,
+    )
+    assert.equal(after!.reltuples, before!.n + 10)
+    assert.ok(after!.allVisible > 0, 'the visibility map is set: index-only scans need not visit the table')
+  })
+
   it('reads shipDate back as Date#toISOString() writes it', async () => {
     await store.orders.import(from([order(50n, { shipDate: '2027-01-02T03:04:05.678Z' }), order(51n, { shipDate: '2027-01-02T03:04:05Z' })]))
     const listed = await listedOrders(store)

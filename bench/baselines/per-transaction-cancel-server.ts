@@ -106,6 +106,7 @@ class PerTransactionCancelStore implements Store {
       ship: (id) => orders.ship(id),
       import: (records, onProgress) => orders.import(records, onProgress),
       page: (query) => orders.page(query),
+      pageJson: (query) => orders.pageJson(query),
       find: (id) => orders.find(id),
     }
     this.apiKeys = store.apiKeys

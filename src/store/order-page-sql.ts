@@ -4,6 +4,14 @@ import type { OrderFilters, OrderPageQuery } from '../domain/order-pages.js'
 export interface PageDialect {
   /** The select list, each column named as in the table (ship_date, cancelled_at as RFC 3339 text). */
   columns: string
+  /** The order's v2 JSON text, as the OrderV2 schema's serializer writes it (see OrdersRepository.pageJson). */
+  json: string
+  /**
+   * The statement reading a page's JSON from `rows` (id, json, n: 1, 2, … in id order): the JSON
+   * array of the rows with n <= @size, as bytes where the driver allows (json), the last of their ids
+   * (last_id), and whether a row with n > @size exists (more).
+   */
+  jsonPage(rows: string): string
   /** A boolean literal. */
   bool(value: boolean): string
   /** The column, in a form no index serves (SQLite: `+column`), or the column where the planner needs no such help. */
@@ -91,6 +99,18 @@ function isDense(filters: OrderFilters): boolean {
   const { statuses, petId, complete, shipDateFrom, shipDateTo } = filters
   const other = petId !== undefined || complete !== undefined || shipDateFrom !== undefined || shipDateTo !== undefined
   return !other && statuses.includes('pending') && statuses.includes('shipped')
+}
+
+/**
+ * A page as JSON text (OrdersRepository.pageJson). `read` asks for one order more than the page
+ * holds (its counts from its own probe); the rows are numbered in id order and aggregated by the
+ * database, the last one only telling whether more follow.
+ */
+export function orderPageJsonStatement(read: OrderPageQuery, dialect: PageDialect, counts?: number[]): NamedStatement | undefined {
+  const page = orderPageStatement(read, { ...dialect, columns: `id, ${dialect.json} AS json` }, counts)
+  if (page === undefined) return undefined
+  const rows = `SELECT id, json, row_number() OVER (ORDER BY id) AS n FROM (${page.sql}) AS p`
+  return { sql: dialect.jsonPage(rows), params: { ...page.params, size: read.limit - 1 } }
 }
 
 const MIN_INT64 = -(2n ** 63n)

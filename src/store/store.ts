@@ -7,6 +7,16 @@ import type { Pet } from '../schemas/pet.js'
 /** A run of Order JSON objects, as UTF-8 bytes (see OrdersRepository.streamJson). */
 export type JsonPage = Buffer
 
+/** A v2 page as JSON text (see OrdersRepository.pageJson). */
+export interface OrderPageJson {
+  /** The page's orders as a JSON array, UTF-8. */
+  json: Buffer
+  /** The id of the page's last order; undefined for an empty page. */
+  lastId: bigint | undefined
+  /** Whether at least one more matching order follows this page. */
+  more: boolean
+}
+
 /** Called every 10,000 records of an import with the count so far. */
 export type ImportProgress = (count: number) => void
 
@@ -44,6 +54,13 @@ export interface OrdersRepository {
   import(records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number>
   /** v2: at most `limit` orders matching the filters after `after`, ascending id, each from an index. */
   page(query: OrderPageQuery): Promise<OrderV2Record[]>
+  /**
+   * v2: the same page as `page()`, as the JSON array the OrderV2 schema's serializer writes for it
+   * (fields in its order: id, complete, status, petId, quantity, shipDate, cancelledAt,
+   * cancellationReason), built by the database; the last order's id; and whether another matching
+   * order follows (the database reads `limit + 1`). test/v2-page-json.test.ts holds the bytes.
+   */
+  pageJson(query: OrderPageQuery): Promise<OrderPageJson>
   /** v2: the order, whatever its status. */
   find(id: bigint): Promise<OrderV2Record | undefined>
 }

@@ -1,7 +1,8 @@
 import type pg from 'pg'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import type { OrderStatus } from '../../domain/orders.js'
-import { orderPageProbe, orderPageStatement, type NamedStatement, type PageDialect } from '../order-page-sql.js'
+import type { OrderPageJson } from '../store.js'
+import { orderPageJsonStatement, orderPageProbe, orderPageStatement, type NamedStatement, type PageDialect } from '../order-page-sql.js'
 
 /** The v2 reads of the PostgreSQL store; each takes the function that runs a read-only statement. */
 export type Read = <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<pg.QueryResult<R>>
@@ -11,6 +12,10 @@ const utc = (column: string): string => `to_char(${column} AT TIME ZONE 'UTC', '
 
 export const POSTGRES_PAGE_DIALECT: PageDialect = {
   columns: `id, pet_id, quantity, ${utc('ship_date')} AS ship_date, complete, status, ${utc('cancelled_at')} AS cancelled_at, cancellation_reason`,
+  // Stored by migration 8, as the OrderV2 serializer writes it.
+  json: 'v2_json',
+  jsonPage: (rows) => `SELECT '[' || coalesce(string_agg(json, ',' ORDER BY n) FILTER (WHERE n <= @size), '') || ']' AS json,
+    max(id) FILTER (WHERE n <= @size) AS last_id, count(*) > @size AS more FROM (${rows}) AS r`,
   bool: (value) => (value ? 'true' : 'false'),
   through: () => 'orders',
   // A dense branch selects ids only: PostgreSQL reads them from (status, complete, id, ship_date), index-only.
@@ -39,6 +44,21 @@ export async function readOrderPage(read: Read, query: OrderPageQuery): Promise<
   if (page === undefined) return []
   const { sql, params } = positional(page)
   return (await read<Row>(sql, params)).rows.map(toRecord)
+}
+
+export async function readOrderPageJson(read: Read, query: OrderPageQuery): Promise<OrderPageJson> {
+  const pageRead = { ...query, limit: query.limit + 1 }
+  const probe = orderPageProbe(pageRead, POSTGRES_PAGE_DIALECT)
+  let counts: number[] | undefined
+  if (probe !== undefined) {
+    const { sql, params } = positional(probe)
+    counts = Object.values((await read<Record<string, bigint>>(sql, params)).rows[0]!).map(Number)
+  }
+  const page = orderPageJsonStatement(pageRead, POSTGRES_PAGE_DIALECT, counts)
+  if (page === undefined) return { json: Buffer.from('[]'), lastId: undefined, more: false }
+  const { sql, params } = positional(page)
+  const row = (await read<{ json: string; last_id: bigint | null; more: boolean }>(sql, params)).rows[0]!
+  return { json: Buffer.from(row.json), lastId: row.last_id ?? undefined, more: row.more }
 }
 
 export async function readOrderV2(read: Read, id: bigint): Promise<OrderV2Record | undefined> {

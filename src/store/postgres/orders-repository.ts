@@ -1,9 +1,9 @@
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import type { CancelResult, OrderRecord, OrderStatus, ShipOutcome } from '../../domain/orders.js'
-import { ImportConflictError, StoreUnavailableError, type ImportProgress, type OrdersRepository } from '../store.js'
+import { ImportConflictError, StoreUnavailableError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
 import { CancelBatcher, type BatchOutcome, type CancelRequest } from './cancel-batcher.js'
 import type { PostgresDatabase } from './database.js'
-import { readOrderPage, readOrderV2 } from './order-pages.js'
+import { readOrderPage, readOrderPageJson, readOrderV2 } from './order-pages.js'
 import { boolArray, consumeInBatches, int8, intArray, textArray } from './import.js'
 import { VERSION_CHANNEL } from './version-watcher.js'
 
@@ -145,6 +145,10 @@ export class PostgresOrdersRepository implements OrdersRepository {
     return readOrderPage((sql, params) => this.database.read(sql, params), query)
   }
 
+  pageJson(query: OrderPageQuery): Promise<OrderPageJson> {
+    return readOrderPageJson((sql, params) => this.database.read(sql, params), query)
+  }
+
   find(id: bigint): Promise<OrderV2Record | undefined> {
     return readOrderV2((sql, params) => this.database.read(sql, params), id)
   }
@@ -232,6 +236,13 @@ export class PostgresOrdersRepository implements OrdersRepository {
     })
     // Only once committed: a version that never committed must not label a list.
     if (version !== undefined) this.database.versions.observe(version)
+    // Statistics and the visibility map right after a bulk load, as PostgreSQL advises: before
+    // autovacuum's first pass, the planner took a freshly imported table's statuses for rare and read
+    // v2 pages through the wrong indexes, and the v2 probe's index-only scans fetched every row from
+    // the table (a one-month page: ~17 ms, then 2 ms; docs/benchmarks.md). VACUUM skips the pages
+    // already all-visible: after a small import it reads little. The import has committed whatever
+    // happens here; a failed VACUUM leaves both to autovacuum.
+    if (count > 0) await this.database.write('VACUUM (ANALYZE) orders').catch(() => {})
     return count
   }
 

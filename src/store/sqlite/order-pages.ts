@@ -1,12 +1,25 @@
 import type Database from 'better-sqlite3'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import type { OrderStatus } from '../../domain/orders.js'
-import { orderPageProbe, orderPageStatement, type PageDialect } from '../order-page-sql.js'
+import type { OrderPageJson } from '../store.js'
+import { orderPageJsonStatement, orderPageProbe, orderPageStatement, type PageDialect } from '../order-page-sql.js'
 
 /** The v2 reads of the SQLite store; each takes the connection to read on. */
 
 export const SQLITE_PAGE_DIALECT: PageDialect = {
   columns: 'id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason',
+  // As the OrderV2 serializer writes it: required fields first, absent ones omitted (`',"petId":' ||
+  // NULL` is NULL; json_quote(NULL) is 'null', hence the iif), ids as SQLite's exact integer text.
+  json: `'{"id":' || id || iif(complete, ',"complete":true', ',"complete":false') || ',"status":"' || status || '"'
+    || coalesce(',"petId":' || pet_id, '') || coalesce(',"quantity":' || quantity, '')
+    || iif(ship_date IS NULL, '', ',"shipDate":' || json_quote(ship_date))
+    || iif(status <> 'cancelled' OR cancelled_at IS NULL, '', ',"cancelledAt":' || json_quote(cancelled_at))
+    || iif(status <> 'cancelled' OR cancellation_reason IS NULL, '', ',"cancellationReason":' || json_quote(cancellation_reason))
+    || '}'`,
+  // As a BLOB: the page reaches JavaScript as its UTF-8 bytes (see JSON_PAGE in orders-repository.ts).
+  // The rows reach group_concat in id order, from the window's sorted output.
+  jsonPage: (rows) => `SELECT CAST('[' || coalesce(group_concat(json, ',') FILTER (WHERE n <= @size), '') || ']' AS BLOB),
+    max(id) FILTER (WHERE n <= @size), count(*) > @size FROM (${rows})`,
   bool: (value) => (value ? '1' : '0'),
   through: (index) => `orders INDEXED BY ${index}`,
   unindexed: (column) => `+${column}`,
@@ -57,6 +70,16 @@ export function readOrderPage(db: Database.Database, query: OrderPageQuery): Ord
   if (page === undefined) return []
   // As arrays: a row object per order would cost as much as reading the rows.
   return (statement(db, page.sql).raw(true).all(page.params) as RawRow[]).map(fromRaw)
+}
+
+export function readOrderPageJson(db: Database.Database, query: OrderPageQuery): OrderPageJson {
+  const read = { ...query, limit: query.limit + 1 }
+  const probe = orderPageProbe(read, SQLITE_PAGE_DIALECT)
+  const counts = probe === undefined ? undefined : Object.values(statement(db, probe.sql).get(probe.params) as Record<string, bigint>).map(Number)
+  const page = orderPageJsonStatement(read, SQLITE_PAGE_DIALECT, counts)
+  if (page === undefined) return { json: Buffer.from('[]'), lastId: undefined, more: false }
+  const [json, lastId, more] = statement(db, page.sql).raw(true).get(page.params) as [Buffer, bigint | null, bigint]
+  return { json, lastId: lastId ?? undefined, more: more === 1n }
 }
 
 export function readOrderV2(db: Database.Database, id: bigint): OrderV2Record | undefined {

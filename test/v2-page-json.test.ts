@@ -1,0 +1,97 @@
+import assert from 'node:assert/strict'
+import { before, it } from 'node:test'
+import fastJson from 'fast-json-stringify'
+import Type from 'typebox'
+import { CANCELLATION_REASONS, toApiOrderV2, type OrderFilters, type OrderPageQuery } from '../src/domain/order-pages.js'
+import { ORDER_STATUSES, type OrderRecord } from '../src/domain/orders.js'
+import { OrderV2 } from '../src/schemas/order-v2.js'
+import { forEachStore, order, startTestServer, type TestServer } from './support/harness.js'
+
+const COUNT = 3000
+
+/** A small deterministic generator (mulberry32): the same orders on every run. */
+function random(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+function randomOrders(): OrderRecord[] {
+  const next = random(2026)
+  const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!
+  const ids = new Set<bigint>()
+  while (ids.size < COUNT) {
+    // Small ids, ids just past 2^53 and ids near the int64 limits, in random order.
+    const scale = pick([1n, 2n ** 53n, 2n ** 62n])
+    ids.add((next() < 0.1 ? -1n : 1n) * (scale + BigInt(Math.floor(next() * 1e9))))
+  }
+  return [...ids].map((id) => {
+    const status = pick(ORDER_STATUSES)
+    const record = order({
+      id,
+      petId: next() < 0.2 ? null : BigInt(Math.floor(next() * 50)) * (next() < 0.5 ? 1n : 2n ** 55n),
+      quantity: next() < 0.2 ? null : 1 + Math.floor(next() * 2_000_000_000),
+      shipDate: next() < 0.2 ? null : new Date(Date.UTC(2026, 0, 1) + Math.floor(next() * 365 * 86_400_000)).toISOString(),
+      complete: status === 'shipped' && next() < 0.5,
+      status,
+    })
+    if (status === 'cancelled') {
+      record.cancelledAt = new Date(Date.UTC(2026, 5, 1) + Math.floor(next() * 1e10)).toISOString()
+      if (next() < 0.5) record.cancellationReason = pick(CANCELLATION_REASONS)
+    }
+    return record
+  })
+}
+
+/** Every filter path: the primary key's (pending and shipped, nothing else) and the branches', with and without a probe. */
+const FILTERS: OrderFilters[] = [
+  { statuses: ['pending', 'shipped'] },
+  { statuses: [...ORDER_STATUSES] },
+  { statuses: ['cancelled'] },
+  { statuses: ['shipped'], complete: true },
+  { statuses: ['pending', 'shipped', 'cancelled'], petId: 7n },
+  { statuses: ['pending', 'shipped'], shipDateFrom: '2026-06-01T00:00:00.000Z', shipDateTo: '2026-07-01T00:00:00.000Z' },
+  { statuses: ['cancelled'], shipDateFrom: '2026-06-01T00:00:00.000Z', shipDateTo: '2026-06-02T00:00:00.000Z' },
+  { statuses: ['pending'], shipDateTo: '2026-01-01T00:00:00.000Z' }, // empty
+]
+
+forEachStore('v2 pages as JSON written by the database', (kind) => {
+  let server: TestServer
+  // The list route's data array is an array of OrderV2: fast-json-stringify is what Fastify compiles it with.
+  const serialize = fastJson(Type.Array(OrderV2) as object, {}) as (orders: unknown[]) => string
+
+  before(async () => {
+    server = await startTestServer(kind)
+    await server.importOrders(randomOrders())
+  })
+
+  it("equals the OrderV2 serializer's output for the same page, with its last id and whether more follow", async () => {
+    for (const filters of FILTERS) {
+      for (const limit of [1, 7, 100, 1000]) {
+        let after: bigint | undefined
+        for (let pages = 0; ; pages++) {
+          const query: OrderPageQuery = { filters, after, limit }
+          const records = await server.store.orders.page({ ...query, limit: limit + 1 })
+          const page = await server.store.orders.pageJson(query)
+          const what = `${JSON.stringify({ ...filters, petId: filters.petId?.toString() })}, limit ${limit}, after ${after}`
+          assert.equal(page.json.toString(), serialize(records.slice(0, limit).map(toApiOrderV2)), what)
+          assert.equal(page.more, records.length > limit, what)
+          assert.equal(page.lastId, records.slice(0, limit).at(-1)?.id, what)
+          if (!page.more || pages === 5) break
+          after = page.lastId
+        }
+      }
+    }
+  })
+
+  it('writes every field the serializer does: nulls omitted, reasons with and without, ids beyond 2^53', async () => {
+    const all = await server.store.orders.pageJson({ filters: { statuses: [...ORDER_STATUSES] }, limit: 1000 })
+    const text = all.json.toString()
+    for (const field of ['"petId"', '"quantity"', '"shipDate"', '"cancelledAt"', '"cancellationReason"']) assert.ok(text.includes(field), field)
+    assert.match(text, /"status":"cancelled"(,"petId":\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?,"cancelledAt":"[^"]+"}/)
+    assert.match(text, /\{"id":-?\d{17,},"complete":(true|false)/)
+  })
+})
