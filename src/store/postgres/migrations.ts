@@ -120,34 +120,6 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
     transaction: false,
     sql: 'CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_status_complete_ship_date ON orders (status, complete, ship_date, id)',
   },
-  {
-    version: 8,
-    name: 'orders.v2_json: each order as v2 writes it',
-    // As migration 2 for v1, for v2's pages (OrdersRepository.pageJson): built in the SELECT, each
-    // order's JSON cost PostgreSQL more than handing over its columns (a walk of 200,000 orders in
-    // pages of 1,000: 0.84 s against 0.74 s); stored, a page is an aggregate of stored text.
-    // Byte for byte what the OrderV2 serializer writes: its required fields first (id, complete,
-    // status), then petId, quantity, shipDate and, on a cancelled order, cancelledAt and
-    // cancellationReason, absent ones omitted. IMMUTABLE for the reasons given at migration 2.
-    // Adding the column rewrites the table under an exclusive lock (seconds per million orders).
-    sql: `
-      CREATE FUNCTION order_v2_json(id bigint, pet_id bigint, quantity integer, ship_date timestamptz, complete boolean,
-          status text, cancelled_at timestamptz, cancellation_reason text)
-        RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
-        AS $$ SELECT '{"id":' || id || CASE WHEN complete THEN ',"complete":true' ELSE ',"complete":false' END
-          || ',"status":"' || status || '"'
-          || coalesce(',"petId":' || pet_id, '')
-          || coalesce(',"quantity":' || quantity, '')
-          || coalesce(',"shipDate":"' || to_char(ship_date AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"', '')
-          || CASE WHEN status = 'cancelled' THEN
-               coalesce(',"cancelledAt":"' || to_char(cancelled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"', '')
-               || coalesce(',"cancellationReason":"' || cancellation_reason || '"', '')
-             ELSE '' END
-          || '}' $$;
-      ALTER TABLE orders ADD COLUMN v2_json text NOT NULL
-        GENERATED ALWAYS AS (order_v2_json(id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason)) STORED;
-    `,
-  },
 ]
 
 /** Created before anything else, under the migration lock. */

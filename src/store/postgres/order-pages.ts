@@ -12,8 +12,14 @@ const utc = (column: string): string => `to_char(${column} AT TIME ZONE 'UTC', '
 
 export const POSTGRES_PAGE_DIALECT: PageDialect = {
   columns: `id, pet_id, quantity, ${utc('ship_date')} AS ship_date, complete, status, ${utc('cancelled_at')} AS cancelled_at, cancellation_reason`,
-  // Stored by migration 8, as the OrderV2 serializer writes it.
-  json: 'v2_json',
+  // As the OrderV2 serializer writes it: required fields first, absent ones omitted (`',"petId":' ||
+  // NULL` is NULL), ids and quantities as integer literals, instants as toISOString() writes them.
+  json: `'{"id":' || id || CASE WHEN complete THEN ',"complete":true' ELSE ',"complete":false' END || ',"status":"' || status || '"'
+    || coalesce(',"petId":' || pet_id, '') || coalesce(',"quantity":' || quantity, '')
+    || coalesce(',"shipDate":"' || ${utc('ship_date')} || '"', '')
+    || CASE WHEN status = 'cancelled' THEN coalesce(',"cancelledAt":"' || ${utc('cancelled_at')} || '"', '')
+      || coalesce(',"cancellationReason":"' || cancellation_reason || '"', '') ELSE '' END
+    || '}'`,
   jsonPage: (rows) => `SELECT '[' || coalesce(string_agg(json, ',' ORDER BY n) FILTER (WHERE n <= @size), '') || ']' AS json,
     max(id) FILTER (WHERE n <= @size) AS last_id, count(*) > @size AS more FROM (${rows}) AS r`,
   bool: (value) => (value ? 'true' : 'false'),
