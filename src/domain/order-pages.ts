@@ -1,19 +1,12 @@
 import type { OrderV2 } from '../schemas/order-v2.js'
-import type { OrderStatus } from './orders.js'
+import type { OrderRecord, OrderStatus } from './orders.js'
 
 /** Why an order was cancelled: the closed set both stores CHECK and v2 shows. */
 export const CANCELLATION_REASONS = ['customer_request', 'out_of_stock', 'duplicate', 'fraudulent', 'other'] as const
 export type CancellationReason = (typeof CANCELLATION_REASONS)[number]
 
-/** An order as v2 shows it: the v1 fields, its status, and on a cancelled one when and why. */
-export interface OrderV2Record {
-  id: bigint
-  petId: bigint | null
-  quantity: number | null
-  /** RFC 3339 UTC, as `Date#toISOString()` writes it. */
-  shipDate: string | null
-  complete: boolean
-  status: OrderStatus
+/** An order as v2 shows it: the stored order, and on a cancelled one when and why (null: not known). */
+export interface OrderV2Record extends Omit<OrderRecord, 'cancelledAt' | 'cancellationReason'> {
   cancelledAt: string | null
   cancellationReason: CancellationReason | null
 }

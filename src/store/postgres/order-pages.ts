@@ -10,8 +10,17 @@ export type Read = <R extends pg.QueryResultRow>(sql: string, params?: unknown[]
 // Instants as Date#toISOString() writes them, as the v1 list does.
 const utc = (column: string): string => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
 
+/**
+ * The columns of an order as v2 shows it (getOrder, the cancels' answers), read as an OrderV2Row;
+ * `table` qualifies them (an UPDATE … FROM returns them).
+ */
+export const orderV2Columns = (table = ''): string => {
+  const t = table === '' ? '' : `${table}.`
+  return `${t}id, ${t}pet_id, ${t}quantity, ${utc(`${t}ship_date`)} AS ship_date, ${t}complete, ${t}status, ${utc(`${t}cancelled_at`)} AS cancelled_at, ${t}cancellation_reason`
+}
+
 export const POSTGRES_PAGE_DIALECT: PageDialect = {
-  columns: `id, pet_id, quantity, ${utc('ship_date')} AS ship_date, complete, status, ${utc('cancelled_at')} AS cancelled_at, cancellation_reason`,
+  columns: orderV2Columns(),
   // As the OrderV2 serializer writes it: required fields first, absent ones omitted (`',"petId":' ||
   // NULL` is NULL), ids and quantities as integer literals, instants as toISOString() writes them.
   json: `'{"id":' || id || CASE WHEN complete THEN ',"complete":true' ELSE ',"complete":false' END || ',"status":"' || status || '"'
@@ -28,7 +37,7 @@ export const POSTGRES_PAGE_DIALECT: PageDialect = {
   unindexed: (column) => column,
 }
 
-interface Row {
+export interface OrderV2Row {
   id: bigint
   pet_id: bigint | null
   quantity: number | null
@@ -49,7 +58,7 @@ export async function readOrderPage(read: Read, query: OrderPageQuery): Promise<
   const page = orderPageStatement(query, POSTGRES_PAGE_DIALECT, counts)
   if (page === undefined) return []
   const { sql, params } = positional(page)
-  return (await read<Row>(sql, params)).rows.map(toRecord)
+  return (await read<OrderV2Row>(sql, params)).rows.map(toOrderV2Record)
 }
 
 export async function readOrderPageJson(read: Read, query: OrderPageQuery): Promise<OrderPageJson> {
@@ -68,8 +77,8 @@ export async function readOrderPageJson(read: Read, query: OrderPageQuery): Prom
 }
 
 export async function readOrderV2(read: Read, id: bigint): Promise<OrderV2Record | undefined> {
-  const { rows } = await read<Row>(`SELECT ${POSTGRES_PAGE_DIALECT.columns} FROM orders WHERE id = $1`, [id.toString()])
-  return rows[0] === undefined ? undefined : toRecord(rows[0])
+  const { rows } = await read<OrderV2Row>(`SELECT ${POSTGRES_PAGE_DIALECT.columns} FROM orders WHERE id = $1`, [id.toString()])
+  return rows[0] === undefined ? undefined : toOrderV2Record(rows[0])
 }
 
 export async function readCursorSecret(read: Read): Promise<Buffer> {
@@ -92,7 +101,7 @@ export function positional(statement: NamedStatement): { sql: string; params: un
   return { sql, params }
 }
 
-function toRecord(row: Row): OrderV2Record {
+export function toOrderV2Record(row: OrderV2Row): OrderV2Record {
   return {
     id: row.id,
     petId: row.pet_id,

@@ -3,7 +3,7 @@ import type { CancelResult, OrderRecord, OrderStatus, ShipOutcome } from '../../
 import { ImportConflictError, StoreUnavailableError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
 import { CancelBatcher, type BatchOutcome, type CancelRequest } from './cancel-batcher.js'
 import type { PostgresDatabase } from './database.js'
-import { readOrderPage, readOrderPageJson, readOrderV2 } from './order-pages.js'
+import { orderV2Columns, readOrderPage, readOrderPageJson, readOrderV2, toOrderV2Record, type OrderV2Row } from './order-pages.js'
 import { boolArray, consumeInBatches, int8, intArray, textArray } from './import.js'
 import { VERSION_CHANNEL } from './version-watcher.js'
 
@@ -29,35 +29,8 @@ const LIST_JSON_COPY = `COPY (SELECT list_json FROM orders WHERE status <> 'canc
  */
 const CANCELLED_NOW = `date_trunc('milliseconds', now())`
 
-// An order as v2 shows it, instants as Date#toISOString() writes them: the columns getOrder reads
-// (order-pages.ts), qualified by `o` so that they can be RETURNed by an UPDATE … FROM.
-const utc = (column: string): string => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
-const ORDER_COLUMNS = `o.id, o.pet_id, o.quantity, ${utc('o.ship_date')} AS ship_date, o.complete, o.status,
-  ${utc('o.cancelled_at')} AS cancelled_at, o.cancellation_reason`
-
-interface OrderRow {
-  id: bigint
-  pet_id: bigint | null
-  quantity: number | null
-  ship_date: string | null
-  complete: boolean
-  status: OrderStatus
-  cancelled_at: string | null
-  cancellation_reason: CancellationReason | null
-}
-
-function toRecord(row: OrderRow): OrderV2Record {
-  return {
-    id: row.id,
-    petId: row.pet_id,
-    quantity: row.quantity,
-    shipDate: row.ship_date,
-    complete: row.complete,
-    status: row.status,
-    cancelledAt: row.cancelled_at,
-    cancellationReason: row.cancellation_reason,
-  }
-}
+// An order as v2 shows it (order-pages.ts), qualified by `o` so that an UPDATE … FROM can RETURN it.
+const ORDER_COLUMNS = orderV2Columns('o')
 
 // One cancel on its own (an order another transaction held locked when its batch ran; see
 // cancel-batcher.ts). The conditional update and the version bump are one statement, hence one
@@ -255,7 +228,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
   /** One batch of cancels of distinct orders (CANCEL_BATCH); resolves once committed. */
   private async commitCancels(requests: CancelRequest[]): Promise<Map<bigint, BatchOutcome>> {
     // Not retried on a lost connection: the commit may have happened.
-    const { rows } = await this.database.write<OrderRow & { found: 'changed' | OrderStatus; version: bigint | null }>(CANCEL_BATCH, [
+    const { rows } = await this.database.write<OrderV2Row & { found: 'changed' | OrderStatus; version: bigint | null }>(CANCEL_BATCH, [
       intArray(requests.map((r) => r.id)),
       intArray(requests.map((r) => r.cancelledByKey)),
       textArray(requests.map((r) => r.reason)),
@@ -264,7 +237,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
     for (const row of rows) {
       if (row.found === 'changed') {
         if (row.version !== null) this.database.versions.observe(row.version)
-        results.set(row.id, { outcome: 'cancelled', order: toRecord(row) })
+        results.set(row.id, { outcome: 'cancelled', order: toOrderV2Record(row) })
       } else if (results.get(row.id) === undefined) {
         // The snapshot's pending orders not cancelled by this batch were locked (or changed since).
         results.set(
@@ -273,7 +246,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
             ? 'locked'
             : row.found === 'shipped'
               ? { outcome: 'already_shipped' }
-              : { outcome: 'already_cancelled', order: toRecord(row) },
+              : { outcome: 'already_cancelled', order: toOrderV2Record(row) },
         )
       }
     }
@@ -284,11 +257,11 @@ export class PostgresOrdersRepository implements OrdersRepository {
   /** One cancel in its own transaction, waiting for the order's row lock if another holds it. */
   private async cancelAlone({ id, cancelledByKey, reason }: CancelRequest): Promise<CancelResult> {
     // Not retried on a lost connection: the commit may have happened.
-    const { rows } = await this.database.write<OrderRow & { version: bigint | null }>(CANCEL, [int8(id), int8(cancelledByKey), reason])
+    const { rows } = await this.database.write<OrderV2Row & { version: bigint | null }>(CANCEL, [int8(id), int8(cancelledByKey), reason])
     const changed = rows[0]
     if (changed !== undefined) {
       if (changed.version !== null) this.database.versions.observe(changed.version)
-      return { outcome: 'cancelled', order: toRecord(changed) }
+      return { outcome: 'cancelled', order: toOrderV2Record(changed) }
     }
     const order = await this.find(id)
     if (order?.status === 'cancelled') return { outcome: 'already_cancelled', order }

@@ -1,7 +1,8 @@
 import type Database from 'better-sqlite3'
-import type { CancellationReason, OrderV2Record } from '../../domain/order-pages.js'
-import type { CancelResult, OrderStatus } from '../../domain/orders.js'
+import type { CancellationReason } from '../../domain/order-pages.js'
+import type { CancelResult } from '../../domain/orders.js'
 import { BUMP_DATA_VERSION } from './migrations.js'
+import { ORDER_V2_COLUMNS, toOrderV2Record, type OrderV2Row } from './order-pages.js'
 
 // While another process holds the write lock (a CLI import, say), the queued cancels are retried by
 // one timer, off the event loop, until each has waited this long since it was queued; then it fails
@@ -17,34 +18,6 @@ interface PendingCancel {
   reason: CancellationReason | null
   resolve: (result: CancelResult) => void
   reject: (error: unknown) => void
-}
-
-// The order as v2 shows it (the columns getOrder reads, in order-pages.ts): an UPDATE's RETURNING
-// gives it for the order it cancels, a read by id (in the same transaction) for one it did not.
-const ORDER_COLUMNS = 'id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason'
-
-interface OrderRow {
-  id: bigint
-  pet_id: bigint | null
-  quantity: bigint | null
-  ship_date: string | null
-  complete: bigint
-  status: OrderStatus
-  cancelled_at: string | null
-  cancellation_reason: CancellationReason | null
-}
-
-function toRecord(row: OrderRow): OrderV2Record {
-  return {
-    id: row.id,
-    petId: row.pet_id,
-    quantity: row.quantity === null ? null : Number(row.quantity),
-    shipDate: row.ship_date,
-    complete: row.complete !== 0n,
-    status: row.status,
-    cancelledAt: row.cancelled_at,
-    cancellationReason: row.cancellation_reason,
-  }
 }
 
 /**
@@ -79,9 +52,9 @@ export class CancelBatcher {
     db.pragma('busy_timeout = 0')
     const cancel = db.prepare(
       `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ?, cancellation_reason = ?
-       WHERE id = ? AND status = 'pending' RETURNING ${ORDER_COLUMNS}`,
+       WHERE id = ? AND status = 'pending' RETURNING ${ORDER_V2_COLUMNS}`,
     )
-    const find = db.prepare(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = ?`)
+    const find = db.prepare(`SELECT ${ORDER_V2_COLUMNS} FROM orders WHERE id = ?`)
     const bump = db.prepare(BUMP_DATA_VERSION)
     this.commitBatch = db.transaction((batch: PendingCancel[]) => {
       // Milliseconds, as toISOString() writes them: what PostgreSQL stores too, and what GET shows.
@@ -89,13 +62,13 @@ export class CancelBatcher {
       let cancelled = 0
       const results = batch.map(({ id, cancelledByKey, reason }): CancelResult => {
         // SQLite makes every change of an UPDATE … RETURNING at its first step, which get() takes.
-        const changed = cancel.get(now, cancelledByKey, reason, id) as OrderRow | undefined
+        const changed = cancel.get(now, cancelledByKey, reason, id) as OrderV2Row | undefined
         if (changed !== undefined) {
           cancelled++
-          return { outcome: 'cancelled', order: toRecord(changed) }
+          return { outcome: 'cancelled', order: toOrderV2Record(changed) }
         }
-        const row = find.get(id) as OrderRow | undefined
-        if (row?.status === 'cancelled') return { outcome: 'already_cancelled', order: toRecord(row) }
+        const row = find.get(id) as OrderV2Row | undefined
+        if (row?.status === 'cancelled') return { outcome: 'already_cancelled', order: toOrderV2Record(row) }
         return { outcome: row?.status === 'shipped' ? 'already_shipped' : 'not_found' }
       })
       if (cancelled > 0) bump.run()

@@ -6,8 +6,11 @@ import { orderPageJsonStatement, orderPageProbe, orderPageStatement, type PageDi
 
 /** The v2 reads of the SQLite store; each takes the connection to read on. */
 
+/** The columns of an order as v2 shows it (getOrder, the cancels' answers), read as an OrderV2Row. */
+export const ORDER_V2_COLUMNS = 'id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason'
+
 export const SQLITE_PAGE_DIALECT: PageDialect = {
-  columns: 'id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason',
+  columns: ORDER_V2_COLUMNS,
   // As the OrderV2 serializer writes it: required fields first, absent ones omitted (`',"petId":' ||
   // NULL` is NULL; json_quote(NULL) is 'null', hence the iif), ids as SQLite's exact integer text.
   json: `'{"id":' || id || iif(complete, ',"complete":true', ',"complete":false') || ',"status":"' || status || '"'
@@ -25,7 +28,7 @@ export const SQLITE_PAGE_DIALECT: PageDialect = {
   unindexed: (column) => `+${column}`,
 }
 
-interface Row {
+export interface OrderV2Row {
   id: bigint
   pet_id: bigint | null
   quantity: bigint | null
@@ -36,7 +39,7 @@ interface Row {
   cancellation_reason: CancellationReason | null
 }
 
-/** A Row as an array, its columns in the order of SQLITE_PAGE_DIALECT.columns. */
+/** An OrderV2Row as an array, its columns in the order of SQLITE_PAGE_DIALECT.columns. */
 type RawRow = [bigint, bigint | null, bigint | null, string | null, bigint, OrderStatus, string | null, CancellationReason | null]
 
 function fromRaw([id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason]: RawRow): OrderV2Record {
@@ -83,8 +86,8 @@ export function readOrderPageJson(db: Database.Database, query: OrderPageQuery):
 }
 
 export function readOrderV2(db: Database.Database, id: bigint): OrderV2Record | undefined {
-  const row = statement(db, `SELECT ${SQLITE_PAGE_DIALECT.columns} FROM orders WHERE id = ?`).get(id) as Row | undefined
-  return row === undefined ? undefined : toRecord(row)
+  const row = statement(db, `SELECT ${ORDER_V2_COLUMNS} FROM orders WHERE id = ?`).get(id) as OrderV2Row | undefined
+  return row === undefined ? undefined : toOrderV2Record(row)
 }
 
 export function readCursorSecret(db: Database.Database): Buffer {
@@ -93,7 +96,7 @@ export function readCursorSecret(db: Database.Database): Buffer {
   return row.secret
 }
 
-function toRecord(row: Row): OrderV2Record {
+export function toOrderV2Record(row: OrderV2Row): OrderV2Record {
   return {
     id: row.id,
     petId: row.pet_id,
