@@ -89,6 +89,11 @@ export class ListFill {
     return this
   }
 
+  /** Whether a response still reads it (besides the fill itself). */
+  get followed(): boolean {
+    return this.users > 1
+  }
+
   release(): void {
     if (--this.users === 0 && this.file !== undefined) void this.file.handle.close().catch(() => {})
   }
@@ -182,6 +187,9 @@ export class ListCache {
     try {
       for await (const parts of source()) {
         if (this.closed) throw new Error('the server is closing')
+        // A newer version's fill took its place and no response reads it: it would only hold a
+        // database stream (and a turn) that the newer list needs.
+        if (this.fills.get(encoding) !== fill && !fill.followed) throw new Error('superseded by a newer version')
         await fill.append(parts)
       }
       fill.end()
