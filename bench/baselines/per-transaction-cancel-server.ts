@@ -13,35 +13,12 @@ import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { BatchedDestination } from '../../src/log-destination.js'
 import { SERVER_SQLITE_OPTIONS } from '../../src/server.js'
-import type { CancellationReason, OrderV2Record } from '../../src/domain/order-pages.js'
-import type { CancelResult, OrderStatus } from '../../src/domain/orders.js'
+import type { CancellationReason } from '../../src/domain/order-pages.js'
+import type { CancelResult } from '../../src/domain/orders.js'
 import { openStore } from '../../src/store/open-store.js'
+import { ORDER_V2_COLUMNS, toOrderV2Record, type OrderV2Row } from '../../src/store/sqlite/order-pages.js'
 import type { ApiKeysRepository, OrdersRepository, PetsRepository, Store } from '../../src/store/store.js'
 import { failed, onShutdown, tell } from '../lib/child-side.js'
-
-interface Row {
-  id: bigint
-  pet_id: bigint | null
-  quantity: bigint | null
-  ship_date: string | null
-  complete: bigint
-  status: OrderStatus
-  cancelled_at: string | null
-  cancellation_reason: CancellationReason | null
-}
-
-function toRecord(row: Row): OrderV2Record {
-  return {
-    id: row.id,
-    petId: row.pet_id,
-    quantity: row.quantity === null ? null : Number(row.quantity),
-    shipDate: row.ship_date,
-    complete: row.complete !== 0n,
-    status: row.status,
-    cancelledAt: row.cancelled_at,
-    cancellationReason: row.cancellation_reason,
-  }
-}
 
 /** One synchronous=FULL transaction per cancel on a writer connection of its own. */
 class PerTransactionCancels {
@@ -56,7 +33,7 @@ class PerTransactionCancels {
     db.pragma('foreign_keys = ON')
     db.defaultSafeIntegers(true)
     // The statements of the project's batcher: RETURNING the order cancelled, else reading it.
-    const columns = 'id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason'
+    const columns = ORDER_V2_COLUMNS
     const cancel = db.prepare(
       `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ?, cancellation_reason = ?
        WHERE id = ? AND status = 'pending' RETURNING ${columns}`,
@@ -64,13 +41,13 @@ class PerTransactionCancels {
     const find = db.prepare(`SELECT ${columns} FROM orders WHERE id = ?`)
     const bump = db.prepare('UPDATE data_version SET version = version + 1 WHERE id = 1')
     this.commitOne = db.transaction((id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null): CancelResult => {
-      const changed = cancel.get(new Date().toISOString(), cancelledByKey, reason, id) as Row | undefined
+      const changed = cancel.get(new Date().toISOString(), cancelledByKey, reason, id) as OrderV2Row | undefined
       if (changed !== undefined) {
         bump.run()
-        return { outcome: 'cancelled', order: toRecord(changed) }
+        return { outcome: 'cancelled', order: toOrderV2Record(changed) }
       }
-      const row = find.get(id) as Row | undefined
-      if (row?.status === 'cancelled') return { outcome: 'already_cancelled', order: toRecord(row) }
+      const row = find.get(id) as OrderV2Row | undefined
+      if (row?.status === 'cancelled') return { outcome: 'already_cancelled', order: toOrderV2Record(row) }
       return { outcome: row?.status === 'shipped' ? 'already_shipped' : 'not_found' }
     })
     this.db = db
