@@ -5,7 +5,7 @@ import { generateApiKey, SCOPES } from '../src/domain/api-keys.js'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
 import { bearer, createDatabase, forEachStore, idsInBody, order, records, type TestDatabaseHandle } from './support/harness.js'
-import { BIN, spawnServer } from './support/server-process.js'
+import { BIN, spawnServer, type ServerProcess } from './support/server-process.js'
 
 async function prepare(database: TestDatabaseHandle, orders: number): Promise<{ store: Store; key: string }> {
   const store = await openStore(database.config)
@@ -22,6 +22,49 @@ async function openIds(store: Store): Promise<Set<string>> {
   return ids
 }
 
+/**
+ * 50 clients send `cancel(id)` for ids 1…3000 until `acknowledged` of them were answered `expected`,
+ * then the server is SIGKILLed. Returns each acknowledged id with the body it was answered with. A
+ * request the dying server never answered was never acknowledged; any other answer fails the test.
+ */
+async function cancelStormThenKill(
+  server: ServerProcess,
+  cancel: (id: number) => Promise<Response>,
+  expected: number,
+): Promise<Map<string, string>> {
+  const acknowledged = new Map<string, string>()
+  let next = 1
+  let killed = false
+  const worker = async () => {
+    while (!killed && next <= 3000) {
+      const id = next++
+      let response: Response
+      let body: string
+      try {
+        response = await cancel(id)
+        body = await response.text()
+      } catch {
+        return // the connection died with the server: this cancel was never acknowledged
+      }
+      assert.equal(response.status, expected, `cancel ${id}: ${body}`)
+      acknowledged.set(String(id), body)
+    }
+  }
+  const workers = Promise.all(Array.from({ length: 50 }, worker))
+  const enough = (async () => {
+    while (acknowledged.size < 300 && !killed) await new Promise((resolve) => setTimeout(resolve, 5))
+  })()
+  try {
+    await Promise.race([enough, workers]) // a wrong answer fails the test here, not after a timeout
+  } finally {
+    server.child.kill('SIGKILL')
+    killed = true
+  }
+  await workers
+  assert.equal((await server.exited).signal, 'SIGKILL')
+  return acknowledged
+}
+
 forEachStore('the server process', (kind) => {
   const cleanups: (() => Promise<void>)[] = []
   after(async () => {
@@ -36,27 +79,12 @@ forEachStore('the server process', (kind) => {
       await database.dispose()
     })
     const server = await spawnServer(database.url, { RATE_LIMIT_PER_KEY: '0' })
-    const acknowledged: string[] = []
-    let next = 1
-    let killed = false
-    const worker = async () => {
-      while (!killed && next <= 3000) {
-        const id = String(next++)
-        try {
-          const response = await fetch(`${server.origin}/v1/store/orders/${id}`, { method: 'DELETE', headers: bearer(key) })
-          if (response.status === 204) acknowledged.push(id)
-          else assert.fail(`cancel ${id}: ${response.status}`)
-        } catch {
-          return // the connection died with the server: this cancel was never acknowledged
-        }
-      }
-    }
-    const workers = Array.from({ length: 50 }, worker)
-    while (acknowledged.length < 300) await new Promise((resolve) => setTimeout(resolve, 5))
-    server.child.kill('SIGKILL')
-    killed = true
-    await Promise.all(workers)
-    assert.equal((await server.exited).signal, 'SIGKILL')
+    const answered = await cancelStormThenKill(
+      server,
+      (id) => fetch(`${server.origin}/v1/store/orders/${id}`, { method: 'DELETE', headers: bearer(key) }),
+      204,
+    )
+    const acknowledged = [...answered.keys()]
 
     // Restart on the same database: every 204 is still a cancelled order.
     const restarted = await spawnServer(database.url)
@@ -82,33 +110,16 @@ forEachStore('the server process', (kind) => {
     })
     const server = await spawnServer(database.url, { RATE_LIMIT_PER_KEY: '0' })
     const reasons = ['customer_request', 'out_of_stock', 'duplicate', 'fraudulent', 'other']
-    const acknowledged = new Map<string, string>() // id → the body of its 200
-    let next = 1
-    let killed = false
-    const worker = async () => {
-      while (!killed && next <= 3000) {
-        const id = next++
-        try {
-          const response = await fetch(`${server.origin}/v2/store/orders/${id}/cancel`, {
-            method: 'POST',
-            headers: { ...bearer(key), 'content-type': 'application/json' },
-            body: JSON.stringify({ reason: reasons[id % reasons.length] }),
-          })
-          const body = await response.text()
-          if (response.status === 200) acknowledged.set(String(id), body)
-          else assert.fail(`cancel ${id}: ${response.status} ${body}`)
-        } catch (error) {
-          if (error instanceof assert.AssertionError) throw error
-          return // the connection died with the server: this cancel was never acknowledged
-        }
-      }
-    }
-    const workers = Array.from({ length: 50 }, worker)
-    while (acknowledged.size < 300) await new Promise((resolve) => setTimeout(resolve, 5))
-    server.child.kill('SIGKILL')
-    killed = true
-    await Promise.all(workers)
-    assert.equal((await server.exited).signal, 'SIGKILL')
+    const acknowledged = await cancelStormThenKill( // id → the body of its 200
+      server,
+      (id) =>
+        fetch(`${server.origin}/v2/store/orders/${id}/cancel`, {
+          method: 'POST',
+          headers: { ...bearer(key), 'content-type': 'application/json' },
+          body: JSON.stringify({ reason: reasons[id % reasons.length] }),
+        }),
+      200,
+    )
 
     // Restart on the same database: every 200 is a cancelled order, exactly as it was answered.
     const restarted = await spawnServer(database.url)
