@@ -1,0 +1,63 @@
+/**
+ * The order event feed's side of a store (DESIGN §7 "Order events"): a transactional outbox.
+ *
+ * Every change to an order writes its event in the change's own transaction (import, ship, the v1
+ * and v2 cancels, also inside a group-commit batch), so there is no event without its change and no
+ * change without its event. An event's position is an int64 given out in commit order: every
+ * transaction that writes events first bumps `data_version`, whose row lock it then holds until
+ * COMMIT, and only then takes positions. So positions become visible in ascending order, and a
+ * reader that resumes after the last position it saw can never pass one that commits later
+ * (docs/decisions.md, "Event positions in commit order").
+ *
+ * Every transaction that writes events also bumps the data version, so a change of
+ * `orders.dataVersion()` is the signal to read the feed again (the long poll's wakeup).
+ */
+export const ORDER_EVENT_TYPES = ['order.created', 'order.updated', 'order.shipped', 'order.cancelled'] as const
+export type OrderEventType = (typeof ORDER_EVENT_TYPES)[number]
+
+/** One page of the feed, as the OrderEvent schema's serializer writes it. */
+export interface OrderEventsPage {
+  /**
+   * The events as a JSON array, UTF-8: each `{"id":"<position>","type":…,"occurredAt":…,"order":{…}}`,
+   * the order as v2 shows it right after the change (field order of the OrderV2 serializer).
+   */
+  json: Buffer
+  /** How many events the page holds. */
+  count: number
+  /**
+   * Where to resume: the page's last position; for an empty page, `after` when one was given, else
+   * the latest position given out so far (every later event is after it).
+   */
+  next: bigint
+}
+
+export interface OrderEventsRepository {
+  /**
+   * At most `limit` events after position `after` (exclusive; undefined: from the oldest retained
+   * event), in ascending position. Throws EventsExpiredError when events after `after` have been
+   * pruned, and UnknownEventPositionError when `after` is past every position given out.
+   */
+  read(after: bigint | undefined, limit: number): Promise<OrderEventsPage>
+  /**
+   * Deletes the oldest events that occurred before `before`, at most `batch` of them, in one short
+   * transaction that never waits for a writer; oldest position first and never past an event it
+   * keeps, so what is retained is always everything after one position. Returns how many it deleted.
+   */
+  prune(before: Date, batch?: number): Promise<number>
+}
+
+/** `after` precedes events that retention has deleted: the API answers 410 events_expired. */
+export class EventsExpiredError extends Error {
+  constructor(readonly oldestRetained: bigint) {
+    super('events after this cursor have been deleted by retention')
+    this.name = 'EventsExpiredError'
+  }
+}
+
+/** `after` is past every position this database has given out: not a cursor of this feed. */
+export class UnknownEventPositionError extends Error {
+  constructor() {
+    super('the cursor is past the end of the feed')
+    this.name = 'UnknownEventPositionError'
+  }
+}
