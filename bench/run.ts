@@ -24,6 +24,7 @@ import { killAllChildren } from './lib/processes.js'
 import { Report } from './lib/report.js'
 import { cancels } from './suites/cancels.js'
 import { compression } from './suites/compression.js'
+import { events } from './suites/events.js'
 import type { StoreContext } from './suites/context.js'
 import { importOrders } from './suites/import.js'
 import { listCached } from './suites/list-cached.js'
@@ -32,7 +33,7 @@ import { pages } from './suites/pages.js'
 import { smallRequests } from './suites/small-requests.js'
 import { soak } from './suites/soak.js'
 
-/** In the order they run: the cancels change the data set, so they come last; the soak has a database of its own. */
+/** In the order they run: the cancels (also those of events) change the data set, so they come last; the soak has a database of its own. */
 const SUITES: Record<string, (context: StoreContext) => Promise<void>> = {
   import: importOrders,
   'list-stream': listStream,
@@ -40,6 +41,7 @@ const SUITES: Record<string, (context: StoreContext) => Promise<void>> = {
   compression,
   small: smallRequests,
   pages,
+  events,
   cancel: cancels,
   soak,
 }

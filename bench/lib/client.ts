@@ -1,5 +1,5 @@
 import { Child } from './processes.js'
-import type { DownloadRequest, DownloadResult } from './downloader.js'
+import type { DownloadRequest, DownloadResult, WalkRequest, WalkResult } from './downloader.js'
 
 /** The bench's side of the downloader child (bench/lib/downloader.ts). */
 export class Downloader {
@@ -22,6 +22,16 @@ export class Downloader {
     const result = await response
     if (result.error !== undefined) throw new Error(`${rest.method ?? 'GET'} ${url}: ${result.error}`)
     if (result.status !== expect) throw new Error(`${rest.method ?? 'GET'} ${url}: status ${result.status}, expected ${expect}`)
+    return result
+  }
+
+  /** Every page of a feed, in the downloader process (see WalkRequest); throws on any other status than 200. */
+  async walk(url: string, options: Omit<WalkRequest, 'type' | 'id' | 'url'>, timeoutMs = 600_000): Promise<WalkResult> {
+    const id = this.nextId++
+    const response = this.child.next<WalkResult & Record<string, unknown>>('walked', timeoutMs)
+    this.child.send({ type: 'walk', id, url, ...options })
+    const result = await response
+    if (result.error !== undefined) throw new Error(`walking ${url}: ${result.error} (after ${result.pages} pages)`)
     return result
   }
 

@@ -17,6 +17,10 @@ export interface BenchDatabase {
   url: string
   /** The orders in `[from, to]` that are cancelled. */
   countCancelled(from: number, to: number): Promise<number>
+  /** Runs bench-only SQL (e.g. DDL between runs, while no server uses the database), in one transaction. */
+  execute(sql: string): Promise<void>
+  /** The first column of the first row of a query that returns one integer; `?` (SQLite) or `$1` (PostgreSQL) parameters. */
+  count(sql: string, params?: (number | string)[]): Promise<number>
   /** Transactions committed or rolled back in this database so far (PostgreSQL only). */
   transactions?(): Promise<number>
   drop(): Promise<void>
@@ -40,6 +44,23 @@ export function createSqliteDatabase(): BenchDatabase {
       try {
         const row = db.prepare(`SELECT count(*) AS n FROM orders WHERE id BETWEEN ? AND ? AND status = 'cancelled'`).get(from, to) as { n: number }
         return row.n
+      } finally {
+        db.close()
+      }
+    },
+    async execute(sql) {
+      const db = new Database(path)
+      try {
+        db.pragma('busy_timeout = 10000')
+        db.transaction(() => db.exec(sql)).immediate()
+      } finally {
+        db.close()
+      }
+    },
+    async count(sql, params = []) {
+      const db = new Database(path, { readonly: true })
+      try {
+        return Number(db.prepare(sql).pluck().get(...params))
       } finally {
         db.close()
       }
@@ -93,6 +114,15 @@ export async function createPostgresDatabase(): Promise<BenchDatabase> {
           [from, to],
         )
         return rows[0]!.n
+      }),
+    execute: (sql) =>
+      withClient(url.toString(), async (client) => {
+        await client.query(`BEGIN; ${sql}; COMMIT`)
+      }),
+    count: (sql, params = []) =>
+      withClient(url.toString(), async (client) => {
+        const { rows } = await client.query<Record<string, string | number>>(sql, params)
+        return Number(Object.values(rows[0]!)[0])
       }),
     // Counted by the server's statistics, which a backend reports when it ends or goes idle: read
     // them once the server under test has closed its connections.

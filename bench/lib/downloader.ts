@@ -40,6 +40,38 @@ export interface DownloadResult {
   error?: string
 }
 
+/**
+ * Walks a feed of JSON pages `{"data": […], "nextCursor": "…"}` on one connection: the first page
+ * from `url`, each next one from `url` with `param` set to the previous page's `nextCursor`, until a
+ * page's `data` is empty (or it has no `nextCursor`). Pages are read to their last byte and scanned
+ * for those two fields without being parsed, so the client's cost stays small against the server's.
+ */
+export interface WalkRequest {
+  type: 'walk'
+  id: number
+  url: string
+  headers?: Record<string, string>
+  param: string
+  /** Occurrences of this text in a page count as its items, e.g. `"type":"order.` for events. */
+  itemMarker: string
+}
+
+export interface WalkResult {
+  type: 'walked'
+  id: number
+  /** Pages read, the last (empty) one included. */
+  pages: number
+  /** Items counted with `itemMarker`, over every page. */
+  items: number
+  /** Body bytes on the wire, over every page. */
+  bytes: number
+  /** From sending the first request to the last byte of the empty page. */
+  ms: number
+  /** The last page's nextCursor: where a consumer would resume. */
+  cursor?: string
+  error?: string
+}
+
 const agent = new Agent({ keepAlive: true, maxSockets: 1, timeout: 4000 }) // idle sockets closed before the server's 5 s (see probe.ts)
 
 function download(job: DownloadRequest): Promise<DownloadResult> {
@@ -90,12 +122,62 @@ function download(job: DownloadRequest): Promise<DownloadResult> {
   })
 }
 
+/** One GET, its body kept (a feed page is small). */
+function getBody(url: string, headers: Record<string, string> | undefined): Promise<{ status: number; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { headers, agent }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (chunk: Buffer) => chunks.push(chunk))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }))
+      res.on('error', reject)
+    })
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+const NEXT_CURSOR = Buffer.from('"nextCursor":"')
+const EMPTY_DATA = Buffer.from('"data":[]')
+
+async function walk(job: WalkRequest): Promise<WalkResult> {
+  const started = process.hrtime.bigint()
+  const elapsed = (): number => Number(process.hrtime.bigint() - started) / 1e6
+  const marker = Buffer.from(job.itemMarker)
+  let pages = 0
+  let items = 0
+  let bytes = 0
+  let cursor: string | undefined
+  try {
+    for (;;) {
+      const url = new URL(job.url)
+      if (cursor !== undefined) url.searchParams.set(job.param, cursor)
+      const { status, body } = await getBody(url.toString(), job.headers)
+      if (status !== 200) throw new Error(`GET ${url.pathname}${url.search}: status ${status}: ${body.subarray(0, 300).toString()}`)
+      pages++
+      bytes += body.length
+      let pageItems = 0
+      for (let at = body.indexOf(marker); at >= 0; at = body.indexOf(marker, at + marker.length)) pageItems++
+      items += pageItems
+      const empty = body.includes(EMPTY_DATA)
+      if (empty !== (pageItems === 0)) throw new Error(`page ${pages}: ${pageItems} items marked ${job.itemMarker}, but its data is ${empty ? '' : 'not '}empty`)
+      const at = body.indexOf(NEXT_CURSOR)
+      const next = at < 0 ? undefined : body.toString('utf8', at + NEXT_CURSOR.length, body.indexOf(0x22, at + NEXT_CURSOR.length))
+      if (!empty && next !== undefined && next === cursor) throw new Error(`page ${pages}: nextCursor did not move (${next})`)
+      if (next !== undefined) cursor = next
+      if (next === undefined || empty) break
+    }
+    return { type: 'walked', id: job.id, pages, items, bytes, ms: elapsed(), cursor }
+  } catch (error) {
+    return { type: 'walked', id: job.id, pages, items, bytes, ms: elapsed(), cursor, error: String(error) }
+  }
+}
+
 try {
-  // One request at a time, in the order asked.
+  // One request (or walk) at a time, in the order asked.
   let queue = Promise.resolve()
-  process.on('message', (job: DownloadRequest) => {
-    if (job.type !== 'request') return
-    queue = queue.then(async () => tell({ ...(await download(job)) }))
+  process.on('message', (job: DownloadRequest | WalkRequest) => {
+    if (job.type === 'request') queue = queue.then(async () => tell({ ...(await download(job)) }))
+    else if (job.type === 'walk') queue = queue.then(async () => tell({ ...(await walk(job)) }))
   })
   onShutdown(() => agent.destroy())
   tell({ type: 'ready' })

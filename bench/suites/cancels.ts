@@ -5,8 +5,8 @@ import { cpuDuring } from '../lib/proc.js'
 import { fmt, median, pairedRounds, roundRatios, verdict } from '../lib/report.js'
 import { bigDataset, type StoreContext } from './context.js'
 
-const CONNECTIONS = 50
-const WARMUP_CANCELS = 1_000
+export const CONNECTIONS = 50
+export const WARMUP_CANCELS = 1_000
 const MAX_SECONDS = 10
 /** Enough for MAX_SECONDS at rates well above what this machine reaches; fewer if the data set is small. */
 const PROJECT_CANCELS = 100_000
@@ -14,11 +14,14 @@ const BASELINE_CANCELS = 40_000
 /** SQLite: paired rounds, each a fresh server of each kind, sharing the cancels above. */
 const ROUNDS = 3
 
-interface CancelRun extends LoadResult {
+export interface CancelRun extends LoadResult {
   /** CPU of the server and of the load generator during the measured run, as shares of one core. */
   cpu: Record<string, number>
   /** Orders of the measured range that are cancelled in the database after the server was SIGKILLed. */
   durable: number
+  /** The measured range: the first and the last order id drawn (every id sent is in it). */
+  firstId: number
+  lastId: number
 }
 
 /**
@@ -46,8 +49,8 @@ export async function cancels(context: StoreContext): Promise<void> {
   if (context.kind === 'sqlite') {
     const rounds = await pairedRounds(
       ROUNDS,
-      () => run(context, 'per-transaction cancel server', 'baselines/per-transaction-cancel-server.ts', share(0.3 / ROUNDS, Math.floor(BASELINE_CANCELS / ROUNDS))),
-      () => run(context, 'project server', 'lib/project-server.ts', share(0.7 / ROUNDS, Math.floor(PROJECT_CANCELS / ROUNDS))),
+      () => cancelRun(context, 'per-transaction cancel server', 'baselines/per-transaction-cancel-server.ts', share(0.3 / ROUNDS, Math.floor(BASELINE_CANCELS / ROUNDS))),
+      () => cancelRun(context, 'project server', 'lib/project-server.ts', share(0.7 / ROUNDS, Math.floor(PROJECT_CANCELS / ROUNDS))),
     )
     const rate = (results: CancelRun[]): number => median(results.map((result) => result.perSecond))
     const ratios = roundRatios(rounds.project.map((r) => r.perSecond), rounds.baseline.map((r) => r.perSecond))
@@ -87,9 +90,9 @@ export async function cancels(context: StoreContext): Promise<void> {
       `Runs: project ${runs(rounds.project)}; baseline ${runs(rounds.baseline)} (each on a fresh server, after ${fmt.count(WARMUP_CANCELS)} warm-up cancels, then SIGKILLed); ratios ${fmt.roundList(ratios)}. Both use synchronous=FULL in WAL mode: every COMMIT syncs the WAL before its 204s are sent.`,
     )
   } else {
-    const project = await run(context, 'project server', 'lib/project-server.ts', share(0.5, PROJECT_CANCELS))
+    const project = await cancelRun(context, 'project server', 'lib/project-server.ts', share(0.5, PROJECT_CANCELS))
     // Not a target: the same load with a pool as large as the number of clients.
-    const largePool = await run(context, 'project server, DATABASE_POOL_SIZE=50', 'lib/project-server.ts', share(0.5, PROJECT_CANCELS), { DATABASE_POOL_SIZE: '50' })
+    const largePool = await cancelRun(context, 'project server, DATABASE_POOL_SIZE=50', 'lib/project-server.ts', share(0.5, PROJECT_CANCELS), { DATABASE_POOL_SIZE: '50' })
     section.rows.push(
       { measure: 'cancels per second (204)', project: fmt.rate(project.perSecond, 'cancels/s'), target: 'report', result: 'info' },
       { measure: 'latency p50 / p99', project: `${project.p50Ms} / ${project.p99Ms} ms`, result: 'info' },
@@ -108,7 +111,18 @@ export async function cancels(context: StoreContext): Promise<void> {
   }
 }
 
-async function run(context: StoreContext, name: string, script: string, cancels: number, env: Record<string, string> = {}): Promise<CancelRun> {
+/**
+ * One run on a fresh server: `CONNECTIONS` clients, warm-up cancels first, then `cancels` measured
+ * (at most `MAX_SECONDS`), then SIGKILL and the durable count. Also comparison 8's (events.ts).
+ */
+export async function cancelRun(
+  context: StoreContext,
+  name: string,
+  script: string,
+  cancels: number,
+  env: Record<string, string> = {},
+  maxSeconds = MAX_SECONDS,
+): Promise<CancelRun> {
   const big = context.big!
   if (cancels < 2 * CONNECTIONS) throw new Error(`too few pending orders left for ${name}: use a larger BENCH_ORDERS`)
   const server = await startServerChild(name, script, { DATABASE_URL: big.database.url, ...PROJECT_ENV, ...env })
@@ -118,13 +132,13 @@ async function run(context: StoreContext, name: string, script: string, cancels:
     requireAllOk(`${name} warm-up`, await cancelLoad({ origin: server.url, headers, ids: warmup, connections: CONNECTIONS, maxSeconds: 60 }))
     const ids = big.pending.take(cancels + CONNECTIONS)
     const measured = await cpuDuring({ server: server.child.pid, client: 'self' }, () =>
-      cancelLoad({ origin: server.url, headers, ids, connections: CONNECTIONS, maxSeconds: MAX_SECONDS }),
+      cancelLoad({ origin: server.url, headers, ids, connections: CONNECTIONS, maxSeconds }),
     )
     const result = requireAllOk(name, measured.result)
     // No graceful shutdown: whatever was acknowledged must already be on disk.
     await server.child.kill()
     const durable = await big.database.countCancelled(ids[0]!, result.lastIdDrawn)
-    return { ...result, durable, cpu: measured.cores }
+    return { ...result, durable, cpu: measured.cores, firstId: ids[0]!, lastId: result.lastIdDrawn }
   } finally {
     await server.child.kill()
   }

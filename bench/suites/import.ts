@@ -6,7 +6,7 @@ import { bigDataset, createDatabase, seed, type StoreContext } from './context.j
  * (or anything per order) would cost well over 100 bytes each, over 90 MiB for the 900,000 more of
  * the default data set; what is left is the garbage collector's and SQLite's page cache's slack.
  */
-const FLAT_BYTES = 64 * 1024 * 1024
+export const FLAT_BYTES = 64 * 1024 * 1024
 
 /**
  * Comparison 6: importing the big data set through the store's importOrders (one transaction, records
