@@ -26,7 +26,6 @@ import { Order } from './schemas/order.js'
 import { OrderEvent } from './schemas/order-event.js'
 import { OrderV2 } from './schemas/order-v2.js'
 import { Pet } from './schemas/pet.js'
-import type { OrderEventsRepository } from './store/order-events.js'
 import type { Store } from './store/store.js'
 
 export interface AppOptions {
@@ -167,8 +166,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
       const api = v2 as unknown as ApiApp
       ordersV2Routes(api)
       cancelOrderV2Route(api)
-      // Until every store has `events` (the store side of the feed lands separately).
-      orderEventsRoute(api, (store as Store & { readonly events: OrderEventsRepository }).events, waiters)
+      orderEventsRoute(api, waiters)
       api.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) =>
         reply.header('cache-control', 'public, max-age=300').send((v2 as unknown as Record<string, () => unknown>)[SWAGGER_V2]!()),
       )

@@ -4,7 +4,6 @@ import { BatchedDestination } from './log-destination.js'
 import type { Config } from './config.js'
 import type { ApiApp } from './http/api-app.js'
 import { EventPruner } from './http/event-pruner.js'
-import type { OrderEventsRepository } from './store/order-events.js'
 import { openStore } from './store/open-store.js'
 import type { Store } from './store/store.js'
 
@@ -59,8 +58,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   options.onListening?.(url)
   const running = app
   // Retention of the order event feed, in the serving process only (the CLI never prunes).
-  // Until every Store has events (the store side of the feed lands separately), read through a cast.
-  const pruner = new EventPruner((store as Store & { readonly events: OrderEventsRepository }).events, {
+  const pruner = new EventPruner(store.events, {
     retentionDays: config.events.retentionDays,
     log: logger,
   })

@@ -2,7 +2,7 @@ import type { FastifyReply } from 'fastify'
 import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
 import { ListOrderEventsQuery, OrderEventPage } from '../../../schemas/order-event.js'
-import { EventsExpiredError, UnknownEventPositionError, type OrderEventsPage, type OrderEventsRepository } from '../../../store/order-events.js'
+import { EventsExpiredError, UnknownEventPositionError, type OrderEventsPage } from '../../../store/order-events.js'
 import type { ApiApp } from '../../api-app.js'
 import type { EventWaiters } from '../../event-waiters.js'
 
@@ -19,13 +19,13 @@ const IDLE_MARGIN_MS = 1000
  * v2's order event feed (DESIGN §7 "Order events"): the changes to orders in the order they were
  * committed, a page at a time from a cursor, optionally long-polled.
  */
-export function orderEventsRoute(app: ApiApp, events: OrderEventsRepository, waiters: EventWaiters): void {
+export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
   const { store, config } = app
   const longestHoldMs = Math.max(0, config.http.idleTimeoutMs - IDLE_MARGIN_MS)
 
   const read = async (after: bigint | undefined, limit: number): Promise<OrderEventsPage> => {
     try {
-      return await events.read(after, limit)
+      return await store.events.read(after, limit)
     } catch (error) {
       if (error instanceof EventsExpiredError) {
         throw new ApiError(
