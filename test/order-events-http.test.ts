@@ -326,6 +326,28 @@ forEachStore('order event feed: limits and shutdown', (kind) => {
     await server.close()
   })
 
+  it('wakes a long poll without after on an empty feed with the first events', async () => {
+    const server = await startTestServer(kind)
+    const key = await server.createKey()
+    const held = feed(server, key, 'wait=10')
+    await within(2000, 'the request is held', async () => (await waiting(server)) === 1)
+    await server.importOrders([{ id: 5n }, { id: 6n }])
+    const page = await held
+    assert.deepEqual(page.data.map((event) => [event.type, event.order.id]), [['order.created', '5'], ['order.created', '6']])
+    assert.equal(page.nextCursor, page.data[1]!.id)
+    await server.close()
+  })
+
+  it('holds no request when EVENTS_MAX_WAITING is 0', async () => {
+    const server = await startTestServer(kind, { env: { EVENTS_MAX_WAITING: '0' } })
+    const key = await server.createKey()
+    const started = performance.now()
+    const page = await feed(server, key, 'wait=10')
+    assert.equal(page.text, '{"data":[],"nextCursor":"0"}')
+    assert.ok(page.at - started < 500, `answered after ${Math.round(page.at - started)} ms`)
+    await server.close()
+  })
+
   it('answers held requests at once when the server closes, and closes their connections', async () => {
     const server = await startTestServer(kind)
     const key = await server.createKey()
