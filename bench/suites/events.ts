@@ -21,7 +21,7 @@ const CANCEL_ROUNDS = 5
 /** Measured cancels per run: at most this, a share of the pending orders left, and MAX_SECONDS. */
 const CANCELS_PER_RUN = 20_000
 /** What the outbox rounds may use of the pending orders left; the cancel comparison (5) shares the rest. */
-const CANCEL_SHARE = 0.3
+const CANCEL_SHARE = 0.4
 const MAX_SECONDS = 5
 
 /** The import's memory is judged from this fraction of it on: its peak so far against its final peak. */
