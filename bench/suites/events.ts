@@ -17,7 +17,7 @@ const DRAIN_PAGE = 1000
 const EVENT_MARKER = '"type":"order.'
 
 /** Paired rounds of cancels with the outbox against cancels whose event insert is skipped. */
-const CANCEL_ROUNDS = 5
+const CANCEL_ROUNDS = 7
 /** Measured cancels per run: at most this, a share of the pending orders left, and MAX_SECONDS. */
 const CANCELS_PER_RUN = 20_000
 /** What the outbox rounds may use of the pending orders left; the cancel comparison (5) shares the rest. */
