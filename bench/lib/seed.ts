@@ -15,6 +15,8 @@ export interface SeedResult {
   type: 'seeded'
   orders: number
   importSeconds: number
+  /** CPU time (user + system) of this process during the import: all of SQLite's work, the client's side of PostgreSQL's. */
+  importCpuSeconds: number
   /** [orders imported so far, RSS in bytes] every 10,000 orders. */
   rssSamples: [number, number][]
   rssBefore: number
@@ -30,10 +32,13 @@ try {
     const rssSamples: [number, number][] = []
     const rssBefore = process.memoryUsage.rss()
     const started = process.hrtime.bigint()
+    const cpuBefore = process.cpuUsage()
     const imported = await store.orders.import(orderRecords(orders), (count) => {
       rssSamples.push([count, process.memoryUsage.rss()])
     })
     const importSeconds = Number(process.hrtime.bigint() - started) / 1e9
+    const cpu = process.cpuUsage(cpuBefore)
+    const importCpuSeconds = (cpu.user + cpu.system) / 1e6
     const { peakRss } = memoryOf('self')
     if (imported !== orders) throw new Error(`imported ${imported} orders, expected ${orders}`)
     if (pets > 0) await store.pets.import(petRecords(pets))
@@ -43,7 +48,7 @@ try {
       await store.apiKeys.create({ name: 'bench', hash: key.hash, displayPrefix: key.displayPrefix, scopes: [...SCOPES], expiresAt: null })
       secret = key.secret
     }
-    const result: SeedResult = { type: 'seeded', orders: imported, importSeconds, rssSamples, rssBefore, peakRss, secret }
+    const result: SeedResult = { type: 'seeded', orders: imported, importSeconds, importCpuSeconds, rssSamples, rssBefore, peakRss, secret }
     tell({ ...result })
   } finally {
     await store.close()

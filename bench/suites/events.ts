@@ -1,6 +1,7 @@
 import { bearer } from '../lib/client.js'
 import type { BenchDatabase } from '../lib/databases.js'
 import type { WalkResult } from '../lib/downloader.js'
+import { cpuSeconds } from '../lib/proc.js'
 import { PROJECT_ENV, startServerChild, type RunningChild } from '../lib/processes.js'
 import { fmt, median, pairedRounds, roundRatios, verdict } from '../lib/report.js'
 import { cancelRun, CONNECTIONS, WARMUP_CANCELS, type CancelRun } from './cancels.js'
@@ -92,6 +93,12 @@ export async function events(context: StoreContext): Promise<void> {
       result: verdict(growth < FLAT_BYTES),
     },
     {
+      measure: `importer CPU time during the import (user + system${context.kind === 'postgres' ? ', the client side' : ''})`,
+      project: fmt.seconds(seed.importCpuSeconds),
+      ratio: `${Math.round((100 * seed.importCpuSeconds) / seed.importSeconds)}% of its wall time`,
+      result: 'info',
+    },
+    {
       measure: 'importer RSS: before the import, peak (VmHWM)',
       project: `${fmt.mib(seed.rssBefore)}, ${fmt.mib(seed.peakRss)}`,
       ratio: `+${fmt.mib(seed.peakRss - seed.rssBefore)}`,
@@ -121,15 +128,20 @@ async function drain(context: StoreContext, section: Section): Promise<void> {
   try {
     const idleRss = feed.child.memory().rss
     const v1 = (servers.v1 = await startServerChild('project server (v1 list)', 'lib/project-server.ts', env))
+    // Each side's server CPU time too: the work a drain costs, which a busy machine does not inflate as it does wall time.
     const rounds = await pairedRounds(
       DRAIN_ROUNDS,
       async () => {
         await bumpVersion(context, v1.url)
+        const cpu = cpuSeconds(v1.child.pid)
         const list = await downloader.request(`${v1.url}/v1/store/orders`, { headers })
-        return { ms: list.ms, bytes: list.bytes }
+        return { ms: list.ms, bytes: list.bytes, cpu: cpuSeconds(v1.child.pid) - cpu }
       },
-      (): Promise<WalkResult> =>
-        downloader.walk(`${feed.url}/v2/store/order-events?limit=${DRAIN_PAGE}`, { headers, param: 'after', itemMarker: EVENT_MARKER }),
+      async (): Promise<WalkResult & { cpu: number }> => {
+        const cpu = cpuSeconds(feed.child.pid)
+        const walk = await downloader.walk(`${feed.url}/v2/store/order-events?limit=${DRAIN_PAGE}`, { headers, param: 'after', itemMarker: EVENT_MARKER })
+        return { ...walk, cpu: cpuSeconds(feed.child.pid) - cpu }
+      },
     )
     const peakRss = feed.child.memory().peakRss
     const ratios = roundRatios(
@@ -152,6 +164,13 @@ async function drain(context: StoreContext, section: Section): Promise<void> {
         project: `${fmt.count(walk.items)} events, ${fmt.count(walk.pages)} pages, ${fmt.mb(walk.bytes)}`,
         baseline: fmt.mb(rounds.baseline.at(-1)!.bytes),
         ratio: fmt.rate(walk.items / (drainMs / 1000), 'events/s'),
+        result: 'info',
+      },
+      {
+        measure: 'drain: server CPU time (user + system), median',
+        project: fmt.ms(1000 * median(rounds.project.map((w) => w.cpu))),
+        baseline: fmt.ms(1000 * median(rounds.baseline.map((l) => l.cpu))),
+        ratio: fmt.ratio(median(rounds.project.map((w) => w.cpu)) / median(rounds.baseline.map((l) => l.cpu))),
         result: 'info',
       },
       {
