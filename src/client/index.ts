@@ -126,7 +126,7 @@ export function createClient(options: ClientOptions): PetstoreClient {
 export type OrderV2 = componentsV2['schemas']['Order']
 export type OrderStatus = OrderV2['status']
 export type CancellationReason = NonNullable<OrderV2['cancellationReason']>
-/** The codes of v2's errors: v1's and those of pages (`invalid_parameter`, `invalid_cursor`). */
+/** The codes of v2's errors: v1's, those of pages (`invalid_parameter`, `invalid_cursor`) and of the event feed (`events_expired`). */
 export type ErrorCodeV2 = componentsV2['schemas']['Error']['code']
 /** A page of the v2 list: `nextCursor` is present exactly when more matching orders follow. */
 export type OrderPage = operationsV2['listOrders']['responses'][200]['content']['application/json']
@@ -210,19 +210,17 @@ type ListOrdersQuery = NonNullable<operationsV2['listOrders']['parameters']['que
 
 // ---- the order event feed (experimental) ----
 
-export type OrderEventType = 'order.created' | 'order.updated' | 'order.shipped' | 'order.cancelled'
-
-/** One change to an order, as the feed records it in the change's own transaction. */
-export interface OrderEvent {
-  /** The event's position in the feed (decimal text): a valid `after`, to resume right after it. */
-  id: string
-  /** `order.created`, `order.updated` (an import), `order.shipped` or `order.cancelled`. */
-  type: OrderEventType
-  /** When the change was committed (RFC 3339, UTC). */
-  occurredAt: string
-  /** The order as it was right after the change. */
-  order: OrderV2
-}
+/**
+ * One change to an order, recorded in the change's own transaction: `id`, its position in the feed
+ * (decimal text; a valid `after`, to resume right after it), `type`, `occurredAt` (RFC 3339, UTC)
+ * and `order`, the order as it was right after the change (ids `bigint`, exact).
+ */
+export type OrderEvent = OrderEventPage['data'][number]
+/** `order.created`, `order.updated` (an import), `order.shipped` or `order.cancelled`. */
+export type OrderEventType = OrderEvent['type']
+/** A page of the event feed: `nextCursor` is always present, the position to resume from. */
+export type OrderEventPage = operationsV2['listOrderEvents']['responses'][200]['content']['application/json']
+type ListOrderEventsQuery = NonNullable<operationsV2['listOrderEvents']['parameters']['query']>
 
 export interface EventsOptions extends RequestOptions {
   /**
@@ -274,22 +272,17 @@ const RETRY_MAX_MS = 5000
 const RETRIED_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504])
 const EVENT_TYPES: readonly string[] = ['order.created', 'order.updated', 'order.shipped', 'order.cancelled'] satisfies OrderEventType[]
 
-interface OrderEventsPage {
-  data: OrderEvent[]
-  nextCursor: string
-}
-
 /** `events()`: long polls, each resuming from the previous response's `nextCursor`, retried while the server is away. */
 function followEvents(call: Call, options: EventsOptions): OrderEventStream {
   const { limit, wait = DEFAULT_EVENTS_WAIT_SECONDS, signal, onRetry } = options
   if (typeof wait !== 'number' || !Number.isFinite(wait) || wait < 0) throw new TypeError('events: wait must be a number of seconds, 0–30')
   let cursor = options.after === undefined ? undefined : int64Text(options.after, 'events: after')
 
-  async function poll(after: string | undefined): Promise<OrderEventsPage> {
-    const query = new URLSearchParams()
-    if (after !== undefined) query.set('after', after)
-    if (limit !== undefined) query.set('limit', String(limit))
-    query.set('wait', String(wait))
+  async function poll(after: string | undefined): Promise<OrderEventPage> {
+    const params: { [K in keyof ListOrderEventsQuery]: string } = { wait: String(wait) }
+    if (after !== undefined) params.after = after
+    if (limit !== undefined) params.limit = String(limit)
+    const query = new URLSearchParams(params as Record<string, string>)
     // One signal for the request and its body: the caller's abort, or no answer in time.
     const controller = new AbortController()
     const onAbort = (): void => controller.abort(signal?.reason)
@@ -310,7 +303,7 @@ function followEvents(call: Call, options: EventsOptions): OrderEventStream {
     let failures = 0
     while (!aborted()) {
       const started = Date.now()
-      let page: OrderEventsPage
+      let page: OrderEventPage
       try {
         page = await poll(cursor)
       } catch (error) {
@@ -387,7 +380,7 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
   })
 }
 
-function decodeEventsPage(body: unknown, response: Response): OrderEventsPage {
+function decodeEventsPage(body: unknown, response: Response): OrderEventPage {
   if (!isRecord(body) || !Array.isArray(body.data)) throw unexpected(response, 'expected a page of order events')
   if (typeof body.nextCursor !== 'string' || body.nextCursor === '') throw unexpected(response, 'nextCursor is missing')
   const data = body.data.map((item, index) => {
