@@ -59,6 +59,7 @@ export class EventWaiters {
   wait(seen: bigint, timeoutMs: number, gone: AbortSignal): Promise<WaitOutcome> {
     if (this.closed) return Promise.resolve('closing')
     if (gone.aborted) return Promise.resolve('gone')
+    if (timeoutMs <= 0) return Promise.resolve('timeout')
     if (this.waiting.size >= this.options.maxWaiting) return Promise.resolve('full')
     return new Promise<WaitOutcome>((resolve) => {
       const onGone = (): void => waiter.finish('gone')

@@ -90,9 +90,12 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
         const gone = new AbortController()
         const onClose = (): void => gone.abort()
         reply.raw.once('close', onClose)
+        if (request.raw.socket?.destroyed !== false) gone.abort() // it went while the feed was read
         try {
           while (page.count === 0) {
             const outcome = await waiters.wait(seen, deadline - performance.now(), gone.signal)
+            // Shutting down: the connection is closed once answered, not left idle for the drain to wait out.
+            if (outcome === 'closing') reply.header('connection', 'close')
             if (typeof outcome !== 'object') break // the time is up, or the instance is closing or full: what there is
             seen = outcome.changed
             page = await read(page.next, limit)
