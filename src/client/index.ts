@@ -195,8 +195,8 @@ export interface PetstoreV2Client {
    * when the response gives one, else after a backoff that doubles from 100 ms to at most 5 s — for
    * as long as it takes (`onRetry` sees each failure, and may throw to give up). Any other error
    * ends the loop with a PetstoreApiError: 400 `invalid_cursor` (not a cursor of this feed), 410
-   * `events_expired` (events after it have been deleted by retention: start again without `after`
-   * after re-reading the orders), 401, 403, 500.
+   * `events_expired` (events after it have been deleted by retention: the consumer has missed some
+   * and rebuilds its view, as docs/order-events.md describes), 401, 403, 500.
    *
    * To resume later, keep a cursor: the `id` of the last event handled is one (any event's `id` is
    * a valid `after`), and so is the iterator's `cursor`, the position after the last event yielded
