@@ -118,10 +118,8 @@ forEachStore('petstore-orders events tail', (kind) => {
     // Then changes while it waits: each comes out within about a second of its commit.
     assertOk(await cli(['orders', 'ship', String(MAX)], env))
     await within(3000, 'the shipped order', () => first.lines().length === 4, 20)
-    const cancelledAt = performance.now()
     await store.orders.cancel(2n, null, 'duplicate') // this test's own process: another writer of the file
-    await within(2000, 'the cancelled order', () => first.lines().length === 5, 10)
-    assert.ok(performance.now() - cancelledAt < 1500)
+    await within(1500, 'the cancelled order, after its commit', () => first.lines().length === 5, 10)
     const stopped = await stop(first, 'SIGINT')
 
     const events = stopped.lines.map(parseLine)

@@ -294,8 +294,8 @@ forEachStore('client.events() against a real server', (kind) => {
     const next = stream.next()
     await sleep(300) // the poll is held: nothing follows the cursor
     assert.equal(requested.length, 1)
-    const committedAt = performance.now()
     await server.importOrders([order({ id: 10_000n, status: 'shipped', complete: true })])
+    const committedAt = performance.now()
     const { value } = await next
     const latency = performance.now() - committedAt
     assert.ok(latency < 1000, `${latency.toFixed(0)} ms after the commit`)
