@@ -247,6 +247,23 @@ forEachStore('order event feed over HTTP', (kind) => {
     }
   })
 
+  it('wakes a held request for a cancel through another instance on the same database, within 1 s of its answer', async () => {
+    const other = await startTestServer(kind, { database: server.database })
+    try {
+      const head = String(await newest(server.store))
+      const held = feed(server, key, `after=${head}&wait=10`)
+      await within(2000, 'the request is held', async () => (await waiting(server)) === 1)
+      const response = await fetch(`${other.origin}/v1/store/orders/1015`, { method: 'DELETE', headers: bearer(key) })
+      assert.equal(response.status, 204)
+      const answered = performance.now()
+      const page = await held
+      assert.deepEqual(page.data.map((event) => [event.type, event.order.id]), [['order.cancelled', '1015']])
+      assert.ok(page.at - answered < 1000, `answered ${Math.round(page.at - answered)} ms after the other instance's 204`)
+    } finally {
+      await other.close()
+    }
+  })
+
   it('wakes a held request for an order shipped by the CLI in another process, within 1 s of its exit', async () => {
     const head = String(await newest(server.store))
     const held = feed(server, key, `after=${head}&wait=20`)
@@ -335,6 +352,22 @@ forEachStore('order event feed: limits and shutdown', (kind) => {
     const page = await held
     assert.deepEqual(page.data.map((event) => [event.type, event.order.id]), [['order.created', '5'], ['order.created', '6']])
     assert.equal(page.nextCursor, page.data[1]!.id)
+    await server.close()
+  })
+
+  it('holds no database connection for a held request: 20 held on a pool of 2, and the API still answers at once', { skip: kind === 'sqlite' && 'SQLite has no pool' }, async () => {
+    const server = await startTestServer(kind, { env: { DATABASE_POOL_SIZE: '2', LIST_DATABASE_STREAMS: '1', RATE_LIMIT_PER_KEY: '0' } })
+    const key = await server.createKey()
+    await server.importOrders([{ id: 1n }, { id: 2n }])
+    const held = Array.from({ length: 20 }, () => feed(server, key, 'after=2&wait=20'))
+    await within(3000, 'the requests are held', async () => (await waiting(server)) === 20)
+    const started = performance.now()
+    const list = await fetch(`${server.origin}/v2/store/orders`, { headers: bearer(key) })
+    assert.equal(list.status, 200, await list.text())
+    const cancel = await fetch(`${server.origin}/v2/store/orders/1/cancel`, { method: 'POST', headers: bearer(key) })
+    assert.equal(cancel.status, 200, await cancel.text())
+    assert.ok(performance.now() - started < 1000, `answered in ${Math.round(performance.now() - started)} ms`)
+    for (const page of await Promise.all(held)) assert.deepEqual(page.data.map((event) => [event.type, event.order.id]), [['order.cancelled', '1']])
     await server.close()
   })
 

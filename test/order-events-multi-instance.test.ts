@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { generateApiKey, SCOPES } from '../src/domain/api-keys.js'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
@@ -85,6 +86,18 @@ forEachStore('order event feed across two instances under concurrent cancels', (
       follow(() => servers[alternate++ % 2]!.origin, key, () => cancelsDone),
     ]
 
+    // How many long polls the instances hold, sampled during the storm: the consumers must have waited.
+    let mostHeld = 0
+    const sampling = (async () => {
+      while (!cancelsDone) {
+        for (const server of servers) {
+          const metrics = await (await fetch(`${server.origin}/metrics`)).text()
+          mostHeld = Math.max(mostHeld, Number(/^order_events_waiting (\d+)$/m.exec(metrics)?.[1] ?? 0))
+        }
+        await sleep(20)
+      }
+    })()
+
     const v2Bodies = new Map<number, string>()
     const v1Cancelled = new Set<number>()
     let next = 0
@@ -122,6 +135,8 @@ forEachStore('order event feed across two instances under concurrent cancels', (
       cancelsDone = true
     }
     const followed = await Promise.all(consumers)
+    await sampling
+    assert.ok(mostHeld >= 1, 'the consumers were held by long polls during the cancels')
 
     // The whole feed, read directly once everything has committed: the reference.
     const all: WireEvent[] = []

@@ -48,7 +48,8 @@ export interface OrderEventsRepository {
 
 /** `after` precedes events that retention has deleted: the API answers 410 events_expired. */
 export class EventsExpiredError extends Error {
-  constructor(readonly oldestRetained: bigint) {
+  /** `prunedThrough`: the newest position retention has deleted; resuming from it or later is fine. */
+  constructor(readonly prunedThrough: bigint) {
     super('events after this cursor have been deleted by retention')
     this.name = 'EventsExpiredError'
   }

@@ -28,11 +28,7 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
       return await store.events.read(after, limit)
     } catch (error) {
       if (error instanceof EventsExpiredError) {
-        throw new ApiError(
-          'events_expired',
-          `Events after ${after} have been deleted by retention (the oldest retained event is ${error.oldestRetained}); ` +
-            'read the feed again without after.',
-        )
+        throw new ApiError('events_expired', `Events after ${after} have been deleted by retention; read the feed again without after.`)
       }
       if (error instanceof UnknownEventPositionError) throw new ApiError('invalid_cursor', 'after is past the end of the feed: it is not a cursor of this feed.')
       throw error
