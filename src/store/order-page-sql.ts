@@ -7,6 +7,8 @@ export interface PageDialect {
   columns: string
   /** The order's v2 JSON text, as the OrderV2 schema's serializer writes it (see OrdersRepository.pageJson). */
   json: string
+  /** The same text as pages read it, where the store has a cheaper way to it than `json`. */
+  pageJson?: string
   /**
    * The statement aggregating `rows` (id, json, in id order) into one row: their JSON objects joined
    * by commas — a JSON array on SQLite (as bytes), without its brackets on PostgreSQL (see
@@ -111,7 +113,7 @@ function isDense(filters: OrderFilters): boolean {
  * statement on PostgreSQL.
  */
 export function orderPageJsonStatement(read: OrderPageQuery, dialect: PageDialect, counts?: number[]): NamedStatement | undefined {
-  const page = orderPageStatement(read, { ...dialect, columns: `id, ${dialect.json} AS json` }, counts)
+  const page = orderPageStatement(read, { ...dialect, columns: `id, ${dialect.pageJson ?? dialect.json} AS json` }, counts)
   return page === undefined ? undefined : { sql: dialect.jsonPage(page.sql), params: page.params }
 }
 

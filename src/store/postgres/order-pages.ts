@@ -19,16 +19,33 @@ export const orderV2Columns = (table = ''): string => {
   return `${t}id, ${t}pet_id, ${t}quantity, ${utc(`${t}ship_date`)} AS ship_date, ${t}complete, ${t}status, ${utc(`${t}cancelled_at`)} AS cancelled_at, ${t}cancellation_reason`
 }
 
-export const POSTGRES_PAGE_DIALECT: PageDialect = {
-  columns: orderV2Columns(),
-  // As the OrderV2 serializer writes it: required fields first, absent ones omitted (`',"petId":' ||
-  // NULL` is NULL), ids and quantities as integer literals, instants as toISOString() writes them.
-  json: `'{"id":' || id || CASE WHEN complete THEN ',"complete":true' ELSE ',"complete":false' END || ',"status":"' || status || '"'
+// As the OrderV2 serializer writes it: required fields first, absent ones omitted (`',"petId":' ||
+// NULL` is NULL), ids and quantities as integer literals, instants as toISOString() writes them.
+const ORDER_V2_JSON = `'{"id":' || id || CASE WHEN complete THEN ',"complete":true' ELSE ',"complete":false' END || ',"status":"' || status || '"'
     || coalesce(',"petId":' || pet_id, '') || coalesce(',"quantity":' || quantity, '')
     || coalesce(',"shipDate":"' || ${utc('ship_date')} || '"', '')
     || CASE WHEN status = 'cancelled' THEN coalesce(',"cancelledAt":"' || ${utc('cancelled_at')} || '"', '')
       || coalesce(',"cancellationReason":"' || cancellation_reason || '"', '') ELSE '' END
-    || '}'`,
+    || '}'`
+
+/**
+ * ORDER_V2_JSON, from the order's v1 JSON where that is cheaper. `list_json` (migration 2) is the v1
+ * Order, `{"id":…,"petId":…,"quantity":…,"shipDate":"…","complete":…}`, fields in that order, absent
+ * ones omitted; an order that is not cancelled shows the same fields in v2, with complete and status
+ * moved after the id. So its v2 JSON is list_json up to `,"complete":`, with complete and status put
+ * in front of `,"petId":` (found once, where there is a pet) and `}` at the end: two searches of a
+ * short text, where ORDER_V2_JSON formats the ship date again (to_char, the dearest part) and joins
+ * a dozen pieces. 0.66 ms instead of 1.05 ms of PostgreSQL's time a page of 1,000. The other orders
+ * (cancelled, or without a pet: 1 in 200 in the bench's data) are written by ORDER_V2_JSON.
+ */
+const ORDER_V2_PAGE_JSON = `CASE WHEN status = 'cancelled' OR pet_id IS NULL THEN ${ORDER_V2_JSON}
+    ELSE replace(split_part(list_json, ',"complete":', 1), ',"petId":',
+      CASE WHEN complete THEN ',"complete":true,"status":"' ELSE ',"complete":false,"status":"' END || status || '","petId":') || '}' END`
+
+export const POSTGRES_PAGE_DIALECT: PageDialect = {
+  columns: orderV2Columns(),
+  json: ORDER_V2_JSON,
+  pageJson: ORDER_V2_PAGE_JSON,
   // Without the array's brackets: they are added where the text is copied into a Buffer anyway
   // (concatenating them here copies the page twice more). The ORDER BY costs next to nothing: the
   // rows come sorted.
