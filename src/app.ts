@@ -7,6 +7,7 @@ import type { ApiApp } from './http/api-app.js'
 import { admission } from './http/admission.js'
 import { Authenticator } from './http/authenticator.js'
 import { clientErrorResponse, registerErrorHandling, registerMethodNotAllowed, toErrorResponse } from './http/error-handling.js'
+import { EventWaiters } from './http/event-waiters.js'
 import { int64ParamsValidator } from './http/int64-params.js'
 import { Metrics } from './http/metrics.js'
 import { openApiDocument } from './http/openapi.js'
@@ -18,9 +19,11 @@ import { healthRoutes } from './http/routes/health.js'
 import { ordersRoutes } from './http/routes/orders.js'
 import { petsRoutes } from './http/routes/pets.js'
 import { cancelOrderV2Route } from './http/routes/v2/cancel-order.js'
+import { orderEventsRoute } from './http/routes/v2/order-events.js'
 import { ordersV2Routes } from './http/routes/v2/orders.js'
 import { ErrorSchema } from './schemas/error.js'
 import { Order } from './schemas/order.js'
+import { OrderEvent } from './schemas/order-event.js'
 import { OrderV2 } from './schemas/order-v2.js'
 import { Pet } from './schemas/pet.js'
 import type { Store } from './store/store.js'
@@ -77,7 +80,17 @@ export async function buildApp({ config, store, logger, processMetrics = false }
 
   // Every open socket costs a descriptor and memory, whatever the timeouts: bound how many there are.
   app.server.maxConnections = config.http.maxConnections
-  const metrics = new Metrics({ processMetrics })
+  // The event feed's held long polls: answered at once when the app closes (preClose runs before
+  // the server waits for in-flight requests), so a deploy drains without waiting out a wait.
+  const waiters = new EventWaiters(() => store.orders.dataVersion(), {
+    maxWaiting: config.events.maxWaiting,
+    onError: (error) => app.log.warn({ err: error }, 'event feed: reading the data version failed; held requests wait on'),
+  })
+  app.addHook('preClose', (done) => {
+    waiters.close()
+    done()
+  })
+  const metrics = new Metrics({ processMetrics, eventWaiters: () => waiters.size })
   const authenticator = new Authenticator((hash) => store.apiKeys.findByHash(hash), config.keyCacheTtlMs)
   const counters = { perKey: memoryCounters(), authFailures: memoryCounters() }
   if (config.rateLimit.redisUrl !== undefined) {
@@ -123,7 +136,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
     done()
   })
 
-  for (const schema of [Order, OrderV2, Pet, ErrorSchema]) app.addSchema(schema)
+  for (const schema of [Order, OrderV2, OrderEvent, Pet, ErrorSchema]) app.addSchema(schema)
   await app.register(swagger, openApiDocument(config))
 
   // Every path's methods, so that every other method on it is a 405 with Allow (below).
@@ -153,6 +166,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
       const api = v2 as unknown as ApiApp
       ordersV2Routes(api)
       cancelOrderV2Route(api)
+      orderEventsRoute(api, waiters)
       api.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) =>
         reply.header('cache-control', 'public, max-age=300').send((v2 as unknown as Record<string, () => unknown>)[SWAGGER_V2]!()),
       )

@@ -20,6 +20,11 @@ export interface Config {
   /** The order list: how many lists read the database at once, and how long a response may take to send. */
   list: { databaseStreams: number; sendTimeoutMs: number; maxResponses: number }
   pets: { deprecatedAt: Date; sunsetAt: Date; deprecationLink: string }
+  /**
+   * The order event feed: events older than `retentionDays` are pruned by the serving process;
+   * at most `maxWaiting` long polls are held per instance (past it they are answered at once).
+   */
+  events: { retentionDays: number; maxWaiting: number }
   /** Requests per minute; 0 turns a limit off. With `redisUrl` the counters are shared by all instances. */
   rateLimit: { perKeyPerMinute: number; authFailuresPerMinute: number; redisUrl: string | undefined; redisPrefix: string }
   /** The proxies (addresses or CIDRs) whose X-Forwarded-For gives the client's address; false: none. */
@@ -63,6 +68,7 @@ export function loadConfig(env: Env = process.env): Config {
     listCacheMaxBytes: integer(env, 'LIST_CACHE_MAX_BYTES', 256 * 1024 * 1024, 0, 16 * 1024 ** 3),
     list: listConfig(env),
     pets: petsDeprecation(env),
+    events: eventsConfig(env),
     rateLimit: {
       perKeyPerMinute: integer(env, 'RATE_LIMIT_PER_KEY', 1200, 0, 10_000_000),
       authFailuresPerMinute: integer(env, 'RATE_LIMIT_AUTH_FAILURES', 30, 0, 10_000_000),
@@ -119,6 +125,19 @@ function listConfig(env: Env): Config['list'] {
     sendTimeoutMs: integer(env, 'LIST_SEND_TIMEOUT_MS', 600_000, 1000, 86_400_000),
     maxResponses: integer(env, 'LIST_MAX_RESPONSES', 64, 1, 100_000),
   }
+}
+
+/**
+ * A held long poll keeps its connection open: EVENTS_MAX_WAITING must stay below
+ * HTTP_MAX_CONNECTIONS so that held requests can never take every connection of an instance.
+ */
+function eventsConfig(env: Env): Config['events'] {
+  const maxConnections = integer(env, 'HTTP_MAX_CONNECTIONS', 4096, 1, 1_000_000)
+  const maxWaiting = integer(env, 'EVENTS_MAX_WAITING', Math.min(1000, Math.floor(maxConnections / 2)), 0, 100_000)
+  if (maxWaiting > 0 && maxWaiting >= maxConnections) {
+    throw new ConfigError('EVENTS_MAX_WAITING', `must be below HTTP_MAX_CONNECTIONS (${maxConnections}), got "${maxWaiting}"`)
+  }
+  return { retentionDays: integer(env, 'EVENTS_RETENTION_DAYS', 30, 1, 36_500), maxWaiting }
 }
 
 function string(env: Env, name: string, fallback: string): string {

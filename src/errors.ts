@@ -21,6 +21,10 @@ export const ERRORS = {
   request_timeout: { status: 408, message: 'The request was not received in time.' },
   order_already_shipped: { status: 409, message: 'The order has already shipped and cannot be cancelled.' },
   gone: { status: 410, message: 'This operation has reached its sunset date and is no longer available.' },
+  events_expired: {
+    status: 410,
+    message: 'Events after this cursor have been deleted by retention; read the feed again from its oldest event (without after).',
+  },
   payload_too_large: { status: 413, message: 'The request body is too large.' },
   uri_too_long: { status: 414, message: 'The request URI is too long.' },
   unsupported_media_type: { status: 415, message: 'The request body has an unsupported content type.' },
@@ -35,7 +39,7 @@ export type ErrorCode = keyof typeof ERRORS
 export const ERROR_CODES = Object.keys(ERRORS) as ErrorCode[]
 
 /** Codes only v2 answers with; v1 (and its document) never names them. */
-export const V2_ONLY_ERROR_CODES: readonly ErrorCode[] = ['invalid_parameter', 'invalid_cursor']
+export const V2_ONLY_ERROR_CODES: readonly ErrorCode[] = ['invalid_parameter', 'invalid_cursor', 'events_expired']
 
 /** The codes v1 can answer with, as its document lists them. */
 export const V1_ERROR_CODES = ERROR_CODES.filter((code) => !V2_ONLY_ERROR_CODES.includes(code))

@@ -3,6 +3,7 @@ import { buildApp } from './app.js'
 import { BatchedDestination } from './log-destination.js'
 import type { Config } from './config.js'
 import type { ApiApp } from './http/api-app.js'
+import { EventPruner } from './http/event-pruner.js'
 import { openStore } from './store/open-store.js'
 import type { Store } from './store/store.js'
 
@@ -11,7 +12,10 @@ export const SERVER_SQLITE_OPTIONS = { busyTimeoutMs: 50 }
 export interface RunningServer {
   app: ApiApp
   url: string
-  /** Stops accepting, finishes in-flight requests (up to the shutdown timeout), closes the database. */
+  /**
+   * Stops accepting, answers held long polls at once, finishes in-flight requests (up to the
+   * shutdown timeout), stops pruning events, closes the database.
+   */
   close(): Promise<void>
   /** Writes every log line logged so far; lines that could not be written are reported on stderr. */
   flushLogs(): Promise<void>
@@ -53,6 +57,12 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   }
   options.onListening?.(url)
   const running = app
+  // Retention of the order event feed, in the serving process only (the CLI never prunes).
+  const pruner = new EventPruner(store.events, {
+    retentionDays: config.events.retentionDays,
+    log: logger,
+  })
+  pruner.start()
 
   let closing: Promise<void> | undefined
   const close = (): Promise<void> =>
@@ -63,11 +73,13 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       // shutdown timeout bounds a client that never finishes reading a long list.
       const reaper = setInterval(() => running.server.closeIdleConnections(), 100)
       const timer = setTimeout(() => running.server.closeAllConnections(), config.shutdownTimeoutMs)
+      const pruned = pruner.stop() // a pass in progress ends after its current batch
       try {
         await running.close()
       } finally {
         clearInterval(reaper)
         clearTimeout(timer)
+        await pruned
         await store.close()
       }
     })())

@@ -78,7 +78,7 @@ async function withStore<T>(database: TestDatabaseHandle, work: (store: Store) =
   }
 }
 
-const COMMANDS = ['serve', 'migrate', 'keys create', 'keys list', 'keys revoke', 'orders import', 'orders ship', 'pets import', 'seed']
+const COMMANDS = ['serve', 'migrate', 'keys create', 'keys list', 'keys revoke', 'orders import', 'orders ship', 'pets import', 'seed', 'events tail']
 
 describe('petstore-orders: help and usage (no database touched)', () => {
   // A database that must never come to exist: usage errors do not open it.
@@ -112,7 +112,7 @@ describe('petstore-orders: help and usage (no database touched)', () => {
       assert.equal((await cli(['help', ...words], env)).stdout, result.stdout)
       assert.equal((await cli([...words, '--bogus', '-h'], env)).stdout, result.stdout)
     }))
-    for (const group of ['keys', 'orders', 'pets']) {
+    for (const group of ['keys', 'orders', 'pets', 'events']) {
       const result = await cli([group, '--help'], env)
       assertOk(result)
       assert.match(result.stdout, new RegExp(`^Usage: petstore-orders ${group} SUBCOMMAND`))
@@ -142,7 +142,7 @@ describe('petstore-orders: help and usage (no database touched)', () => {
 
   test('usage errors: one line naming the problem, exit 2', async () => {
     const cases: [string[], RegExp][] = [
-      [['frobnicate'], /^petstore-orders: unknown command "frobnicate" \(commands: serve, migrate, keys, orders, pets, seed\)/],
+      [['frobnicate'], /^petstore-orders: unknown command "frobnicate" \(commands: serve, migrate, keys, orders, pets, seed, events\)/],
       [['--frobnicate'], /unknown option --frobnicate/],
       [['keys', 'rotate'], /unknown keys command "rotate" \(keys commands: create, list, revoke\)/],
       [['keys', 'create', '--name', 'x', '--bogus'], /unknown option --bogus; see 'petstore-orders keys create --help'/],

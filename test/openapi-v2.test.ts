@@ -9,6 +9,7 @@ import { promisify } from 'node:util'
 import { after, before, describe, it } from 'node:test'
 import { ERROR_CODES, ERRORS } from '../src/errors.js'
 import { CANCELLATION_REASONS } from '../src/domain/order-pages.js'
+import { ListOrderEventsQuery } from '../src/schemas/order-event.js'
 import { ListOrdersQuery } from '../src/schemas/order-v2.js'
 import { startTestServer } from './support/harness.js'
 
@@ -65,7 +66,7 @@ describe('OpenAPI document of v2', () => {
   })
 
   it('describes listOrders, getOrder and cancelOrder, beta, tagged orders, with summaries and descriptions', () => {
-    assert.deepEqual(Object.keys(doc.paths).sort(), ['/store/orders', '/store/orders/{orderId}', '/store/orders/{orderId}/cancel'])
+    assert.deepEqual(Object.keys(doc.paths).sort(), ['/store/order-events', '/store/orders', '/store/orders/{orderId}', '/store/orders/{orderId}/cancel'])
     assert.deepEqual(Object.keys(doc.paths['/store/orders']!), ['get'])
     assert.deepEqual(Object.keys(doc.paths['/store/orders/{orderId}']!), ['get'])
     assert.deepEqual(Object.keys(doc.paths['/store/orders/{orderId}/cancel']!), ['post'])
@@ -118,8 +119,57 @@ describe('OpenAPI document of v2', () => {
     assert.equal(byName.shipDateFrom!.format, 'date-time')
   })
 
-  it('has the v2 Order (status always, cancelledAt, cancellationReason) and Error with every code, and no v1 schema', () => {
-    assert.deepEqual(Object.keys(doc.components.schemas).sort(), ['Error', 'Order'])
+  it('describes listOrderEvents, experimental, with its three parameters, an OrderEvent page and its errors', () => {
+    const events = doc.paths['/store/order-events']!
+    assert.deepEqual(Object.keys(events), ['get'])
+    const op = events.get!
+    assert.equal(op.operationId, 'listOrderEvents')
+    assert.equal(op['x-stability'], 'experimental')
+    assert.deepEqual(op.tags, ['orders'])
+    assert.deepEqual(op.security, [{ bearerAuth: [] }])
+    assert.ok((op.summary ?? '').length > 0)
+    assert.ok((op.description ?? '').length > (op.summary ?? '').length)
+    const parameters = op.parameters!
+    assert.deepEqual(parameters.map((p) => p.name), Object.keys(ListOrderEventsQuery.properties))
+    assert.deepEqual(parameters.map((p) => p.name), ['after', 'limit', 'wait'])
+    for (const parameter of parameters) {
+      assert.equal(parameter.in, 'query')
+      assert.equal(parameter.required, false)
+      assert.ok((parameter.description ?? '').length > 0, parameter.name)
+    }
+    const byName = Object.fromEntries(parameters.map((p) => [p.name, p.schema]))
+    assert.deepEqual(byName.after, { type: 'string' })
+    assert.deepEqual(byName.limit, { type: 'integer', minimum: 1, maximum: 1000, default: 100 })
+    assert.deepEqual(byName.wait, { type: 'integer', minimum: 0, maximum: 30, default: 0 })
+    assert.deepEqual(Object.keys(op.responses).sort(), ['200', '400', '401', '403', '410'])
+    const page = op.responses['200']!.content!['application/json']!.schema as { required: string[]; properties: Record<string, Record<string, unknown>> }
+    assert.deepEqual(page.required, ['data', 'nextCursor'], 'nextCursor is always present')
+    assert.deepEqual(page.properties.data!.items, { $ref: '#/components/schemas/OrderEvent' })
+    assert.equal(page.properties.nextCursor!.type, 'string')
+    assert.deepEqual(Object.keys(op.responses['400']!.content!['application/json']!.examples!), ['invalid_parameter', 'invalid_cursor'])
+    assert.deepEqual(Object.keys(op.responses['410']!.content!['application/json']!.examples!), ['events_expired'])
+
+    const event = doc.components.schemas.OrderEvent!
+    assert.deepEqual(Object.keys(event.properties), ['id', 'type', 'occurredAt', 'order'])
+    assert.deepEqual(event.required, ['id', 'type', 'occurredAt', 'order'])
+    assert.equal(event.properties.id!.type, 'string', 'an event id is a decimal string')
+    assert.deepEqual(event.properties.type!.enum, ['order.created', 'order.updated', 'order.shipped', 'order.cancelled'])
+    assert.equal(event.properties.occurredAt!.format, 'date-time')
+    assert.deepEqual(event.properties.order, { $ref: '#/components/schemas/Order' })
+    const example = event.example as { id: string; type: string; order: Record<string, unknown> }
+    assert.deepEqual(Object.keys(example), ['id', 'type', 'occurredAt', 'order'])
+    assert.equal(example.type, 'order.cancelled')
+    assert.equal(example.order.status, 'cancelled')
+  })
+
+  it('marks every operation but the event feed beta', () => {
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const op of Object.values(item)) assert.equal(op['x-stability'], path === '/store/order-events' ? 'experimental' : 'beta', op.operationId)
+    }
+  })
+
+  it('has the v2 Order (status always, cancelledAt, cancellationReason), OrderEvent and Error with every code, and no v1 schema', () => {
+    assert.deepEqual(Object.keys(doc.components.schemas).sort(), ['Error', 'Order', 'OrderEvent'])
     const order = doc.components.schemas.Order!
     assert.deepEqual(Object.keys(order.properties), ['id', 'petId', 'quantity', 'shipDate', 'complete', 'status', 'cancelledAt', 'cancellationReason'])
     assert.deepEqual(order.required, ['id', 'complete', 'status'])
@@ -153,6 +203,11 @@ describe('OpenAPI document of v2', () => {
       'getOrder 400 invalid_order_id',
       'getOrder 400 invalid_parameter',
       'getOrder 404 order_not_found',
+      'listOrderEvents 400 invalid_parameter',
+      'listOrderEvents 400 invalid_cursor',
+      'listOrderEvents 401 unauthorized',
+      'listOrderEvents 403 insufficient_scope',
+      'listOrderEvents 410 events_expired',
     ]) {
       assert.ok(seen.has(expected), expected)
     }

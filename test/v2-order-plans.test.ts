@@ -9,6 +9,8 @@ import { demoOrders } from '../src/domain/demo-data.js'
 import type { OrderFilters, OrderPageQuery } from '../src/domain/order-pages.js'
 import { ORDER_STATUSES, type OrderStatus } from '../src/domain/orders.js'
 import { orderPageJsonStatement, orderPageProbe, orderPageStatement, probeCap, type NamedStatement } from '../src/store/order-page-sql.js'
+import { runMigrations } from '../src/store/postgres/migration-runner.js'
+import { POSTGRES_MIGRATIONS } from '../src/store/postgres/migrations.js'
 import { POSTGRES_PAGE_DIALECT, positional } from '../src/store/postgres/order-pages.js'
 import { PostgresStore } from '../src/store/postgres/postgres-store.js'
 import { SQLITE_PAGE_DIALECT } from '../src/store/sqlite/order-pages.js'
@@ -135,24 +137,33 @@ describe('v2 list plans [postgres]: every filter is served by an index, never a 
   })
 
   it('a CONCURRENTLY index build that was interrupted (left INVALID) is dropped and built again by migrate', async () => {
-    // An interrupted build, as a killed migration leaves it: a failed CREATE INDEX CONCURRENTLY keeps
-    // its INVALID index, here under the name of migration 7's index.
-    await client.query('DROP INDEX orders_status_complete_ship_date')
-    await client.query('DELETE FROM schema_migrations WHERE version = 7')
-    await assert.rejects(client.query('CREATE UNIQUE INDEX CONCURRENTLY orders_status_complete_ship_date ON orders (status)'))
-    const invalid = await client.query(`SELECT indisvalid FROM pg_index WHERE indexrelid = 'orders_status_complete_ship_date'::regclass`)
-    assert.equal(invalid.rows[0].indisvalid, false)
-    const store = new PostgresStore(database.url)
+    // A database as a migration killed during migration 7's build leaves it: 1–6 applied, and the
+    // INVALID index a failed CREATE INDEX CONCURRENTLY keeps, under migration 7's index name.
+    const interrupted = await createTestDatabase()
+    const raw = new pg.Client({ connectionString: interrupted.url })
     try {
-      assert.deepEqual(await store.migrate(), [7])
-      assert.deepEqual(await store.migrate(), [])
+      await raw.connect()
+      assert.deepEqual(await runMigrations(raw, POSTGRES_MIGRATIONS.filter((m) => m.version <= 6)), [1, 2, 3, 4, 5, 6])
+      await raw.query(`INSERT INTO orders (id, status) VALUES (1, 'pending'), (2, 'pending')`)
+      await assert.rejects(raw.query('CREATE UNIQUE INDEX CONCURRENTLY orders_status_complete_ship_date ON orders (status)'))
+      const invalid = await raw.query(`SELECT indisvalid FROM pg_index WHERE indexrelid = 'orders_status_complete_ship_date'::regclass`)
+      assert.equal(invalid.rows[0].indisvalid, false)
+      const store = new PostgresStore(interrupted.url)
+      try {
+        const rest = POSTGRES_MIGRATIONS.filter((m) => m.version >= 7).map((m) => m.version)
+        assert.deepEqual(await store.migrate(), rest)
+        assert.deepEqual(await store.migrate(), [])
+      } finally {
+        await store.close()
+      }
+      const { rows } = await raw.query(
+        `SELECT i.indisvalid, pg_get_indexdef(i.indexrelid) AS def FROM pg_index i WHERE indexrelid = 'orders_status_complete_ship_date'::regclass`,
+      )
+      assert.equal(rows[0].indisvalid, true)
+      assert.match(rows[0].def, /\(status, complete, ship_date, id\)$/)
     } finally {
-      await store.close()
+      await raw.end()
+      await interrupted.drop()
     }
-    const { rows } = await client.query(
-      `SELECT i.indisvalid, pg_get_indexdef(i.indexrelid) AS def FROM pg_index i WHERE indexrelid = 'orders_status_complete_ship_date'::regclass`,
-    )
-    assert.equal(rows[0].indisvalid, true)
-    assert.match(rows[0].def, /\(status, complete, ship_date, id\)$/)
   })
 })

@@ -18,6 +18,7 @@ import type { CancelResult } from '../../src/domain/orders.js'
 import { openStore } from '../../src/store/open-store.js'
 import { ORDER_V2_COLUMNS, toOrderV2Record, type OrderV2Row } from '../../src/store/sqlite/order-pages.js'
 import type { ApiKeysRepository, OrdersRepository, PetsRepository, Store } from '../../src/store/store.js'
+import type { OrderEventsRepository } from '../../src/store/order-events.js'
 import { failed, onShutdown, tell } from '../lib/child-side.js'
 
 /** One synchronous=FULL transaction per cancel on a writer connection of its own. */
@@ -68,12 +69,14 @@ class PerTransactionCancelStore implements Store {
   readonly orders: OrdersRepository
   readonly apiKeys: ApiKeysRepository
   readonly pets: PetsRepository
+  readonly events: OrderEventsRepository
 
   constructor(
     private readonly store: Store,
     private readonly cancels: PerTransactionCancels,
   ) {
     this.kind = store.kind
+    this.events = store.events
     const orders = store.orders
     this.orders = {
       hasAny: () => orders.hasAny(),

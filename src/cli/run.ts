@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { ConfigError } from '../config.js'
 import { redactUrl } from '../redact-url.js'
 import { CommandError, oneLine, parseCommandArgs, PROGRAM, UsageError, type Command, type Io } from './command.js'
+import { eventsTail } from './commands/events.js'
 import { keysCreate, keysList, keysRevoke } from './commands/keys.js'
 import { migrate } from './commands/migrate.js'
 import { ordersImport, ordersShip } from './commands/orders.js'
@@ -9,12 +10,13 @@ import { petsImport } from './commands/pets.js'
 import { seed } from './commands/seed.js'
 import { serve } from './commands/serve.js'
 
-export const COMMANDS: Command[] = [serve, migrate, keysCreate, keysList, keysRevoke, ordersImport, ordersShip, petsImport, seed]
+export const COMMANDS: Command[] = [serve, migrate, keysCreate, keysList, keysRevoke, ordersImport, ordersShip, petsImport, seed, eventsTail]
 
 const GROUPS: Record<string, string> = {
   keys: 'API keys: create, list, revoke',
   orders: 'orders: import a file, ship one',
   pets: 'pets: import a file',
+  events: 'the order event feed: tail it',
 }
 
 const ENVIRONMENT = `Environment:
@@ -39,7 +41,7 @@ function topHelp(): string {
   return `Usage: ${PROGRAM} COMMAND [ARGUMENTS] [OPTIONS]
 
 Operates the Petstore Orders service: runs the HTTP API, migrates its database, manages API keys,
-imports orders and pets, and seeds demo data.
+imports orders and pets, seeds demo data, and prints the order event feed.
 
 Commands:
 ${commandList(COMMANDS)}
@@ -50,6 +52,7 @@ Examples:
   ${PROGRAM} serve --demo
   ${PROGRAM} keys create --name billing-service
   DATABASE_URL=postgres://petstore@db.internal/petstore ${PROGRAM} orders import orders.ndjson
+  ${PROGRAM} events tail --after 1234
 
 Options:
   -h, --help     show this help

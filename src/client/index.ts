@@ -126,7 +126,7 @@ export function createClient(options: ClientOptions): PetstoreClient {
 export type OrderV2 = componentsV2['schemas']['Order']
 export type OrderStatus = OrderV2['status']
 export type CancellationReason = NonNullable<OrderV2['cancellationReason']>
-/** The codes of v2's errors: v1's and those of pages (`invalid_parameter`, `invalid_cursor`). */
+/** The codes of v2's errors: v1's, those of pages (`invalid_parameter`, `invalid_cursor`) and of the event feed (`events_expired`). */
 export type ErrorCodeV2 = componentsV2['schemas']['Error']['code']
 /** A page of the v2 list: `nextCursor` is present exactly when more matching orders follow. */
 export type OrderPage = operationsV2['listOrders']['responses'][200]['content']['application/json']
@@ -180,9 +180,232 @@ export interface PetstoreV2Client {
    * `order_already_shipped`, an unknown one with 404 `order_not_found`.
    */
   cancelOrder(id: bigint | string, options?: CancelOptions): Promise<OrderV2>
+  /**
+   * Follows the order event feed (GET /store/order-events, experimental): every event after
+   * `after`, in the order they were committed, then every later one as it happens — the loop never
+   * ends by itself (`for await (const event of client.events({ after: saved }))`).
+   *
+   * Each request is a long poll (`wait`, default 20 s): the server holds it until an event follows
+   * the cursor, so a new event arrives within about a second of its commit. The next request resumes
+   * from the previous response's `nextCursor`, so every event is yielded exactly once, each order's
+   * events in the order they happened, with no gap.
+   *
+   * It survives a server restart: a request that gets no response (connection refused or reset, a
+   * request timed out), 502, 503, 504 or 429 is retried from the same cursor, after `Retry-After`
+   * when the response gives one, else after a backoff that doubles from 100 ms to at most 5 s — for
+   * as long as it takes (`onRetry` sees each failure, and may throw to give up). Any other error
+   * ends the loop with a PetstoreApiError: 400 `invalid_cursor` (not a cursor of this feed), 410
+   * `events_expired` (events after it have been deleted by retention: the consumer has missed some
+   * and rebuilds its view, as docs/order-events.md describes), 401, 403, 500.
+   *
+   * To resume later, keep a cursor: the `id` of the last event handled is one (any event's `id` is
+   * a valid `after`), and so is the iterator's `cursor`, the position after the last event yielded
+   * (also past an empty poll). `break`, or aborting `signal`, stops the loop without an error (a
+   * poll in flight is cancelled).
+   */
+  events(options?: EventsOptions): OrderEventStream
 }
 
 type ListOrdersQuery = NonNullable<operationsV2['listOrders']['parameters']['query']>
+
+// ---- the order event feed (experimental) ----
+
+/**
+ * One change to an order, recorded in the change's own transaction: `id`, its position in the feed
+ * (decimal text; a valid `after`, to resume right after it), `type`, `occurredAt` (RFC 3339, UTC)
+ * and `order`, the order as it was right after the change (ids `bigint`, exact).
+ */
+export type OrderEvent = OrderEventPage['data'][number]
+/** `order.created`, `order.updated` (an import), `order.shipped` or `order.cancelled`. */
+export type OrderEventType = OrderEvent['type']
+/** A page of the event feed: `nextCursor` is always present, the position to resume from. */
+export type OrderEventPage = operationsV2['listOrderEvents']['responses'][200]['content']['application/json']
+type ListOrderEventsQuery = NonNullable<operationsV2['listOrderEvents']['parameters']['query']>
+
+export interface EventsOptions extends RequestOptions {
+  /**
+   * The events after this cursor: a response's `nextCursor`, an event's `id`, or a stream's
+   * `cursor`; a bigint position too. Omitted: from the oldest event the server retains.
+   */
+  after?: string | bigint
+  /** How many events one request returns at most, 1–1000 (the server's default is 100). */
+  limit?: number
+  /** Seconds a request may be held while no event follows the cursor, 0–30 (default 20). */
+  wait?: number
+  /**
+   * Called before each retry, with the failure and the delay before the retry. It may log; it may
+   * throw to give up, and the loop then throws that error.
+   */
+  onRetry?: (retry: EventsRetry) => void
+}
+
+/** A failed request of `events()` that will be retried. */
+export interface EventsRetry {
+  /** A PetstoreApiError (429, 502, 503, 504), or the error of a request that got no response. */
+  error: unknown
+  /** 1 for the first retry since the last response that succeeded. */
+  attempt: number
+  /** How long until the retry: `Retry-After` when the response had one, else the backoff. */
+  delayMs: number
+  /** The cursor the retry resumes from (undefined: from the oldest retained event). */
+  cursor: string | undefined
+}
+
+/** The async iterator `events()` returns, with the cursor to resume from. */
+export interface OrderEventStream extends AsyncIterableIterator<OrderEvent> {
+  /**
+   * Where to resume: the position after the last event yielded (its `id`), or after the last empty
+   * poll; before the first response, the `after` given (undefined when none was).
+   */
+  readonly cursor: string | undefined
+}
+
+/** Default `wait`: well under the idle timeouts of usual proxies and load balancers (60 s). */
+const DEFAULT_EVENTS_WAIT_SECONDS = 20
+/** A poll with no answer this long after its `wait` has ended is given up and retried (a dead connection). */
+const POLL_GRACE_MS = 15_000
+/** An empty page that came back sooner than this is not followed at once (`wait: 0`, a server stopping). */
+const EMPTY_POLL_INTERVAL_MS = 1000
+const RETRY_FIRST_MS = 100
+const RETRY_MAX_MS = 5000
+/** Statuses that say "not now": the request is retried from the same cursor. */
+const RETRIED_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504])
+const EVENT_TYPES: readonly string[] = ['order.created', 'order.updated', 'order.shipped', 'order.cancelled'] satisfies OrderEventType[]
+
+/** `events()`: long polls, each resuming from the previous response's `nextCursor`, retried while the server is away. */
+function followEvents(call: Call, options: EventsOptions): OrderEventStream {
+  const { limit, wait = DEFAULT_EVENTS_WAIT_SECONDS, signal, onRetry } = options
+  if (typeof wait !== 'number' || !Number.isFinite(wait) || wait < 0) throw new TypeError('events: wait must be a number of seconds, 0–30')
+  let cursor = options.after === undefined ? undefined : int64Text(options.after, 'events: after')
+
+  async function poll(after: string | undefined): Promise<OrderEventPage> {
+    const params: { [K in keyof ListOrderEventsQuery]: string } = { wait: String(wait) }
+    if (after !== undefined) params.after = after
+    if (limit !== undefined) params.limit = String(limit)
+    const query = new URLSearchParams(params as Record<string, string>)
+    // One signal for the request and its body: the caller's abort, or no answer in time.
+    const controller = new AbortController()
+    const onAbort = (): void => controller.abort(signal?.reason)
+    signal?.addEventListener('abort', onAbort, { once: true })
+    const timer = setTimeout(() => controller.abort(new PollTimeoutError(wait * 1000 + POLL_GRACE_MS)), wait * 1000 + POLL_GRACE_MS)
+    try {
+      const response = await call('GET', `store/order-events?${query.toString()}`, controller.signal)
+      return decodeEventsPage(await readJson(response), response)
+    } finally {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', onAbort)
+    }
+  }
+
+  const aborted = (): boolean => signal?.aborted === true
+
+  async function* follow(): AsyncGenerator<OrderEvent, undefined, undefined> {
+    let failures = 0
+    while (!aborted()) {
+      const started = Date.now()
+      let page: OrderEventPage
+      try {
+        page = await poll(cursor)
+      } catch (error) {
+        if (aborted()) return undefined
+        if (!isTransient(error)) throw error
+        failures++
+        const delayMs = retryDelay(error, failures)
+        onRetry?.({ error, attempt: failures, delayMs, cursor })
+        if (!(await pause(delayMs, signal))) return undefined
+        continue
+      }
+      failures = 0
+      for (const event of page.data) {
+        cursor = event.id // set before the yield: a loop that breaks here has handled this event
+        yield event
+      }
+      cursor = page.nextCursor
+      if (page.data.length === 0 && !(await pause(EMPTY_POLL_INTERVAL_MS - (Date.now() - started), signal))) return undefined
+    }
+    return undefined
+  }
+
+  const generator = follow()
+  return {
+    get cursor() {
+      return cursor
+    },
+    next: () => generator.next(),
+    return: (value?: unknown) => generator.return(value as undefined),
+    throw: (error?: unknown) => generator.throw(error),
+    [Symbol.asyncIterator]() {
+      return this
+    },
+  }
+}
+
+/** A poll that got no answer in time: retried like a connection refused. */
+class PollTimeoutError extends Error {
+  constructor(ms: number) {
+    super(`no answer from the server within ${ms} ms`)
+    this.name = 'PollTimeoutError'
+  }
+}
+
+/** Whether a failed poll is retried: no response at all, or a status that means "not now". */
+function isTransient(error: unknown): boolean {
+  if (error instanceof PetstoreApiError) return RETRIED_STATUSES.has(error.status)
+  // fetch's network errors are TypeErrors with the cause (refused, reset, closed); a TypeError
+  // without one is a request that could never be sent (e.g. a key with a newline): not retried.
+  if (error instanceof TypeError) return error.cause !== undefined
+  return true
+}
+
+/** `Retry-After` when the response had one, else a backoff doubling from RETRY_FIRST_MS to RETRY_MAX_MS, jittered. */
+function retryDelay(error: unknown, attempt: number): number {
+  if (error instanceof PetstoreApiError && error.retryAfter !== undefined) return Math.max(error.retryAfter * 1000, RETRY_FIRST_MS)
+  const backoff = Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** Math.min(attempt - 1, 16))
+  return Math.round(backoff / 2 + (Math.random() * backoff) / 2) // many clients of a restarted server do not return in step
+}
+
+/** Resolves true after `ms`, or false as soon as `signal` aborts. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+  if (signal?.aborted === true) return Promise.resolve(false)
+  if (ms <= 0) return Promise.resolve(true)
+  return new Promise((resolve) => {
+    const done = (completed: boolean): void => {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', onAbort)
+      resolve(completed)
+    }
+    const onAbort = (): void => done(false)
+    const timer = setTimeout(done, ms, true)
+    signal?.addEventListener('abort', onAbort, { once: true })
+  })
+}
+
+function decodeEventsPage(body: unknown, response: Response): OrderEventPage {
+  if (!isRecord(body) || !Array.isArray(body.data)) throw unexpected(response, 'expected a page of order events')
+  if (typeof body.nextCursor !== 'string' || body.nextCursor === '') throw unexpected(response, 'nextCursor is missing')
+  const data = body.data.map((item, index) => {
+    try {
+      return decodeOrderEvent(item)
+    } catch (error) {
+      throw unexpected(response, `event ${index}: ${(error as Error).message}`)
+    }
+  })
+  return { data, nextCursor: body.nextCursor }
+}
+
+function decodeOrderEvent(value: unknown): OrderEvent {
+  if (!isRecord(value)) throw new Error('not an object')
+  if (typeof value.id !== 'string' || value.id === '') throw new Error('id is not a string')
+  if (typeof value.type !== 'string' || !EVENT_TYPES.includes(value.type)) throw new Error('type is not a known event type')
+  if (typeof value.occurredAt !== 'string') throw new Error('occurredAt is not a string')
+  let order: OrderV2
+  try {
+    order = decodeOrderV2(value.order)
+  } catch (error) {
+    throw new Error(`order: ${(error as Error).message}`)
+  }
+  return { id: value.id, type: value.type as OrderEventType, occurredAt: value.occurredAt, order }
+}
 
 /**
  * A client of v2, given a server URL ending in `/v2` (e.g. `https://api.petstore.example/v2`).
@@ -218,6 +441,10 @@ export function createV2Client(options: ClientOptions): PetstoreV2Client {
       const path = `store/orders/${orderIdPath(id, 'cancelOrder')}/cancel`
       const response = await call('POST', path, signal, reason === undefined ? undefined : { reason })
       return decodeOne(await readJson(response), response)
+    },
+
+    events(eventsOptions = {}) {
+      return followEvents(call, eventsOptions)
     },
   }
 }

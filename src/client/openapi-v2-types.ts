@@ -65,6 +65,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/store/order-events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow the changes to orders, a page at a time
+         * @description Returns the events after `after` (a `nextCursor`, or an event's `id`), at most `limit` of them, in the order their changes were committed: `order.created` and `order.updated` (imports), `order.shipped` and `order.cancelled` (through v1 or v2), each with the order as it was right after the change. `nextCursor` is always present: resume from it, and every event is received exactly once, each order's events in the order they happened, with no gap, whichever instance committed them. Without `after`, the feed starts at the oldest event still retained.
+         *
+         *     Long polling: with `wait` (seconds, up to 30), a request after which no event follows yet is held until an event is committed — it is answered within about a second — or until the wait ends, with an empty `data` and the same `nextCursor`. A request may be answered before its wait ends with an empty page (the instance is shutting down or already holds as many requests as it may): ask again with the same `after`.
+         *
+         *     Events are kept for a retention period (30 days by default); a cursor older than the oldest retained event is 410 `events_expired`. Unknown, repeated or invalid query parameters are refused (400 `invalid_parameter`, naming the parameter). Experimental: the shape may still change. Requires the `orders:read` scope.
+         */
+        get: operations["listOrderEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -121,6 +145,39 @@ export interface components {
             cancellationReason?: "customer_request" | "out_of_stock" | "duplicate" | "fraudulent" | "other";
         };
         /**
+         * @description One change to an order, with the order (v2) as it was right after the change
+         * @example {
+         *       "id": "1042",
+         *       "type": "order.cancelled",
+         *       "occurredAt": "2026-11-20T08:15:00.000Z",
+         *       "order": {
+         *         "id": 10,
+         *         "complete": false,
+         *         "status": "cancelled",
+         *         "petId": 198772,
+         *         "quantity": 7,
+         *         "shipDate": "2026-11-25T10:00:00.000Z",
+         *         "cancelledAt": "2026-11-20T08:15:00.000Z",
+         *         "cancellationReason": "customer_request"
+         *       }
+         *     }
+         */
+        OrderEvent: {
+            /** @description The event's position in the feed, in decimal: ascending in the order events are read; pass it as `after` to resume after it */
+            id: string;
+            /**
+             * @description What happened: `order.created` and `order.updated` (an import), `order.shipped`, `order.cancelled` (through v1 or v2)
+             * @enum {string}
+             */
+            type: "order.created" | "order.updated" | "order.shipped" | "order.cancelled";
+            /**
+             * Format: date-time
+             * @description When the change happened (RFC 3339, UTC)
+             */
+            occurredAt: string;
+            order: components["schemas"]["Order"];
+        };
+        /**
          * @example {
          *       "code": "order_not_found",
          *       "message": "The order does not exist or has been cancelled.",
@@ -132,7 +189,7 @@ export interface components {
              * @description Machine-readable error code
              * @enum {string}
              */
-            code: "bad_request" | "invalid_order_id" | "invalid_pet_id" | "invalid_body" | "invalid_parameter" | "invalid_cursor" | "unauthorized" | "insufficient_scope" | "not_found" | "order_not_found" | "pet_not_found" | "method_not_allowed" | "request_timeout" | "order_already_shipped" | "gone" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "service_unavailable";
+            code: "bad_request" | "invalid_order_id" | "invalid_pet_id" | "invalid_body" | "invalid_parameter" | "invalid_cursor" | "unauthorized" | "insufficient_scope" | "not_found" | "order_not_found" | "pet_not_found" | "method_not_allowed" | "request_timeout" | "order_already_shipped" | "gone" | "events_expired" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "service_unavailable";
             /** @description Human-readable description of the error */
             message: string;
             /** @description The HTTP status code */
@@ -366,6 +423,83 @@ export interface operations {
             };
             /** @description The body is not JSON (`unsupported_media_type`): send it with `Content-Type: application/json`, or send none */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listOrderEvents: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Where to start: a `nextCursor`, or the `id` of an event (the page starts after it). Omitted: from the oldest event still retained, inclusive
+                 * @example 1042
+                 */
+                after?: string;
+                /**
+                 * @description How many events a page holds at most (1–1000)
+                 * @example 100
+                 */
+                limit?: number;
+                /**
+                 * @description Seconds to hold the request when no event follows `after` yet (0–30): it is answered as soon as one is committed, or with an empty page when the wait ends
+                 * @example 20
+                 */
+                wait?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The events after the cursor, and where to resume */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description The events of this page, in feed order; empty when none followed `after` in time */
+                        data: components["schemas"]["OrderEvent"][];
+                        /** @description Where to resume: pass it as `after` for the events that follow this page. Present on every page, the empty ones included */
+                        nextCursor: string;
+                    };
+                };
+            };
+            /** @description A query parameter is unknown, repeated or invalid (`invalid_parameter`); or `after` is not a cursor of this feed: malformed, or past its end (`invalid_cursor`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the `orders:read` scope (`insufficient_scope`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Events after `after` have been deleted by retention (`events_expired`): read the feed again without `after` */
+            410: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import { collectDefaultMetrics, Counter, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
 import type { CancelOutcome } from '../domain/orders.js'
 import { DurationHistogram, type HistogramSeries } from './duration-histogram.js'
 
@@ -43,8 +43,19 @@ export class Metrics {
   // The series of every method, route and status seen, for the collect above.
   private readonly series = new Map<string, Series>()
 
-  constructor(options: { processMetrics: boolean }) {
+  constructor(options: { processMetrics: boolean; eventWaiters?: () => number }) {
     if (options.processMetrics) collectDefaultMetrics({ register: this.registry })
+    const { eventWaiters } = options
+    if (eventWaiters !== undefined) {
+      new Gauge({
+        name: 'order_events_waiting',
+        help: 'Requests to the order event feed held by this instance, waiting for an event (long polls)',
+        registers: [this.registry],
+        collect() {
+          this.set(eventWaiters())
+        },
+      })
+    }
   }
 
   cancelled(outcome: CancelOutcome | 'error'): void {

@@ -22,11 +22,15 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
         title: 'Petstore Orders',
         version: '2.0.0-beta.1',
         description:
-          'Orders placed in the pet store, version 2 (beta): pages of orders with filters, each order with its status. ' +
+          'Orders placed in the pet store, version 2 (beta): pages of orders with filters, each order with its status, ' +
+          'and a feed of the changes to orders (experimental). ' +
           'Every operation needs a bearer API key (`Authorization: Bearer <API_KEY>`). int64 ids are exact JSON integer ' +
           'literals — parse them losslessly. Version 1 stays fully supported.\n\n' +
           'Pages are keyset-paginated: follow `nextCursor` (or the `Link` header with `rel="next"`) with the same ' +
           'filters until it is absent. A cursor needs no server state and stays valid across instances and restarts.\n\n' +
+          'The event feed (`listOrderEvents`) has no last page: every page has a `nextCursor`, and a client that resumes ' +
+          'from each one receives every change exactly once, in the order it was committed; `wait` makes a request a ' +
+          'long poll.\n\n' +
           'Every error, of every status, has the body `{code, message, status}`; `message` names the parameter at ' +
           'fault. Any request may also get 429 (with `Retry-After`), 500 or 503. Error codes:\n\n' +
           `| code | status | meaning |\n|---|---|---|\n${errorCodeTable(ERROR_CODES)}`,
@@ -55,7 +59,7 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
       url.startsWith('/v2/') ? { schema, url: url.replace(/^\/v2(?=\/)/, '') } : { schema: { ...schema, hide: true }, url },
     transformObject: (document) => {
       if (!('openapiObject' in document)) throw new Error('an OpenAPI 3 document is expected')
-      const v2 = onlyComponents(document.openapiObject as OperationsOf, ['Order', 'Error'], ERROR_CODES)
+      const v2 = onlyComponents(document.openapiObject as OperationsOf, ['Order', 'OrderEvent', 'Error'], ERROR_CODES)
       return withErrorExamples(optionalBodies(v2)) as typeof document.openapiObject
     },
   }

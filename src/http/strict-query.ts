@@ -21,7 +21,8 @@ type Parsed = { value: unknown } | { problem: string }
  * given more than once, or a value not of its type is 400 `invalid_parameter` naming it (a typo
  * such as `petid` must not silently widen a filter). Values are converted to what the schema says:
  * integers (int64 ones exactly, as bigint), booleans (`true`/`false`), strings matching their
- * `pattern` or `date-time` format. Absent parameters take their `default`.
+ * `pattern` or `date-time` format; a plain string (neither) is left to its route. Absent parameters
+ * take their `default`.
  */
 export function strictQueryValidator(schema: QuerySchema): (query: unknown) => { value: Record<string, unknown> } | { error: ApiError } {
   const properties = schema.properties ?? {}
@@ -75,6 +76,9 @@ function parserFor(name: string, property: PropertySchema): (text: string) => Pa
     const pattern = new RegExp(property.pattern)
     return (text) => (pattern.test(text) ? { value: text } : { problem: `${name} has an invalid value.` })
   }
+  // A string with neither a pattern nor a format is passed on as it is: its route checks it and
+  // answers with a code of its own (the event feed's `after`: 400 invalid_cursor).
+  if (property.type === 'string' && property.format === undefined) return (text) => ({ value: text })
   throw new Error(`query parameter "${name}": no strict parser for this schema`)
 }
 

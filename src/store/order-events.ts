@@ -48,7 +48,8 @@ export interface OrderEventsRepository {
 
 /** `after` precedes events that retention has deleted: the API answers 410 events_expired. */
 export class EventsExpiredError extends Error {
-  constructor(readonly oldestRetained: bigint) {
+  /** `prunedThrough`: the newest position retention has deleted; resuming from it or later is fine. */
+  constructor(readonly prunedThrough: bigint) {
     super('events after this cursor have been deleted by retention')
     this.name = 'EventsExpiredError'
   }
@@ -60,4 +61,31 @@ export class UnknownEventPositionError extends Error {
     super('the cursor is past the end of the feed')
     this.name = 'UnknownEventPositionError'
   }
+}
+
+/** What a store's one read of the feed found, before the rules every store applies (`toEventsPage`). */
+export interface EventsRead {
+  json: Buffer
+  count: number
+  /** The page's last position; null for an empty page. */
+  last: bigint | null
+  /** The newest position retention has deleted (0: none). */
+  prunedThrough: bigint
+  /** The newest position committed (null: none retained). */
+  newest: bigint | null
+}
+
+/** The feed's rules on one consistent read: 410 before what is retained, 400 past the end. */
+export function toEventsPage(after: bigint | undefined, read: EventsRead): OrderEventsPage {
+  const head = read.newest !== null && read.newest > read.prunedThrough ? read.newest : read.prunedThrough
+  if (after !== undefined) {
+    if (after < read.prunedThrough) throw new EventsExpiredError(read.prunedThrough)
+    if (after > head) throw new UnknownEventPositionError()
+  }
+  return { json: read.json, count: read.count, next: read.last ?? after ?? head }
+}
+
+/** An event's JSON after its `"id":"…",`, the part stored with it: `"type":…,"occurredAt":…,"order":{…}}`. */
+export function eventBody(type: OrderEventType, occurredAt: string, orderJson: string): string {
+  return `"type":"${type}","occurredAt":"${occurredAt}","order":${orderJson}}`
 }

@@ -2,6 +2,7 @@ import type { ApiKey, NewApiKey } from '../domain/api-keys.js'
 import type { CancelResult, OrderRecord, ShipOutcome } from '../domain/orders.js'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../domain/order-pages.js'
 import type { MaybePromise } from '../maybe-async.js'
+import type { OrderEventsRepository } from './order-events.js'
 import type { Pet } from '../schemas/pet.js'
 
 /** A run of Order JSON objects, as UTF-8 bytes (see OrdersRepository.streamJson). */
@@ -105,6 +106,8 @@ export interface Store {
   readonly orders: OrdersRepository
   readonly apiKeys: ApiKeysRepository
   readonly pets: PetsRepository
+  /** The order event feed: the outbox every change to orders writes in its own transaction. */
+  readonly events: OrderEventsRepository
 }
 
 /** An import record that breaks a rule the database enforces (e.g. a cancelled order revived). */

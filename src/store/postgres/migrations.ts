@@ -119,6 +119,30 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
     name: 'index orders (status, complete, ship_date, id)',
     transaction: false,
     sql: 'CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_status_complete_ship_date ON orders (status, complete, ship_date, id)',
+  },  {
+    version: 8,
+    name: 'order events: the transactional outbox of the event feed',
+    // A row per change, written in the change's transaction (../order-events.ts). Positions come
+    // from the sequence, but only once the writing transaction holds data_version's row lock, which
+    // it keeps until COMMIT: so they are handed out in commit order, and a reader resuming after the
+    // last position it saw cannot pass one that commits later (docs/decisions.md). `body` is the
+    // event's JSON after its id, built when the event is written, so the feed is read by
+    // concatenation. event_retention.pruned_through: the newest position retention has deleted.
+    sql: `
+      CREATE SEQUENCE order_event_position AS bigint;
+      CREATE TABLE order_events (
+        position bigint PRIMARY KEY,
+        occurred_at timestamptz NOT NULL,
+        order_id bigint NOT NULL,
+        type text NOT NULL CHECK (type IN ('order.created', 'order.updated', 'order.shipped', 'order.cancelled')),
+        body text NOT NULL
+      );
+      CREATE TABLE event_retention (
+        id integer PRIMARY KEY CHECK (id = 1),
+        pruned_through bigint NOT NULL
+      );
+      INSERT INTO event_retention (id, pruned_through) VALUES (1, 0);
+    `,
   },
 ]
 

@@ -8,7 +8,7 @@ import { orderPageJsonStatement, orderPageProbe, orderPageStatement, toPageJson,
 export type Read = <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<pg.QueryResult<R>>
 
 // Instants as Date#toISOString() writes them, as the v1 list does.
-const utc = (column: string): string => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+export const utc = (column: string): string => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
 
 /**
  * The columns of an order as v2 shows it (getOrder, the cancels' answers), read as an OrderV2Row;
@@ -19,9 +19,12 @@ export const orderV2Columns = (table = ''): string => {
   return `${t}id, ${t}pet_id, ${t}quantity, ${utc(`${t}ship_date`)} AS ship_date, ${t}complete, ${t}status, ${utc(`${t}cancelled_at`)} AS cancelled_at, ${t}cancellation_reason`
 }
 
-// As the OrderV2 serializer writes it: required fields first, absent ones omitted (`',"petId":' ||
-// NULL` is NULL), ids and quantities as integer literals, instants as toISOString() writes them.
-const ORDER_V2_JSON = `'{"id":' || id || CASE WHEN complete THEN ',"complete":true' ELSE ',"complete":false' END || ',"status":"' || status || '"'
+/**
+ * An order's v2 JSON, as the OrderV2 serializer writes it: required fields first, absent ones omitted
+ * (`',"petId":' || NULL` is NULL), ids and quantities as integer literals, instants as toISOString()
+ * writes them. Pages and events build it from the row's columns (unqualified).
+ */
+export const ORDER_V2_JSON = `'{"id":' || id || CASE WHEN complete THEN ',"complete":true' ELSE ',"complete":false' END || ',"status":"' || status || '"'
     || coalesce(',"petId":' || pet_id, '') || coalesce(',"quantity":' || quantity, '')
     || coalesce(',"shipDate":"' || ${utc('ship_date')} || '"', '')
     || CASE WHEN status = 'cancelled' THEN coalesce(',"cancelledAt":"' || ${utc('cancelled_at')} || '"', '')

@@ -3,7 +3,8 @@ import type { CancelResult, OrderRecord, OrderStatus, ShipOutcome } from '../../
 import { ImportConflictError, StoreUnavailableError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
 import { CancelBatcher, type BatchOutcome, type CancelRequest } from './cancel-batcher.js'
 import type { PostgresDatabase } from './database.js'
-import { orderV2Columns, readOrderPage, readOrderPageJson, readOrderV2, toOrderV2Record, type OrderV2Row } from './order-pages.js'
+import type { OrderEventType } from '../order-events.js'
+import { ORDER_V2_JSON, orderV2Columns, readOrderPage, readOrderPageJson, readOrderV2, toOrderV2Record, utc, type OrderV2Row } from './order-pages.js'
 import { boolArray, consumeInBatches, int8, intArray, textArray } from './import.js'
 import { VERSION_CHANNEL } from './version-watcher.js'
 
@@ -29,8 +30,23 @@ const LIST_JSON_COPY = `COPY (SELECT list_json FROM orders WHERE status <> 'canc
  */
 const CANCELLED_NOW = `date_trunc('milliseconds', now())`
 
-// An order as v2 shows it (order-pages.ts), qualified by `o` so that an UPDATE … FROM can RETURN it.
+// An order as v2 shows it (order-pages.ts), qualified by `o` so that an UPDATE … FROM can RETURN it;
+// a changed one also with its v2 JSON, for its event.
 const ORDER_COLUMNS = orderV2Columns('o')
+const CHANGED_ORDER_COLUMNS = `${ORDER_COLUMNS}, ${ORDER_V2_JSON} AS json`
+
+/**
+ * The outbox (../order-events.ts): the events of `source`'s rows (order_id, json: the order's v2 JSON
+ * after the change), in the statement's transaction. Joined with `bumped`, the data_version bump of
+ * the same statement, positions are taken only once the transaction holds that row's lock, which it
+ * keeps until COMMIT: so positions are handed out in commit order (docs/decisions.md).
+ */
+function recordEvents(type: OrderEventType, source: string): string {
+  return `INSERT INTO order_events (position, occurred_at, order_id, type, body)
+    SELECT nextval('order_event_position'), ${CANCELLED_NOW}, s.order_id, '${type}',
+      '"type":"${type}","occurredAt":"' || ${utc(CANCELLED_NOW)} || '","order":' || s.json || '}'
+    FROM (${source}) AS s CROSS JOIN bumped`
+}
 
 // One cancel on its own (an order another transaction held locked when its batch ran; see
 // cancel-batcher.ts). The conditional update and the version bump are one statement, hence one
@@ -39,9 +55,11 @@ const ORDER_COLUMNS = orderV2Columns('o')
 // change made the update miss.
 const CANCEL = `WITH changed AS (
     UPDATE orders o SET status = 'cancelled', cancelled_at = ${CANCELLED_NOW}, cancelled_by_key = $2, cancellation_reason = $3
-    WHERE o.id = $1 AND o.status = 'pending' RETURNING ${ORDER_COLUMNS}
+    WHERE o.id = $1 AND o.status = 'pending' RETURNING ${CHANGED_ORDER_COLUMNS}
   ), bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
+  ), recorded AS (
+    ${recordEvents('order.cancelled', 'SELECT id AS order_id, json FROM changed')}
   )
   SELECT changed.*, (SELECT version FROM bumped) AS version FROM changed`
 /**
@@ -61,31 +79,38 @@ const CANCEL = `WITH changed AS (
 const CANCEL_BATCH = `WITH request AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS r(id, cancelled_by_key, reason)
   ), target AS (
-    SELECT o.id, r.cancelled_by_key, r.reason FROM orders o JOIN request r ON r.id = o.id
+    SELECT o.id AS target_id, r.cancelled_by_key, r.reason FROM orders o JOIN request r ON r.id = o.id
     WHERE o.status = 'pending' ORDER BY o.id FOR UPDATE OF o SKIP LOCKED
   ), changed AS (
     UPDATE orders o SET status = 'cancelled', cancelled_at = ${CANCELLED_NOW}, cancelled_by_key = t.cancelled_by_key,
       cancellation_reason = t.reason
-    FROM target t WHERE o.id = t.id AND o.status = 'pending' RETURNING ${ORDER_COLUMNS}
+    FROM target t WHERE o.id = t.target_id AND o.status = 'pending' RETURNING ${CHANGED_ORDER_COLUMNS}
   ), bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
+  ), recorded AS (
+    ${recordEvents('order.cancelled', 'SELECT id AS order_id, json FROM changed')}
   )
   SELECT 'changed' AS found, changed.*, (SELECT version FROM bumped) AS version FROM changed
   UNION ALL
-  SELECT o.status, ${ORDER_COLUMNS}, NULL FROM orders o JOIN request r ON r.id = o.id
+  SELECT o.status, ${ORDER_COLUMNS}, NULL, NULL FROM orders o JOIN request r ON r.id = o.id
   WHERE o.status <> 'pending' OR o.id NOT IN (SELECT id FROM changed)`
 const SHIP = `WITH changed AS (
-    UPDATE orders SET status = 'shipped' WHERE id = $1 AND status = 'pending' RETURNING id
+    UPDATE orders SET status = 'shipped' WHERE id = $1 AND status = 'pending' RETURNING id, ${ORDER_V2_JSON} AS json
   ), bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
+  ), recorded AS (
+    ${recordEvents('order.shipped', 'SELECT id AS order_id, json FROM changed')}
   )
   SELECT count(*)::int AS changed, (SELECT version FROM bumped) AS version FROM changed`
 
 // A status only moves forward (pending → shipped | cancelled); the WHERE refuses anything else and
-// the refused rows are then looked up to name the first one. A cancelled record without its own
-// cancelledAt gets the transaction's start, so every order an import cancels so gets the same
-// cancelled_at, as in the SQLite store. An order already cancelled keeps its first time and reason.
-const UPSERT_ORDERS = `INSERT INTO orders AS o (id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason)
+// the refused rows are then looked up to name the first one. It also leaves an order the record
+// would not change untouched: no event (an unchanged re-import records nothing). A cancelled record
+// without its own cancelledAt gets the transaction's start, so every order an import cancels so gets
+// the same cancelled_at, as in the SQLite store. An order already cancelled keeps its first time and
+// reason. Each row written is noted, with its order's v2 JSON, in the import's IMPORT_EVENTS table
+// (`xmax = 0`: the row is new); its events are recorded when the import ends (RECORD_IMPORT_EVENTS).
+const UPSERT_ORDERS = `WITH written AS (INSERT INTO orders AS o (id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason)
   SELECT t.id, t.pet_id, t.quantity, t.ship_date, t.complete, t.status,
          CASE WHEN t.status = 'cancelled' THEN coalesce(t.cancelled_at, ${CANCELLED_NOW}) END,
          CASE WHEN t.status = 'cancelled' THEN t.reason END
@@ -96,7 +121,19 @@ const UPSERT_ORDERS = `INSERT INTO orders AS o (id, pet_id, quantity, ship_date,
     complete = excluded.complete, status = excluded.status,
     cancelled_at = CASE WHEN o.status = 'cancelled' THEN o.cancelled_at ELSE excluded.cancelled_at END,
     cancellation_reason = CASE WHEN o.status = 'cancelled' THEN o.cancellation_reason ELSE excluded.cancellation_reason END
-  WHERE o.status = 'pending' OR o.status = excluded.status`
+  WHERE (o.status = 'pending' OR o.status = excluded.status)
+    AND (o.pet_id, o.quantity, o.ship_date, o.complete, o.status)
+      IS DISTINCT FROM (excluded.pet_id, excluded.quantity, excluded.ship_date, excluded.complete, excluded.status)
+  RETURNING o.id, o.xmax = 0 AS created, ${ORDER_V2_JSON} AS json)
+  INSERT INTO import_events (order_id, type, json)
+    SELECT id, CASE WHEN created THEN 'order.created' ELSE 'order.updated' END, json FROM written`
+/** The rows an import wrote, in order: dropped with its transaction. */
+const IMPORT_EVENTS = `CREATE TEMPORARY TABLE import_events (n bigserial, order_id bigint, type text, json text) ON COMMIT DROP`
+// At the end of an import, after its bump (which takes data_version's lock): see recordEvents().
+const RECORD_IMPORT_EVENTS = `INSERT INTO order_events (position, occurred_at, order_id, type, body)
+  SELECT nextval('order_event_position'), ${CANCELLED_NOW}, e.order_id, e.type,
+    '"type":"' || e.type || '","occurredAt":"' || (SELECT ${utc(CANCELLED_NOW)}) || '","order":' || e.json || '}'
+  FROM (SELECT * FROM import_events ORDER BY n) AS e`
 // After the upsert, an accepted row has the status it was given; a refused one still has another.
 const FIRST_REFUSED = `SELECT t.id, o.status AS current, t.status AS wanted
   FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS t(id, status, n)
@@ -184,6 +221,8 @@ export class PostgresOrdersRepository implements OrdersRepository {
 
   async import(records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number> {
     const { count, version } = await this.database.transaction(async (lease) => {
+      await lease.query(IMPORT_EVENTS)
+      let written = 0
       const count = await consumeInBatches(records, onProgress, async (batch: OrderRecord[]) => {
         const ids = intArray(batch.map((r) => r.id))
         const statuses = textArray(batch.map((r) => r.status))
@@ -198,13 +237,16 @@ export class PostgresOrdersRepository implements OrdersRepository {
           textArray(batch.map((r) => (r.status === 'cancelled' ? r.cancellationReason : null))),
         ]
         const result = await lease.query(UPSERT_ORDERS, params)
+        written += result.rowCount ?? 0
         if (result.rowCount === batch.length) return
+        // Rows the upsert did not write: unchanged, or refused.
         const { rows } = await lease.query<{ id: bigint; current: OrderStatus; wanted: OrderStatus }>(FIRST_REFUSED, [ids, statuses])
         const refused = rows[0]
-        if (refused === undefined) throw new Error(`import: ${batch.length - (result.rowCount ?? 0)} orders were neither inserted nor updated`)
-        throw new ImportConflictError(`order ${refused.id} is ${refused.current} and cannot become ${refused.wanted}`)
+        if (refused !== undefined) throw new ImportConflictError(`order ${refused.id} is ${refused.current} and cannot become ${refused.wanted}`)
       })
-      const version = count > 0 ? (await lease.query<{ version: bigint }>(bumpVersion())).rows[0]!.version : undefined
+      if (written === 0) return { count, version: undefined }
+      const version = (await lease.query<{ version: bigint }>(bumpVersion())).rows[0]!.version
+      await lease.query(RECORD_IMPORT_EVENTS)
       return { count, version }
     })
     // Only once committed: a version that never committed must not label a list.
@@ -215,7 +257,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
     // the table (a one-month page: ~17 ms, then 2 ms; docs/benchmarks.md). VACUUM skips the pages
     // already all-visible: after a small import it reads little. The import has committed whatever
     // happens here; a failed VACUUM leaves both to autovacuum.
-    if (count > 0) await this.database.write('VACUUM (ANALYZE) orders').catch(() => {})
+    if (version !== undefined) await this.database.write('VACUUM (ANALYZE) orders').catch(() => {})
     return count
   }
 

@@ -1,6 +1,7 @@
 import type { Store } from '../store.js'
 import { PostgresApiKeysRepository } from './api-keys-repository.js'
 import { PostgresDatabase, type PostgresStoreOptions } from './database.js'
+import { PostgresOrderEventsRepository } from './order-events-repository.js'
 import { readCursorSecret } from './order-pages.js'
 import { PostgresOrdersRepository } from './orders-repository.js'
 import { PostgresPetsRepository } from './pets-repository.js'
@@ -13,6 +14,7 @@ export class PostgresStore implements Store {
   readonly orders: PostgresOrdersRepository
   readonly apiKeys: PostgresApiKeysRepository
   readonly pets: PostgresPetsRepository
+  readonly events: PostgresOrderEventsRepository
   private readonly database: PostgresDatabase
   private closing: Promise<void> | undefined
 
@@ -21,6 +23,7 @@ export class PostgresStore implements Store {
     this.orders = new PostgresOrdersRepository(this.database)
     this.apiKeys = new PostgresApiKeysRepository(this.database)
     this.pets = new PostgresPetsRepository(this.database)
+    this.events = new PostgresOrderEventsRepository(this.database)
   }
 
   /** Connections of the pool: for metrics and tests. */

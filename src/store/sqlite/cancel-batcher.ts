@@ -2,7 +2,8 @@ import type Database from 'better-sqlite3'
 import type { CancellationReason } from '../../domain/order-pages.js'
 import type { CancelResult } from '../../domain/orders.js'
 import { BUMP_DATA_VERSION } from './migrations.js'
-import { ORDER_V2_COLUMNS, toOrderV2Record, type OrderV2Row } from './order-pages.js'
+import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
+import { ORDER_V2_COLUMNS, ORDER_V2_JSON, toOrderV2Record, type OrderV2Row } from './order-pages.js'
 
 // While another process holds the write lock (a CLI import, say), the queued cancels are retried by
 // one timer, off the event loop, until each has waited this long since it was queued; then it fails
@@ -26,6 +27,9 @@ interface PendingCancel {
  * own conditional UPDATE with its own outcome, and every promise settles only after COMMIT returned:
  * a 204 (or v2's 200) is never sent for a change that is not durable. If the transaction fails,
  * nothing in it committed and every cancel in it is rejected.
+ *
+ * Each order a batch cancels gets its `order.cancelled` event in the same transaction (the outbox:
+ * ../order-events.ts), so a failed batch leaves neither the change nor the event.
  *
  * Each cancel carries its reason (v2) and gets the order back as it stands: RETURNING of the UPDATE
  * when it cancelled the order, else the row read by the same transaction (the read that also tells
@@ -52,8 +56,9 @@ export class CancelBatcher {
     db.pragma('busy_timeout = 0')
     const cancel = db.prepare(
       `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ?, cancellation_reason = ?
-       WHERE id = ? AND status = 'pending' RETURNING ${ORDER_V2_COLUMNS}`,
+       WHERE id = ? AND status = 'pending' RETURNING ${ORDER_V2_COLUMNS}, ${ORDER_V2_JSON} AS json`,
     )
+    const insertEvent = db.prepare(INSERT_EVENT)
     const find = db.prepare(`SELECT ${ORDER_V2_COLUMNS} FROM orders WHERE id = ?`)
     const bump = db.prepare(BUMP_DATA_VERSION)
     this.commitBatch = db.transaction((batch: PendingCancel[]) => {
@@ -62,8 +67,9 @@ export class CancelBatcher {
       let cancelled = 0
       const results = batch.map(({ id, cancelledByKey, reason }): CancelResult => {
         // SQLite makes every change of an UPDATE … RETURNING at its first step, which get() takes.
-        const changed = cancel.get(now, cancelledByKey, reason, id) as OrderV2Row | undefined
+        const changed = cancel.get(now, cancelledByKey, reason, id) as (OrderV2Row & { json: string }) | undefined
         if (changed !== undefined) {
+          insertEvent.run(...orderEvent('order.cancelled', now, id, changed.json))
           cancelled++
           return { outcome: 'cancelled', order: toOrderV2Record(changed) }
         }

@@ -62,5 +62,28 @@ export const SQLITE_MIGRATIONS: Migration[] = [
       );
       INSERT INTO signing_secrets (purpose, secret) VALUES ('list_cursor', randomblob(32));
     `,
+  },  {
+    version: 3,
+    name: 'order events: the transactional outbox of the event feed',
+    // A row per change, written in the change's transaction (../order-events.ts). AUTOINCREMENT: a
+    // position is never given out twice, even after retention has deleted the newest events. SQLite
+    // runs one write transaction at a time, so positions are handed out in commit order. `body` is
+    // the event's JSON after its id, built when the event is written, so the feed is read by
+    // concatenation. event_retention.pruned_through is the newest position retention has deleted:
+    // a cursor before it has lost events (410).
+    sql: `
+      CREATE TABLE order_events (
+        position INTEGER PRIMARY KEY AUTOINCREMENT,
+        occurred_at TEXT NOT NULL,
+        order_id INTEGER NOT NULL,
+        type TEXT NOT NULL CHECK (type IN ('order.created', 'order.updated', 'order.shipped', 'order.cancelled')),
+        body TEXT NOT NULL
+      );
+      CREATE TABLE event_retention (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        pruned_through INTEGER NOT NULL
+      );
+      INSERT INTO event_retention (id, pruned_through) VALUES (1, 0);
+    `,
   },
 ]

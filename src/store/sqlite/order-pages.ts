@@ -9,16 +9,21 @@ import { orderPageJsonStatement, orderPageProbe, orderPageStatement, toPageJson,
 /** The columns of an order as v2 shows it (getOrder, the cancels' answers), read as an OrderV2Row. */
 export const ORDER_V2_COLUMNS = 'id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason'
 
-export const SQLITE_PAGE_DIALECT: PageDialect = {
-  columns: ORDER_V2_COLUMNS,
-  // As the OrderV2 serializer writes it: required fields first, absent ones omitted (`',"petId":' ||
-  // NULL` is NULL; json_quote(NULL) is 'null', hence the iif), ids as SQLite's exact integer text.
-  json: `'{"id":' || id || iif(complete, ',"complete":true', ',"complete":false') || ',"status":"' || status || '"'
+/**
+ * An order's v2 JSON, as the OrderV2 serializer writes it: required fields first, absent ones omitted
+ * (`',"petId":' || NULL` is NULL; json_quote(NULL) is 'null', hence the iif), ids as SQLite's exact
+ * integer text. Pages and events build it from the row's columns.
+ */
+export const ORDER_V2_JSON = `'{"id":' || id || iif(complete, ',"complete":true', ',"complete":false') || ',"status":"' || status || '"'
     || coalesce(',"petId":' || pet_id, '') || coalesce(',"quantity":' || quantity, '')
     || iif(ship_date IS NULL, '', ',"shipDate":' || json_quote(ship_date))
     || iif(status <> 'cancelled' OR cancelled_at IS NULL, '', ',"cancelledAt":' || json_quote(cancelled_at))
     || iif(status <> 'cancelled' OR cancellation_reason IS NULL, '', ',"cancellationReason":' || json_quote(cancellation_reason))
-    || '}'`,
+    || '}'`
+
+export const SQLITE_PAGE_DIALECT: PageDialect = {
+  columns: ORDER_V2_COLUMNS,
+  json: ORDER_V2_JSON,
   // As a BLOB: the page reaches JavaScript as its UTF-8 bytes (see JSON_PAGE in orders-repository.ts).
   // The rows reach group_concat in id order: a subquery with ORDER BY is not flattened into an
   // aggregate, it runs as a co-routine (an ORDER BY inside group_concat would sort the page again, at

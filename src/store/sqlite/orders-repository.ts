@@ -4,7 +4,8 @@ import { ImportConflictError, type ImportProgress, type OrderPageJson, type Orde
 import { CancelBatcher } from './cancel-batcher.js'
 import { classify, connect, type SqliteDatabase } from './database.js'
 import { BUMP_DATA_VERSION } from './migrations.js'
-import { readOrderPage, readOrderPageJson, readOrderV2 } from './order-pages.js'
+import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
+import { ORDER_V2_JSON, readOrderPage, readOrderPageJson, readOrderV2 } from './order-pages.js'
 
 // One page of the order list as JSON text, exactly as the Order schema serializes it: fields in
 // schema order, NULLs omitted (`',"petId":' || NULL` is NULL; json_quote(NULL) is 'null', hence
@@ -22,8 +23,10 @@ const JSON_PAGE = `
       || ',"complete":' || iif(complete, 'true', 'false') || '}' AS json
     FROM orders WHERE status <> 'cancelled' AND ?ID? ORDER BY id LIMIT ?)`
 
-// A status only moves forward (pending → shipped | cancelled); the WHERE refuses anything else.
-// An order already cancelled keeps its first cancellation's time and reason.
+// A status only moves forward (pending → shipped | cancelled); the WHERE refuses anything else, and
+// leaves an order the record would not change untouched (no event: an unchanged re-import records
+// nothing). An order already cancelled keeps its first cancellation's time and reason. It returns
+// the order's v2 JSON when it wrote the row, for the row's event.
 const UPSERT = `
   INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason)
   VALUES (@id, @petId, @quantity, @shipDate, @complete, @status, @cancelledAt, @cancellationReason)
@@ -32,7 +35,10 @@ const UPSERT = `
     complete = excluded.complete, status = excluded.status,
     cancelled_at = iif(orders.status = 'cancelled', orders.cancelled_at, excluded.cancelled_at),
     cancellation_reason = iif(orders.status = 'cancelled', orders.cancellation_reason, excluded.cancellation_reason)
-  WHERE orders.status = 'pending' OR orders.status = excluded.status`
+  WHERE (orders.status = 'pending' OR orders.status = excluded.status)
+    AND (orders.pet_id IS NOT excluded.pet_id OR orders.quantity IS NOT excluded.quantity OR orders.ship_date IS NOT excluded.ship_date
+      OR orders.complete IS NOT excluded.complete OR orders.status IS NOT excluded.status)
+  RETURNING ${ORDER_V2_JSON} AS json`
 
 export class SqliteOrdersRepository implements OrdersRepository {
   private cancels: CancelBatcher | undefined // prepared on first use: the tables exist after migrate()
@@ -120,8 +126,12 @@ export class SqliteOrdersRepository implements OrdersRepository {
   async ship(id: bigint): Promise<ShipOutcome> {
     const db = this.database.db
     return this.database.immediate((): ShipOutcome => {
-      const shipped = db.prepare(`UPDATE orders SET status = 'shipped' WHERE id = ? AND status = 'pending'`).run(id)
-      if (shipped.changes === 1) {
+      const shipped = db
+        .prepare(`UPDATE orders SET status = 'shipped' WHERE id = ? AND status = 'pending' RETURNING ${ORDER_V2_JSON} AS json`)
+        .pluck()
+        .get(id) as string | undefined
+      if (shipped !== undefined) {
+        db.prepare(INSERT_EVENT).run(...orderEvent('order.shipped', new Date().toISOString(), id, shipped))
         db.prepare(BUMP_DATA_VERSION).run()
         return 'shipped'
       }
@@ -133,13 +143,16 @@ export class SqliteOrdersRepository implements OrdersRepository {
 
   async import(records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number> {
     const db = this.database.db
-    const upsert = db.prepare(UPSERT)
-    const statusOf = db.prepare('SELECT status FROM orders WHERE id = ?')
+    const upsert = db.prepare(UPSERT).pluck()
+    const statusOf = db.prepare('SELECT status FROM orders WHERE id = ?').pluck()
+    const insertEvent = db.prepare(INSERT_EVENT)
     return this.database.inTransaction(async () => {
       let count = 0
+      let changed = 0
       const now = new Date().toISOString()
       for await (const record of records) {
-        const result = upsert.run({
+        const before = statusOf.get(record.id) as OrderStatus | undefined
+        const json = upsert.get({
           id: record.id,
           petId: record.petId,
           quantity: record.quantity === null ? null : BigInt(record.quantity),
@@ -148,17 +161,17 @@ export class SqliteOrdersRepository implements OrdersRepository {
           status: record.status,
           cancelledAt: record.status === 'cancelled' ? (record.cancelledAt ?? now) : null,
           cancellationReason: record.status === 'cancelled' ? (record.cancellationReason ?? null) : null,
-        })
-        if (result.changes === 0) {
-          const current = (statusOf.get(record.id) as { status: OrderStatus }).status
-          if (!canMoveTo(current, record.status)) {
-            throw new ImportConflictError(`order ${record.id} is ${current} and cannot become ${record.status}`)
-          }
+        }) as string | undefined
+        if (json !== undefined) {
+          insertEvent.run(...orderEvent(before === undefined ? 'order.created' : 'order.updated', now, record.id, json))
+          changed++
+        } else if (!canMoveTo(before!, record.status)) {
+          throw new ImportConflictError(`order ${record.id} is ${before} and cannot become ${record.status}`)
         }
         count++
         if (onProgress !== undefined && count % 10_000 === 0) onProgress(count)
       }
-      if (count > 0) db.prepare(BUMP_DATA_VERSION).run()
+      if (changed > 0) db.prepare(BUMP_DATA_VERSION).run()
       return count
     })
   }

@@ -1,6 +1,7 @@
 import type { Store } from '../store.js'
 import { SqliteApiKeysRepository } from './api-keys-repository.js'
 import { classify, SqliteDatabase, type SqliteStoreOptions } from './database.js'
+import { SqliteOrderEventsRepository } from './order-events-repository.js'
 import { SqliteOrdersRepository } from './orders-repository.js'
 import { readCursorSecret } from './order-pages.js'
 import { SqlitePetsRepository } from './pets-repository.js'
@@ -14,6 +15,7 @@ export class SqliteStore implements Store {
   readonly orders: SqliteOrdersRepository
   readonly apiKeys: SqliteApiKeysRepository
   readonly pets: SqlitePetsRepository
+  readonly events: SqliteOrderEventsRepository
   private readonly database: SqliteDatabase
   private closed = false
 
@@ -23,6 +25,7 @@ export class SqliteStore implements Store {
     this.orders = new SqliteOrdersRepository(this.database)
     this.apiKeys = new SqliteApiKeysRepository(this.database)
     this.pets = new SqlitePetsRepository(this.database)
+    this.events = new SqliteOrderEventsRepository(this.database)
   }
 
   migrate(): Promise<number[]> {

@@ -1,0 +1,122 @@
+import type { FastifyReply } from 'fastify'
+import { ApiError } from '../../../errors.js'
+import { errorResponses } from '../../../schemas/error.js'
+import { ListOrderEventsQuery, OrderEventPage } from '../../../schemas/order-event.js'
+import { EventsExpiredError, UnknownEventPositionError, type OrderEventsPage } from '../../../store/order-events.js'
+import type { ApiApp } from '../../api-app.js'
+import type { EventWaiters } from '../../event-waiters.js'
+
+const INT64_MAX = 2n ** 63n - 1n
+/** A position as the feed writes it: decimal, no sign, no leading zero. */
+const POSITION = /^(0|[1-9][0-9]{0,18})$/
+/**
+ * A held request is answered this long before the server's idle timeout would close its socket
+ * (HTTP_IDLE_TIMEOUT_MS): a wait longer than that is shortened, never cut off.
+ */
+const IDLE_MARGIN_MS = 1000
+
+/**
+ * v2's order event feed (DESIGN §7 "Order events"): the changes to orders in the order they were
+ * committed, a page at a time from a cursor, optionally long-polled.
+ */
+export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
+  const { store, config } = app
+  const longestHoldMs = Math.max(0, config.http.idleTimeoutMs - IDLE_MARGIN_MS)
+
+  const read = async (after: bigint | undefined, limit: number): Promise<OrderEventsPage> => {
+    try {
+      return await store.events.read(after, limit)
+    } catch (error) {
+      if (error instanceof EventsExpiredError) {
+        throw new ApiError('events_expired', `Events after ${after} have been deleted by retention; read the feed again without after.`)
+      }
+      if (error instanceof UnknownEventPositionError) throw new ApiError('invalid_cursor', 'after is past the end of the feed: it is not a cursor of this feed.')
+      throw error
+    }
+  }
+
+  app.get(
+    '/store/order-events',
+    {
+      onRequest: app.requireScope('orders:read'),
+      schema: {
+        operationId: 'listOrderEvents',
+        tags: ['orders'],
+        summary: 'Follow the changes to orders, a page at a time',
+        description:
+          'Returns the events after `after` (a `nextCursor`, or an event\'s `id`), at most `limit` of them, in the order ' +
+          'their changes were committed: `order.created` and `order.updated` (imports), `order.shipped` and ' +
+          '`order.cancelled` (through v1 or v2), each with the order as it was right after the change. `nextCursor` is ' +
+          'always present: resume from it, and every event is received exactly once, each order\'s events in the order ' +
+          'they happened, with no gap, whichever instance committed them. Without `after`, the feed starts at the ' +
+          'oldest event still retained.\n\n' +
+          'Long polling: with `wait` (seconds, up to 30), a request after which no event follows yet is held until an ' +
+          'event is committed — it is answered within about a second — or until the wait ends, with an empty `data` and ' +
+          'the same `nextCursor`. A request may be answered before its wait ends with an empty page (the instance is ' +
+          'shutting down or already holds as many requests as it may): ask again with the same `after`.\n\n' +
+          'Events are kept for a retention period (30 days by default); a cursor older than the oldest retained event ' +
+          'is 410 `events_expired`. Unknown, repeated or invalid query parameters are refused (400 `invalid_parameter`, ' +
+          'naming the parameter). Experimental: the shape may still change. Requires the `orders:read` scope.',
+        security: [{ bearerAuth: [] }],
+        'x-stability': 'experimental',
+        querystring: ListOrderEventsQuery,
+        response: {
+          200: { ...OrderEventPage, description: 'The events after the cursor, and where to resume' },
+          ...errorResponses({
+            400:
+              'A query parameter is unknown, repeated or invalid (`invalid_parameter`); or `after` is not a cursor of ' +
+              'this feed: malformed, or past its end (`invalid_cursor`)',
+            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
+            403: 'The API key lacks the `orders:read` scope (`insufficient_scope`)',
+            410: 'Events after `after` have been deleted by retention (`events_expired`): read the feed again without `after`',
+          }),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { query } = request
+      const after = query.after === undefined ? undefined : parsePosition(query.after)
+      const limit = query.limit ?? 100
+      const holdMs = Math.min((query.wait ?? 0) * 1000, longestHoldMs)
+      // The version is read before the feed: a commit after it either is in the page or moves it.
+      let seen = holdMs > 0 ? await store.orders.dataVersion() : 0n
+      let page = await read(after, limit)
+      if (page.count === 0 && holdMs > 0) {
+        const deadline = performance.now() + holdMs
+        const gone = new AbortController()
+        const onClose = (): void => gone.abort()
+        reply.raw.once('close', onClose)
+        if (request.raw.socket?.destroyed !== false) gone.abort() // it went while the feed was read
+        try {
+          while (page.count === 0) {
+            const outcome = await waiters.wait(seen, deadline - performance.now(), gone.signal)
+            // Shutting down: the connection is closed once answered, not left idle for the drain to wait out.
+            if (outcome === 'closing') reply.header('connection', 'close')
+            if (typeof outcome !== 'object') break // the time is up, or the instance is closing or full: what there is
+            seen = outcome.changed
+            page = await read(page.next, limit)
+          }
+        } finally {
+          reply.raw.off('close', onClose)
+        }
+      }
+      return sendPage(reply, page)
+    },
+  )
+}
+
+/** `after`: a position this feed wrote (a nextCursor or an event's id); anything else is invalid_cursor. */
+function parsePosition(text: string): bigint {
+  if (!POSITION.test(text) || BigInt(text) > INT64_MAX) {
+    throw new ApiError('invalid_cursor', 'after must be a nextCursor or an event id of this feed: a decimal position such as 1042.')
+  }
+  return BigInt(text)
+}
+
+// The page as the OrderEventPage schema's serializer would write it, around the store's own bytes.
+const DATA = Buffer.from('{"data":')
+
+function sendPage(reply: FastifyReply, page: OrderEventsPage): FastifyReply {
+  const end = Buffer.from(`,"nextCursor":"${page.next}"}`)
+  return reply.type('application/json; charset=utf-8').send(Buffer.concat([DATA, page.json, end]))
+}

@@ -1,0 +1,95 @@
+import Type from 'typebox'
+import { ORDER_EVENT_TYPES } from '../store/order-events.js'
+import { OrderV2Ref } from './order-v2.js'
+
+/** The longest wait a long poll may ask for, in seconds (DESIGN §7 "Order events"). */
+export const MAX_WAIT_SECONDS = 30
+
+/**
+ * One change to an order, as the event feed shows it. `id` is the event's position in the feed, a
+ * decimal string (an int64 would not survive a JSON number in most clients), also usable as `after`.
+ */
+export const OrderEvent = Type.Object(
+  {
+    id: Type.String({
+      pattern: '^(0|[1-9][0-9]{0,18})$',
+      description: "The event's position in the feed, in decimal: ascending in the order events are read; pass it as `after` to resume after it",
+    }),
+    type: Type.String({
+      enum: [...ORDER_EVENT_TYPES],
+      description:
+        'What happened: `order.created` and `order.updated` (an import), `order.shipped`, `order.cancelled` (through v1 or v2)',
+    }),
+    occurredAt: Type.String({ format: 'date-time', description: 'When the change happened (RFC 3339, UTC)' }),
+    order: OrderV2Ref,
+  },
+  {
+    $id: 'OrderEvent',
+    description: 'One change to an order, with the order (v2) as it was right after the change',
+    additionalProperties: false,
+    examples: [
+      {
+        id: '1042',
+        type: 'order.cancelled',
+        occurredAt: '2026-11-20T08:15:00.000Z',
+        order: {
+          id: 10,
+          complete: false,
+          status: 'cancelled',
+          petId: 198772,
+          quantity: 7,
+          shipDate: '2026-11-25T10:00:00.000Z',
+          cancelledAt: '2026-11-20T08:15:00.000Z',
+          cancellationReason: 'customer_request',
+        },
+      },
+    ],
+  },
+)
+
+export const OrderEventRef = Type.Unsafe<Type.Static<typeof OrderEvent>>({ $ref: 'OrderEvent#' })
+
+/** A page of the event feed. `nextCursor` is always there: the feed has no last page. */
+export const OrderEventPage = Type.Object(
+  {
+    data: Type.Array(OrderEventRef, { description: 'The events of this page, in feed order; empty when none followed `after` in time' }),
+    nextCursor: Type.String({
+      pattern: '^(0|[1-9][0-9]{0,18})$',
+      description:
+        'Where to resume: pass it as `after` for the events that follow this page. Present on every page, the empty ones included',
+    }),
+  },
+  { additionalProperties: false },
+)
+
+/**
+ * The query of the event feed. `http/strict-query.ts` validates it from this schema (no other
+ * parameter, none repeated, each value of its type); `after` is any text there, checked by the
+ * route, so that a malformed one is 400 `invalid_cursor` like any other cursor it does not know.
+ */
+export const ListOrderEventsQuery = Type.Object(
+  {
+    after: Type.Optional(
+      Type.String({
+        description:
+          'Where to start: a `nextCursor`, or the `id` of an event (the page starts after it). Omitted: from the oldest event still retained, inclusive',
+        examples: ['1042'],
+      }),
+    ),
+    limit: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: 1000, default: 100, description: 'How many events a page holds at most (1–1000)', examples: [100] }),
+    ),
+    wait: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: MAX_WAIT_SECONDS,
+        default: 0,
+        description:
+          'Seconds to hold the request when no event follows `after` yet (0–30): it is answered as soon as one is committed, or with an empty page when the wait ends',
+        examples: [20],
+      }),
+    ),
+  },
+  { additionalProperties: false },
+)
+export type ListOrderEventsQuery = Type.Static<typeof ListOrderEventsQuery>

@@ -1,0 +1,91 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { EventWaiters } from '../src/http/event-waiters.js'
+
+/** A data version the test moves, counting how often it is read. */
+function version(start = 1n): { read: () => bigint; reads: () => number; bump: () => void; fail: (error?: Error) => void } {
+  let value = start
+  let reads = 0
+  let failure: Error | undefined
+  return {
+    read: () => {
+      reads++
+      if (failure !== undefined) throw failure
+      return value
+    },
+    reads: () => reads,
+    bump: () => void value++,
+    fail: (error) => void (failure = error),
+  }
+}
+
+const never = new AbortController().signal
+
+describe('event feed waiters', () => {
+  it('reads the version on one timer for all held requests, only while some are held', async () => {
+    const v = version()
+    const waiters = new EventWaiters(v.read, { maxWaiting: 100, pollIntervalMs: 20 })
+    await sleep(100)
+    assert.equal(v.reads(), 0, 'no timer while nothing is held')
+    const held = Array.from({ length: 50 }, () => waiters.wait(1n, 10_000, never))
+    assert.equal(waiters.size, 50)
+    await sleep(210)
+    const reads = v.reads()
+    assert.ok(reads >= 2 && reads <= 15, `${reads} reads in 210 ms for 50 requests: one per poll`)
+    v.bump()
+    for (const outcome of await Promise.all(held)) assert.deepEqual(outcome, { changed: 2n })
+    assert.equal(waiters.size, 0)
+    const after = v.reads()
+    await sleep(100)
+    assert.equal(v.reads(), after, 'the timer stops with the last held request')
+  })
+
+  it('wakes only the requests whose version moved; the others wait on until their own deadline', async () => {
+    const v = version(5n)
+    const waiters = new EventWaiters(v.read, { maxWaiting: 10, pollIntervalMs: 10 })
+    const stale = waiters.wait(4n, 10_000, never) // saw an older version: woken at the first poll
+    const current = waiters.wait(5n, 150, never)
+    assert.deepEqual(await stale, { changed: 5n })
+    const started = performance.now()
+    assert.equal(await current, 'timeout')
+    assert.ok(performance.now() - started >= 100)
+  })
+
+  it('answers full past maxWaiting, gone for an aborted client, closing once closed, timeout for no time left', async () => {
+    const v = version()
+    const waiters = new EventWaiters(v.read, { maxWaiting: 2, pollIntervalMs: 10 })
+    const client = new AbortController()
+    const first = waiters.wait(1n, 10_000, client.signal)
+    const second = waiters.wait(1n, 10_000, never)
+    assert.equal(await waiters.wait(1n, 10_000, never), 'full')
+    client.abort()
+    assert.equal(await first, 'gone')
+    assert.equal(waiters.size, 1)
+    assert.equal(await waiters.wait(1n, 10_000, client.signal), 'gone', 'a client already gone is not held')
+    assert.equal(await waiters.wait(1n, 0, never), 'timeout')
+    waiters.close()
+    assert.equal(await second, 'closing')
+    assert.equal(await waiters.wait(1n, 10_000, never), 'closing')
+    assert.equal(waiters.size, 0)
+  })
+
+  it('keeps waiting while the version cannot be read, tells it once, and wakes once it can', async () => {
+    const v = version()
+    const errors: unknown[] = []
+    const waiters = new EventWaiters(v.read, { maxWaiting: 10, pollIntervalMs: 10, onError: (error) => errors.push(error) })
+    const down = new Error('database down')
+    v.fail(down)
+    const held = waiters.wait(1n, 10_000, never)
+    await sleep(100)
+    assert.equal(waiters.size, 1)
+    assert.deepEqual(errors, [down], 'once per outage')
+    v.fail(undefined)
+    v.bump()
+    assert.deepEqual(await held, { changed: 2n })
+    const timedOut = waiters.wait(2n, 50, never)
+    v.fail(down)
+    assert.equal(await timedOut, 'timeout', 'the deadline holds while the database is down')
+    assert.equal(errors.length, 2)
+  })
+})
