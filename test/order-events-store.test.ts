@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, it } from 'node:test'
-import Database from 'better-sqlite3'
 import fastJson from 'fast-json-stringify'
-import pg from 'pg'
 import { toApiOrderV2 } from '../src/domain/order-pages.js'
 import type { OrderRecord } from '../src/domain/orders.js'
 import { OrderV2 } from '../src/schemas/order-v2.js'
@@ -10,6 +8,7 @@ import { EventsExpiredError, UnknownEventPositionError } from '../src/store/orde
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
 import { createDatabase, forEachStore, type TestDatabaseHandle } from './support/harness.js'
+import { connectSql, type Sql } from './support/sql.js'
 
 // The outbox on both stores: every change writes its event in its own transaction, and the feed
 // reads them back in commit order, exactly once, with the retention rules.
@@ -55,23 +54,6 @@ function orderBytes(pageJson: string, eventId: string): string {
   return pageJson.slice(from, pageJson.indexOf('}', from) + 1)
 }
 
-interface Sql {
-  query<R>(text: string): Promise<R[]>
-  close(): Promise<void>
-}
-
-async function connectSql(database: TestDatabaseHandle): Promise<Sql> {
-  if (database.config.kind === 'sqlite') {
-    const db = new Database(database.config.path)
-    return {
-      query: async <R>(text: string) => (db.prepare(text).reader ? (db.prepare(text).all() as R[]) : (db.exec(text), [])),
-      close: async () => void db.close(),
-    }
-  }
-  const client = new pg.Client({ connectionString: database.url })
-  await client.connect()
-  return { query: async <R>(text: string) => (await client.query(text)).rows as R[], close: () => client.end() }
-}
 
 forEachStore('order events: the outbox', (kind) => {
   let database: TestDatabaseHandle

@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, it } from 'node:test'
-import Database from 'better-sqlite3'
 import fastJson from 'fast-json-stringify'
-import pg from 'pg'
 import Type from 'typebox'
 import { hashApiKey } from '../src/domain/api-keys.js'
 import { createKey } from '../src/domain/create-key.js'
@@ -12,6 +10,7 @@ import type { Pet } from '../src/schemas/pet.js'
 import { openStore } from '../src/store/open-store.js'
 import { ImportConflictError, StoreUnavailableError, type Store } from '../src/store/store.js'
 import { createDatabase, forEachStore, listedOrders, type TestDatabaseHandle } from './support/harness.js'
+import { connectSql, type Sql } from './support/sql.js'
 
 // One suite, every store: what the service relies on from a database, held on SQLite and PostgreSQL alike.
 
@@ -41,27 +40,6 @@ async function jsonPages(store: Store): Promise<string[]> {
   return pages
 }
 
-/** SQL on a connection of its own (not the store's): the same text runs on both databases. */
-interface Sql {
-  query<R>(text: string): Promise<R[]>
-  close(): Promise<void>
-}
-
-async function connectSql(database: TestDatabaseHandle): Promise<Sql> {
-  if (database.config.kind === 'sqlite') {
-    const db = new Database(database.config.path)
-    return {
-      query: async <R>(text: string) => (db.prepare(text).reader ? (db.prepare(text).all() as R[]) : (db.exec(text), [])),
-      close: async () => void db.close(),
-    }
-  }
-  const client = new pg.Client({ connectionString: database.url })
-  await client.connect()
-  return {
-    query: async <R>(text: string) => (await client.query(text)).rows as R[],
-    close: () => client.end(),
-  }
-}
 
 forEachStore('store contract', (kind) => {
   let database: TestDatabaseHandle

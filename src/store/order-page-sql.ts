@@ -1,4 +1,5 @@
 import type { OrderFilters, OrderPageQuery } from '../domain/order-pages.js'
+import type { OrderPageJson } from './store.js'
 
 /** What differs between the stores' SQL for a page. */
 export interface PageDialect {
@@ -6,10 +7,12 @@ export interface PageDialect {
   columns: string
   /** The order's v2 JSON text, as the OrderV2 schema's serializer writes it (see OrdersRepository.pageJson). */
   json: string
+  /** The same text as pages read it, where the store has a cheaper way to it than `json`. */
+  pageJson?: string
   /**
-   * The statement reading a page's JSON from `rows` (id, json, n: 1, 2, … in id order): the JSON
-   * array of the rows with n <= @size, as bytes where the driver allows (json), the last of their ids
-   * (last_id), and whether a row with n > @size exists (more).
+   * The statement aggregating `rows` (id, json, in id order) into one row: their JSON objects joined
+   * by commas — a JSON array on SQLite (as bytes), without its brackets on PostgreSQL (see
+   * readOrderPageJson) — and how many rows there are.
    */
   jsonPage(rows: string): string
   /** A boolean literal. */
@@ -103,14 +106,39 @@ function isDense(filters: OrderFilters): boolean {
 
 /**
  * A page as JSON text (OrdersRepository.pageJson). `read` asks for one order more than the page
- * holds (its counts from its own probe); the rows are numbered in id order and aggregated by the
- * database, the last one only telling whether more follow.
+ * holds (its counts from its own probe): the database joins every order read into one text, in id
+ * order, and counts them; toPageJson then cuts off the extra order, which only tells that more
+ * follow. Numbering the rows in the statement instead, to leave that order out of the aggregate,
+ * costs a window over the page: as much as building the page's JSON on SQLite, a third of the
+ * statement on PostgreSQL.
  */
 export function orderPageJsonStatement(read: OrderPageQuery, dialect: PageDialect, counts?: number[]): NamedStatement | undefined {
-  const page = orderPageStatement(read, { ...dialect, columns: `id, ${dialect.json} AS json` }, counts)
-  if (page === undefined) return undefined
-  const rows = `SELECT id, json, row_number() OVER (ORDER BY id) AS n FROM (${page.sql}) AS p`
-  return { sql: dialect.jsonPage(rows), params: { ...page.params, size: read.limit - 1 } }
+  const page = orderPageStatement(read, { ...dialect, columns: `id, ${dialect.pageJson ?? dialect.json} AS json` }, counts)
+  return page === undefined ? undefined : { sql: dialect.jsonPage(page.sql), params: page.params }
+}
+
+const OBJECT_START = Buffer.from('{"id":')
+const COMMA = 0x2c
+const CLOSING_BRACKET = 0x5d
+
+/**
+ * The page of `limit` orders from the JSON array of the `count` orders read (orderPageJsonStatement:
+ * at most limit + 1, in id order). Every order's JSON starts with `{"id":`, which occurs nowhere else
+ * in it (its other strings are statuses, reasons and instants), followed by the id and a comma. With
+ * one order too many, the comma before the last `{"id":` becomes the array's `]`, in place; the
+ * page's last id is read from its last order's text.
+ */
+export function toPageJson(array: Buffer, count: number, limit: number): OrderPageJson {
+  if (count === 0) return { json: array, lastId: undefined, more: false }
+  let json = array
+  if (count > limit) {
+    const extra = array.lastIndexOf(OBJECT_START)
+    if (extra < 2 || array[extra - 1] !== COMMA) throw new Error('a page read is not a JSON array of orders')
+    array[extra - 1] = CLOSING_BRACKET
+    json = array.subarray(0, extra)
+  }
+  const id = json.lastIndexOf(OBJECT_START) + OBJECT_START.length
+  return { json, lastId: BigInt(json.toString('latin1', id, json.indexOf(COMMA, id))), more: count > limit }
 }
 
 const MIN_INT64 = -(2n ** 63n)
