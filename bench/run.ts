@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: the performance comparisons of docs/benchmarks.md, each in one run, with ratios.
  *
- *   npm run bench                        everything, SQLite then PostgreSQL (~12 minutes, 2 cores)
+ *   npm run bench                        everything, SQLite then PostgreSQL (~15 minutes, 2 cores, plus the soak)
  *   npm run bench -- --only list-stream  one comparison (repeat --only, or separate names by commas)
  *   BENCH_ORDERS=100000 npm run bench    a smaller data set (default 1,000,000 orders)
  *   BENCH_POSTGRES=0 npm run bench       SQLite only
