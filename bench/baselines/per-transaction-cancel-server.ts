@@ -16,12 +16,13 @@ import { SERVER_SQLITE_OPTIONS } from '../../src/server.js'
 import type { CancellationReason } from '../../src/domain/order-pages.js'
 import type { CancelResult } from '../../src/domain/orders.js'
 import { openStore } from '../../src/store/open-store.js'
-import { ORDER_V2_COLUMNS, toOrderV2Record, type OrderV2Row } from '../../src/store/sqlite/order-pages.js'
+import { INSERT_EVENT, orderEvent } from '../../src/store/sqlite/order-events-repository.js'
+import { ORDER_V2_COLUMNS, ORDER_V2_JSON, toOrderV2Record, type OrderV2Row } from '../../src/store/sqlite/order-pages.js'
 import type { ApiKeysRepository, OrdersRepository, PetsRepository, Store } from '../../src/store/store.js'
 import type { OrderEventsRepository } from '../../src/store/order-events.js'
 import { failed, onShutdown, tell } from '../lib/child-side.js'
 
-/** One synchronous=FULL transaction per cancel on a writer connection of its own. */
+/** One synchronous=FULL transaction per cancel (the change, its event, the version) on a writer connection of its own. */
 class PerTransactionCancels {
   private readonly db: Database.Database
   private readonly commitOne: Database.Transaction<(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null) => CancelResult>
@@ -33,17 +34,21 @@ class PerTransactionCancels {
     db.pragma('synchronous = FULL')
     db.pragma('foreign_keys = ON')
     db.defaultSafeIntegers(true)
-    // The statements of the project's batcher: RETURNING the order cancelled, else reading it.
+    // The statements of the project's batcher: RETURNING the order cancelled (and its JSON for its
+    // event, written as the project writes it), else reading it.
     const columns = ORDER_V2_COLUMNS
     const cancel = db.prepare(
       `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ?, cancellation_reason = ?
-       WHERE id = ? AND status = 'pending' RETURNING ${columns}`,
+       WHERE id = ? AND status = 'pending' RETURNING ${columns}, ${ORDER_V2_JSON} AS json`,
     )
+    const insertEvent = db.prepare(INSERT_EVENT)
     const find = db.prepare(`SELECT ${columns} FROM orders WHERE id = ?`)
     const bump = db.prepare('UPDATE data_version SET version = version + 1 WHERE id = 1')
     this.commitOne = db.transaction((id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null): CancelResult => {
-      const changed = cancel.get(new Date().toISOString(), cancelledByKey, reason, id) as OrderV2Row | undefined
+      const now = new Date().toISOString()
+      const changed = cancel.get(now, cancelledByKey, reason, id) as (OrderV2Row & { json: string }) | undefined
       if (changed !== undefined) {
+        insertEvent.run(...orderEvent('order.cancelled', now, id, changed.json))
         bump.run()
         return { outcome: 'cancelled', order: toOrderV2Record(changed) }
       }
