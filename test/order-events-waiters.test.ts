@@ -23,6 +23,15 @@ function version(start = 1n): { read: () => bigint; reads: () => number; bump: (
 const never = new AbortController().signal
 
 describe('event feed waiters', () => {
+  it('answers a held request at its deadline even while a version read hangs (the database unreachable)', async () => {
+    const waiters = new EventWaiters(() => new Promise<bigint>(() => {}), { maxWaiting: 10, pollIntervalMs: 20 })
+    const started = performance.now()
+    assert.equal(await waiters.wait(1n, 200, never), 'timeout')
+    const took = performance.now() - started
+    assert.ok(took >= 190 && took < 600, `${took.toFixed(0)} ms for a 200 ms wait`)
+    waiters.close()
+  })
+
   it('reads the version on one timer for all held requests, only while some are held', async () => {
     const v = version()
     const waiters = new EventWaiters(v.read, { maxWaiting: 100, pollIntervalMs: 20 })

@@ -199,9 +199,10 @@ export interface PetstoreV2Client {
    * and rebuilds its view, as docs/order-events.md describes), 401, 403, 500.
    *
    * To resume later, keep a cursor: the `id` of the last event handled is one (any event's `id` is
-   * a valid `after`), and so is the iterator's `cursor`, the position after the last event yielded
-   * (also past an empty poll). `break`, or aborting `signal`, stops the loop without an error (a
-   * poll in flight is cancelled).
+   * a valid `after`), and so is the iterator's `cursor`, the position after the last event the loop
+   * went past (also past an empty poll): the event a loop stopped on, by `break` or by an error, is
+   * not counted, so resuming from `cursor` delivers it again. `break`, or aborting `signal`, stops
+   * the loop without an error (a poll in flight is cancelled; no further event is yielded).
    */
   events(options?: EventsOptions): OrderEventStream
 }
@@ -317,8 +318,11 @@ function followEvents(call: Call, options: EventsOptions): OrderEventStream {
       }
       failures = 0
       for (const event of page.data) {
-        cursor = event.id // set before the yield: a loop that breaks here has handled this event
+        if (aborted()) return undefined
         yield event
+        // Only once the loop asks for the next event: the one it stopped on (break, throw) is not
+        // counted as handled, so resuming from `cursor` delivers it again rather than skip it.
+        cursor = event.id
       }
       cursor = page.nextCursor
       if (page.data.length === 0 && !(await pause(EMPTY_POLL_INTERVAL_MS - (Date.now() - started), signal))) return undefined

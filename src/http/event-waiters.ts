@@ -53,8 +53,8 @@ export class EventWaiters {
   }
 
   /**
-   * Holds the caller until the data version is no longer `seen`, `timeoutMs` have passed (measured
-   * at the poll's granularity), the instance closes, or `gone` is aborted (the client disconnected).
+   * Holds the caller until the data version is no longer `seen`, `timeoutMs` have passed, the
+   * instance closes, or `gone` is aborted (the client disconnected).
    */
   wait(seen: bigint, timeoutMs: number, gone: AbortSignal): Promise<WaitOutcome> {
     if (this.closed) return Promise.resolve('closing')
@@ -63,11 +63,15 @@ export class EventWaiters {
     if (this.waiting.size >= this.options.maxWaiting) return Promise.resolve('full')
     return new Promise<WaitOutcome>((resolve) => {
       const onGone = (): void => waiter.finish('gone')
+      // Its own timer too: a version read that hangs (the database unreachable) must not make the
+      // answer late, past the socket's idle timeout.
+      const timer = setTimeout(() => waiter.finish('timeout'), timeoutMs)
       const waiter: Waiter = {
         seen,
         deadline: performance.now() + timeoutMs,
         finish: (outcome) => {
           if (!this.waiting.delete(waiter)) return
+          clearTimeout(timer)
           gone.removeEventListener('abort', onGone)
           if (this.waiting.size === 0) this.stopPolling()
           resolve(outcome)

@@ -27,7 +27,8 @@ An event is {"id": "<position>", "type": "order.created" | "order.updated" | "or
 "order.cancelled", "occurredAt": "<RFC 3339>", "order": {<the order as v2 shows it after the
 change>}}, ids exact whatever their size.
 
-When stopped it prints on stderr the command that resumes where it stopped, and exits 0:
+When stopped it prints on stderr the command that resumes where it stopped, and exits 0
+(if the database becomes unreachable, it prints the same line and exits 1):
   resume with: ${PROGRAM} events tail --after 1234
 Resumed with that cursor, it prints exactly the events that followed the last one printed: none
 twice, none missed. stdout holds nothing but events.
