@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { generateApiKey, SCOPES } from '../src/domain/api-keys.js'
+import { createKey } from '../src/domain/create-key.js'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
 import { bearer, createDatabase, forEachStore, order, records, type TestDatabaseHandle } from './support/harness.js'
@@ -54,9 +54,7 @@ forEachStore('order event feed across two instances under concurrent cancels', (
     database = await createDatabase(kind)
     store = await openStore(database.config)
     await store.migrate()
-    const created = generateApiKey()
-    await store.apiKeys.create({ name: 'feed', hash: created.hash, displayPrefix: created.displayPrefix, scopes: [...SCOPES], expiresAt: null })
-    key = created.secret
+    key = (await createKey(store.apiKeys, { name: 'feed' })).secret
     await store.orders.import(
       records(Array.from({ length: PENDING + SHIPPED }, (_, i) => order({ id: BigInt(i + 1), petId: 7n, status: i < PENDING ? 'pending' : 'shipped' }))),
     )

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, it } from 'node:test'
-import { generateApiKey, SCOPES } from '../src/domain/api-keys.js'
+import { createKey } from '../src/domain/create-key.js'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
 import { bearer, createDatabase, forEachStore, order, records, within, type TestDatabaseHandle } from './support/harness.js'
@@ -42,9 +42,7 @@ forEachStore('order event feed in a serving process', (kind) => {
     database = await createDatabase(kind)
     store = await openStore(database.config)
     await store.migrate()
-    const created = generateApiKey()
-    await store.apiKeys.create({ name: 'feed', hash: created.hash, displayPrefix: created.displayPrefix, scopes: [...SCOPES], expiresAt: null })
-    key = created.secret
+    key = (await createKey(store.apiKeys, { name: 'feed' })).secret
   })
   after(async () => {
     for (const server of servers) if (server.child.exitCode === null) server.child.kill('SIGKILL')
