@@ -23,6 +23,22 @@ function version(start = 1n): { read: () => bigint; reads: () => number; bump: (
 const never = new AbortController().signal
 
 describe('event feed waiters', () => {
+  it('holds at most a tenth of the limit (at least 10) for one holder; others still get theirs', async () => {
+    const v = version()
+    const waiters = new EventWaiters(v.read, { maxWaiting: 200, pollIntervalMs: 20 })
+    const first = Array.from({ length: 20 }, () => waiters.wait(1n, 10_000, never, 'key 1'))
+    assert.equal(await waiters.wait(1n, 10_000, never, 'key 1'), 'full', 'the 21st of one key is answered at once')
+    const second = waiters.wait(1n, 10_000, never, 'key 2')
+    assert.equal(waiters.size, 21)
+    v.bump()
+    await Promise.all([...first, second])
+    assert.equal(waiters.size, 0)
+    // Once answered, the key's slots are free again.
+    const again = waiters.wait(2n, 50, never, 'key 1')
+    assert.equal(await again, 'timeout')
+    waiters.close()
+  })
+
   it('answers a held request at its deadline even while a version read hangs (the database unreachable)', async () => {
     const waiters = new EventWaiters(() => new Promise<bigint>(() => {}), { maxWaiting: 10, pollIntervalMs: 20 })
     const started = performance.now()

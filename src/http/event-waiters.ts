@@ -4,6 +4,14 @@ import type { MaybePromise } from '../maybe-async.js'
 export const POLL_INTERVAL_MS = 100
 
 /**
+ * Requests one holder (an API key) may have held at once: a tenth of the instance's limit, at least
+ * 10, so that one key cannot take every slot and push everyone else to polling.
+ */
+export function perHolderLimit(maxWaiting: number): number {
+  return Math.max(10, Math.ceil(maxWaiting / 10))
+}
+
+/**
  * How a wait ended: the data version moved (read the feed again), the time was up, the instance is
  * shutting down, the instance already holds as many requests as it may, or the client went away.
  */
@@ -34,6 +42,7 @@ export interface EventWaitersOptions {
  */
 export class EventWaiters {
   private readonly waiting = new Set<Waiter>()
+  private readonly heldBy = new Map<string, number>()
   private readonly pollIntervalMs: number
   private timer: NodeJS.Timeout | undefined
   private polling = false
@@ -54,13 +63,17 @@ export class EventWaiters {
 
   /**
    * Holds the caller until the data version is no longer `seen`, `timeoutMs` have passed, the
-   * instance closes, or `gone` is aborted (the client disconnected).
+   * instance closes, or `gone` is aborted (the client disconnected). 'full' at once when the
+   * instance, or `holder`, already has as many held as it may.
    */
-  wait(seen: bigint, timeoutMs: number, gone: AbortSignal): Promise<WaitOutcome> {
+  wait(seen: bigint, timeoutMs: number, gone: AbortSignal, holder?: string): Promise<WaitOutcome> {
     if (this.closed) return Promise.resolve('closing')
     if (gone.aborted) return Promise.resolve('gone')
     if (timeoutMs <= 0) return Promise.resolve('timeout')
     if (this.waiting.size >= this.options.maxWaiting) return Promise.resolve('full')
+    const held = holder === undefined ? 0 : (this.heldBy.get(holder) ?? 0)
+    if (held >= perHolderLimit(this.options.maxWaiting)) return Promise.resolve('full')
+    if (holder !== undefined) this.heldBy.set(holder, held + 1)
     return new Promise<WaitOutcome>((resolve) => {
       const onGone = (): void => waiter.finish('gone')
       // Its own timer too: a version read that hangs (the database unreachable) must not make the
@@ -72,6 +85,11 @@ export class EventWaiters {
         finish: (outcome) => {
           if (!this.waiting.delete(waiter)) return
           clearTimeout(timer)
+          if (holder !== undefined) {
+            const left = this.heldBy.get(holder)! - 1
+            if (left === 0) this.heldBy.delete(holder)
+            else this.heldBy.set(holder, left)
+          }
           gone.removeEventListener('abort', onGone)
           if (this.waiting.size === 0) this.stopPolling()
           resolve(outcome)

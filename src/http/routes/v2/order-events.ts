@@ -89,7 +89,7 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
         if (request.raw.socket?.destroyed !== false) gone.abort() // it went while the feed was read
         try {
           while (page.count === 0) {
-            const outcome = await waiters.wait(seen, deadline - performance.now(), gone.signal)
+            const outcome = await waiters.wait(seen, deadline - performance.now(), gone.signal, String(request.apiKey!.id))
             // Shutting down: the connection is closed once answered, not left idle for the drain to wait out.
             if (outcome === 'closing') reply.header('connection', 'close')
             if (typeof outcome !== 'object') break // the time is up, or the instance is closing or full: what there is
