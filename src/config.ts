@@ -57,6 +57,14 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 export const DEFAULT_SQLITE_PATH = './data/petstore.db'
 
 export function loadConfig(env: Env = process.env): Config {
+  const http: Config['http'] = {
+    headersTimeoutMs: integer(env, 'HTTP_HEADERS_TIMEOUT_MS', 10_000, 1, 600_000),
+    requestTimeoutMs: integer(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 1, 3_600_000),
+    keepAliveTimeoutMs: integer(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 1, 600_000),
+    idleTimeoutMs: integer(env, 'HTTP_IDLE_TIMEOUT_MS', 60_000, 1, 3_600_000),
+    maxHeaderSize: integer(env, 'HTTP_MAX_HEADER_SIZE', 16_384, 1024, 1_048_576),
+    maxConnections: integer(env, 'HTTP_MAX_CONNECTIONS', 4096, 1, 1_000_000),
+  }
   return {
     host: string(env, 'HOST', '127.0.0.1'),
     port: integer(env, 'PORT', 8080, 0, 65535),
@@ -68,7 +76,7 @@ export function loadConfig(env: Env = process.env): Config {
     listCacheMaxBytes: integer(env, 'LIST_CACHE_MAX_BYTES', 256 * 1024 * 1024, 0, 16 * 1024 ** 3),
     list: listConfig(env),
     pets: petsDeprecation(env),
-    events: eventsConfig(env),
+    events: eventsConfig(env, http.maxConnections),
     rateLimit: {
       perKeyPerMinute: integer(env, 'RATE_LIMIT_PER_KEY', 1200, 0, 10_000_000),
       authFailuresPerMinute: integer(env, 'RATE_LIMIT_AUTH_FAILURES', 30, 0, 10_000_000),
@@ -77,14 +85,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     trustProxy: trustProxy(env),
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
-    http: {
-      headersTimeoutMs: integer(env, 'HTTP_HEADERS_TIMEOUT_MS', 10_000, 1, 600_000),
-      requestTimeoutMs: integer(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 1, 3_600_000),
-      keepAliveTimeoutMs: integer(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 1, 600_000),
-      idleTimeoutMs: integer(env, 'HTTP_IDLE_TIMEOUT_MS', 60_000, 1, 3_600_000),
-      maxHeaderSize: integer(env, 'HTTP_MAX_HEADER_SIZE', 16_384, 1024, 1_048_576),
-      maxConnections: integer(env, 'HTTP_MAX_CONNECTIONS', 4096, 1, 1_000_000),
-    },
+    http,
   }
 }
 
@@ -131,8 +132,7 @@ function listConfig(env: Env): Config['list'] {
  * A held long poll keeps its connection open: EVENTS_MAX_WAITING must stay below
  * HTTP_MAX_CONNECTIONS so that held requests can never take every connection of an instance.
  */
-function eventsConfig(env: Env): Config['events'] {
-  const maxConnections = integer(env, 'HTTP_MAX_CONNECTIONS', 4096, 1, 1_000_000)
+function eventsConfig(env: Env, maxConnections: number): Config['events'] {
   const maxWaiting = integer(env, 'EVENTS_MAX_WAITING', Math.min(1000, Math.floor(maxConnections / 2)), 0, 100_000)
   if (maxWaiting > 0 && maxWaiting >= maxConnections) {
     throw new ConfigError('EVENTS_MAX_WAITING', `must be below HTTP_MAX_CONNECTIONS (${maxConnections}), got "${maxWaiting}"`)

@@ -36,17 +36,21 @@ const ORDER_COLUMNS = orderV2Columns('o')
 const CHANGED_ORDER_COLUMNS = `${ORDER_COLUMNS}, ${ORDER_V2_JSON} AS json`
 
 /**
- * The outbox (../order-events.ts): the events of `source`'s rows (order_id, json: the order's v2 JSON
- * after the change), in the statement's transaction. Joined with `bumped`, the data_version bump of
- * the same statement, positions are taken only once the transaction holds that row's lock, which it
- * keeps until COMMIT: so positions are handed out in commit order (docs/decisions.md).
+ * The outbox (../order-events.ts): the events of `source`'s rows (order_id, type, json: the order's
+ * v2 JSON after the change), in the statement's transaction, all at the transaction's time. Joined
+ * with `bumped`, the data_version bump of the same statement, positions are taken only once the
+ * transaction holds that row's lock, which it keeps until COMMIT: so positions are handed out in
+ * commit order (docs/decisions.md).
  */
-function recordEvents(type: OrderEventType, source: string): string {
+function recordEvents(source: string): string {
   return `INSERT INTO order_events (position, occurred_at, order_id, type, body)
-    SELECT nextval('order_event_position'), ${CANCELLED_NOW}, s.order_id, '${type}',
-      '"type":"${type}","occurredAt":"' || ${utc(CANCELLED_NOW)} || '","order":' || s.json || '}'
+    SELECT nextval('order_event_position'), ${CANCELLED_NOW}, s.order_id, s.type,
+      '"type":"' || s.type || '","occurredAt":"' || (SELECT ${utc(CANCELLED_NOW)}) || '","order":' || s.json || '}'
     FROM (${source}) AS s CROSS JOIN bumped`
 }
+
+/** `recordEvents`' source for the orders a statement's `changed` returned. */
+const changedOrders = (type: OrderEventType): string => `SELECT id AS order_id, '${type}' AS type, json FROM changed`
 
 // One cancel on its own (an order another transaction held locked when its batch ran; see
 // cancel-batcher.ts). The conditional update and the version bump are one statement, hence one
@@ -59,7 +63,7 @@ const CANCEL = `WITH changed AS (
   ), bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
   ), recorded AS (
-    ${recordEvents('order.cancelled', 'SELECT id AS order_id, json FROM changed')}
+    ${recordEvents(changedOrders('order.cancelled'))}
   )
   SELECT changed.*, (SELECT version FROM bumped) AS version FROM changed`
 /**
@@ -88,7 +92,7 @@ const CANCEL_BATCH = `WITH request AS (
   ), bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
   ), recorded AS (
-    ${recordEvents('order.cancelled', 'SELECT id AS order_id, json FROM changed')}
+    ${recordEvents(changedOrders('order.cancelled'))}
   )
   SELECT 'changed' AS found, changed.*, (SELECT version FROM bumped) AS version FROM changed
   UNION ALL
@@ -99,7 +103,7 @@ const SHIP = `WITH changed AS (
   ), bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
   ), recorded AS (
-    ${recordEvents('order.shipped', 'SELECT id AS order_id, json FROM changed')}
+    ${recordEvents(changedOrders('order.shipped'))}
   )
   SELECT count(*)::int AS changed, (SELECT version FROM bumped) AS version FROM changed`
 
@@ -129,11 +133,13 @@ const UPSERT_ORDERS = `WITH written AS (INSERT INTO orders AS o (id, pet_id, qua
     SELECT id, CASE WHEN created THEN 'order.created' ELSE 'order.updated' END, json FROM written`
 /** The rows an import wrote, in order: dropped with its transaction. */
 const IMPORT_EVENTS = `CREATE TEMPORARY TABLE import_events (n bigserial, order_id bigint, type text, json text) ON COMMIT DROP`
-// At the end of an import, after its bump (which takes data_version's lock): see recordEvents().
-const RECORD_IMPORT_EVENTS = `INSERT INTO order_events (position, occurred_at, order_id, type, body)
-  SELECT nextval('order_event_position'), ${CANCELLED_NOW}, e.order_id, e.type,
-    '"type":"' || e.type || '","occurredAt":"' || (SELECT ${utc(CANCELLED_NOW)}) || '","order":' || e.json || '}'
-  FROM (SELECT * FROM import_events ORDER BY n) AS e`
+// The end of an import that wrote rows: its bump, then its events (recordEvents), in input order.
+const RECORD_IMPORT_EVENTS = `WITH bumped AS (
+    ${bumpVersion()}
+  ), recorded AS (
+    ${recordEvents('SELECT order_id, type, json FROM import_events ORDER BY n')}
+  )
+  SELECT version FROM bumped`
 // After the upsert, an accepted row has the status it was given; a refused one still has another.
 const FIRST_REFUSED = `SELECT t.id, o.status AS current, t.status AS wanted
   FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS t(id, status, n)
@@ -245,8 +251,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
         if (refused !== undefined) throw new ImportConflictError(`order ${refused.id} is ${refused.current} and cannot become ${refused.wanted}`)
       })
       if (written === 0) return { count, version: undefined }
-      const version = (await lease.query<{ version: bigint }>(bumpVersion())).rows[0]!.version
-      await lease.query(RECORD_IMPORT_EVENTS)
+      const version = (await lease.query<{ version: bigint }>(RECORD_IMPORT_EVENTS)).rows[0]!.version
       return { count, version }
     })
     // Only once committed: a version that never committed must not label a list.
