@@ -8,29 +8,13 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
 import { createDatabase, forEachStore, type TestDatabaseHandle, within } from './support/harness.js'
+import { assertOk, assertOneLineError, cli, type Result } from './support/cli.js'
 import { BIN } from './support/server-process.js'
 
 const MAX = 9223372036854775807n
 const BEYOND_2_53 = 9007199254740993n // 2^53 + 1: a JS number cannot hold it
 
-interface Result {
-  code: number | null
-  stdout: string
-  stderr: string
-}
 
-/** Runs the real binary to its end. */
-function cli(args: string[], env: Record<string, string | undefined>): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, PETSTORE_DEBUG: undefined, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-  })
-}
 
 /** `events tail` running: its complete stdout lines so far, its stderr, and how it ended. */
 interface Tail {
@@ -86,9 +70,6 @@ function ndjsonFile(records: unknown[]): string {
   return path
 }
 
-function assertOk(result: Result): void {
-  assert.equal(result.code, 0, `exit status ${result.code}; stderr: ${result.stderr}`)
-}
 
 forEachStore('petstore-orders events tail', (kind) => {
   let database: TestDatabaseHandle
@@ -162,18 +143,12 @@ forEachStore('petstore-orders events tail', (kind) => {
   })
 
   it('a bad --after: one line naming the problem, non-zero exit, nothing on stdout', async () => {
-    const oneLine = (result: Result, code: number, pattern: RegExp): void => {
-      assert.equal(result.code, code, `exit status ${result.code}; stderr: ${result.stderr}`)
-      assert.match(result.stderr, /^petstore-orders: [^\n]+\n$/)
-      assert.match(result.stderr, pattern)
-      assert.equal(result.stdout, '')
-    }
-    oneLine(await cli(['events', 'tail', '--after', 'abc'], env), 2, /--after must be a cursor of the event feed, a decimal integer from 0 to 9223372036854775807/)
-    oneLine(await cli(['events', 'tail', '--after', '9223372036854775808'], env), 2, /--after must be a cursor/)
-    oneLine(await cli(['events', 'tail', '--after=-1'], env), 2, /--after must be a cursor/)
-    oneLine(await cli(['events', 'tail', '--after'], env), 2, /option --after needs a value/)
-    oneLine(await cli(['events', 'tail', 'now'], env), 2, /unexpected argument "now"/)
-    oneLine(await cli(['events', 'tail', '--after', String(MAX)], env), 1, /--after 9223372036854775807 is past the end of the event feed/)
+    assertOneLineError(await cli(['events', 'tail', '--after', 'abc'], env), 2, /--after must be a cursor of the event feed, a decimal integer from 0 to 9223372036854775807/)
+    assertOneLineError(await cli(['events', 'tail', '--after', '9223372036854775808'], env), 2, /--after must be a cursor/)
+    assertOneLineError(await cli(['events', 'tail', '--after=-1'], env), 2, /--after must be a cursor/)
+    assertOneLineError(await cli(['events', 'tail', '--after'], env), 2, /option --after needs a value/)
+    assertOneLineError(await cli(['events', 'tail', 'now'], env), 2, /unexpected argument "now"/)
+    assertOneLineError(await cli(['events', 'tail', '--after', String(MAX)], env), 1, /--after 9223372036854775807 is past the end of the event feed/)
 
     // Retention deletes the oldest events: a cursor before them is refused, naming why.
     const oldest = (await store.events.read(undefined, 1)).next
@@ -182,7 +157,7 @@ forEachStore('petstore-orders events tail', (kind) => {
     await sleep(20)
     while ((await store.events.prune(cut)) > 0);
     assertOk(await cli(['orders', 'import', ndjsonFile([{ id: 20, status: 'pending' }])], env))
-    oneLine(await cli(['events', 'tail', '--after', String(oldest)], env), 1, new RegExp(`--after ${oldest} is too old: the events after it have been deleted by retention`))
+    assertOneLineError(await cli(['events', 'tail', '--after', String(oldest)], env), 1, new RegExp(`--after ${oldest} is too old: the events after it have been deleted by retention`))
   })
 })
 

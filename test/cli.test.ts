@@ -10,44 +10,15 @@ import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
 import type { Order } from '../src/schemas/order.js'
 import { bearer, createDatabase, forEachStore, listedOrders, type StoreKind, type TestDatabaseHandle } from './support/harness.js'
+import { assertOk, assertOneLineError, cli } from './support/cli.js'
 import { BIN, freePort } from './support/server-process.js'
 
 const MAX = 9223372036854775807n
 const BEYOND_2_53 = 9007199254740993n // 2^53 + 1: a JS number cannot hold it
 
-interface Result {
-  code: number | null
-  stdout: string
-  stderr: string
-}
 
-/** Runs the real binary, stdin closed, stdout and stderr piped. */
-function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      env: { ...process.env, PETSTORE_DEBUG: undefined, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-  })
-}
 
-/** Exactly one line on stderr, `petstore-orders: …`, matching `pattern`; nothing on stdout. */
-function assertOneLineError(result: Result, code: 1 | 2, pattern: RegExp): void {
-  assert.equal(result.code, code, `exit status ${result.code}, expected ${code}; stderr: ${result.stderr}`)
-  assert.match(result.stderr, /^petstore-orders: [^\n]+\n$/, `not one error line: ${JSON.stringify(result.stderr)}`)
-  assert.match(result.stderr.slice(0, -1), pattern)
-  assert.equal(result.stdout, '')
-}
 
-function assertOk(result: Result): void {
-  assert.equal(result.code, 0, `exit status ${result.code}; stderr: ${result.stderr}; stdout: ${result.stdout}`)
-}
 
 const scratch = mkdtempSync(join(tmpdir(), 'petstore-cli-'))
 after(() => rmSync(scratch, { recursive: true, force: true }))

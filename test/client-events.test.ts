@@ -10,21 +10,11 @@ import { generateApiKey, SCOPES } from '../src/domain/api-keys.js'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
 import { createDatabase, forEachStore, order, records, startTestServer, within, type TestServer } from './support/harness.js'
+import { expectApiError } from './support/client.js'
 import { BIN, freePort, type ServerProcess } from './support/server-process.js'
 
 const MAX = 9223372036854775807n
 
-/** Runs `call`, expecting it to reject with a PetstoreApiError of this status and code. */
-async function expectApiError(call: Promise<unknown>, status: number, code: string): Promise<PetstoreApiError> {
-  const error = await call.then(
-    () => assert.fail(`expected ${status} ${code}, the call succeeded`),
-    (error: unknown) => error,
-  )
-  assert.ok(error instanceof PetstoreApiError, `not a PetstoreApiError: ${String(error)}`)
-  assert.equal(error.status, status, error.message)
-  assert.equal(error.code, code, error.message)
-  return error
-}
 
 /** Every event of the stream until `count` have come, or fails after `ms`. */
 async function take(stream: AsyncIterableIterator<OrderEvent>, count: number, ms = 20_000): Promise<OrderEvent[]> {

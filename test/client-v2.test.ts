@@ -2,27 +2,16 @@ import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { before, describe, it } from 'node:test'
 // The package's own export, as a user imports it: the built dist/client (npm run build first).
-import { createV2Client, PetstoreApiError, type OrderFilters, type OrderV2, type PetstoreV2Client } from 'petstore-orders/client'
+import { createV2Client, type OrderFilters, type OrderV2, type PetstoreV2Client } from 'petstore-orders/client'
 import { CLIENT_V2_TYPES_FILE, clientTypesFrom } from '../scripts/generate-client-types.js'
 import type { OrderRecord } from '../src/domain/orders.js'
 import { startTestServer, type TestServer } from './support/harness.js'
+import { expectApiError } from './support/client.js'
 
 const MAX = 9223372036854775807n
 const TWO_53 = 2n ** 53n
 const STATUSES = ['pending', 'shipped', 'cancelled'] as const
 
-/** Runs `call`, expecting it to reject with a PetstoreApiError of this status and code. */
-async function expectApiError(call: Promise<unknown>, status: number, code: string): Promise<PetstoreApiError> {
-  const error = await call.then(
-    () => assert.fail(`expected ${status} ${code}, the call succeeded`),
-    (error: unknown) => error,
-  )
-  assert.ok(error instanceof PetstoreApiError, `not a PetstoreApiError: ${String(error)}`)
-  assert.equal(error.status, status, error.message)
-  assert.equal(error.code, code, error.message)
-  assert.ok(error.message.length > 0)
-  return error
-}
 
 /**
  * 1,300 orders: small ids, ids just past 2^53 and ids up to the int64 maximum, every status, pets

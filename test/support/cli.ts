@@ -1,0 +1,38 @@
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { BIN } from './server-process.js'
+
+/** How a run of the CLI ended, and what it printed. */
+export interface Result {
+  code: number | null
+  stdout: string
+  stderr: string
+}
+
+/** Runs the real binary to its end, stdin closed, stdout and stderr piped. */
+export function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<Result> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: { ...process.env, PETSTORE_DEBUG: undefined, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    child.on('error', reject)
+    child.on('close', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
+/** Exactly one line on stderr, `petstore-orders: …`, matching `pattern`; nothing on stdout. */
+export function assertOneLineError(result: Result, code: 1 | 2, pattern: RegExp): void {
+  assert.equal(result.code, code, `exit status ${result.code}, expected ${code}; stderr: ${result.stderr}`)
+  assert.match(result.stderr, /^petstore-orders: [^\n]+\n$/, `not one error line: ${JSON.stringify(result.stderr)}`)
+  assert.match(result.stderr.slice(0, -1), pattern)
+  assert.equal(result.stdout, '')
+}
+
+export function assertOk(result: Result): void {
+  assert.equal(result.code, 0, `exit status ${result.code}; stderr: ${result.stderr}; stdout: ${result.stdout}`)
+}
