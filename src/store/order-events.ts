@@ -18,10 +18,12 @@ export type OrderEventType = (typeof ORDER_EVENT_TYPES)[number]
 /** One page of the feed, as the OrderEvent schema's serializer writes it. */
 export interface OrderEventsPage {
   /**
-   * The events as a JSON array, UTF-8: each `{"id":"<position>","type":…,"occurredAt":…,"order":{…}}`,
-   * the order as v2 shows it right after the change (field order of the OrderV2 serializer).
+   * The events as a JSON array, UTF-8, in parts to be written one after the other (joining them is
+   * left to the caller, which copies them once with what goes around them): each
+   * `{"id":"<position>","type":…,"occurredAt":…,"order":{…}}`, the order as v2 shows it right after
+   * the change (field order of the OrderV2 serializer).
    */
-  json: Buffer
+  json: Buffer[]
   /** How many events the page holds. */
   count: number
   /**
@@ -65,7 +67,7 @@ export class UnknownEventPositionError extends Error {
 
 /** What a store's one read of the feed found, before the rules every store applies (`toEventsPage`). */
 export interface EventsRead {
-  json: Buffer
+  json: Buffer[]
   count: number
   /** The page's last position; null for an empty page. */
   last: bigint | null

@@ -10,8 +10,8 @@ export type JsonPage = Buffer
 
 /** A v2 page as JSON text (see OrdersRepository.pageJson). */
 export interface OrderPageJson {
-  /** The page's orders as a JSON array, UTF-8. */
-  json: Buffer
+  /** The page's orders as a JSON array, UTF-8, in parts to be written one after the other. */
+  json: Buffer[]
   /** The id of the page's last order; undefined for an empty page. */
   lastId: bigint | undefined
   /** Whether at least one more matching order follows this page. */

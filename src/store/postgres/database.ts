@@ -1,6 +1,6 @@
 import pg from 'pg'
 import { to as copyTo } from 'pg-copy-streams'
-import { commaJoinedLines } from './copy-lines.js'
+import { commaJoinedLines, jsonArrayOfRows, VERBATIM_CSV, type JsonArrayParts } from './copy-lines.js'
 import { isLostConnection, toStoreError } from './errors.js'
 import { Lease, type Statement } from './lease.js'
 import { runMigrations } from './migration-runner.js'
@@ -8,6 +8,27 @@ import { POSTGRES_MIGRATIONS } from './migrations.js'
 import { LISTENER_QUERY_TIMEOUT_MS, VersionWatcher } from './version-watcher.js'
 
 const INT8_OID = 20
+
+/**
+ * A value as an SQL literal, for a statement that cannot take parameters (COPY): an int64 as its
+ * digits cast to bigint (exact, and typed as the column it is compared with), an integer as its
+ * digits, a text quoted by pg's escapeLiteral, a boolean as a keyword. Anything else is refused.
+ */
+export function literal(value: bigint | number | string | boolean): string {
+  switch (typeof value) {
+    case 'bigint':
+      return `'${value}'::bigint`
+    case 'number':
+      if (!Number.isSafeInteger(value)) throw new RangeError(`not an integer: ${value}`)
+      return String(value)
+    case 'string':
+      return pg.escapeLiteral(value)
+    case 'boolean':
+      return value ? 'true' : 'false'
+    default:
+      throw new TypeError(`no SQL literal for a ${typeof value}`)
+  }
+}
 
 /**
  * Type parsers of this store's pool only (pg's global parsers are left alone): int8 comes back as a
@@ -153,6 +174,33 @@ export class PostgresDatabase {
       },
       (lease) => lease.discard(),
     )
+  }
+
+  /**
+   * The rows of `query`, a read-only SELECT of one text column whose every value is a JSON text, as a
+   * JSON array of at most `keep` of them (see jsonArrayOfRows), read by `COPY (query) TO STDOUT`:
+   * rows arrive as the socket's bytes and are never decoded into strings. (A page joined by
+   * `string_agg` comes back as one big string, decoded and encoded again, and each big buffer made
+   * per page costs the server more in garbage collection than in copying.)
+   *
+   * COPY cannot take parameters: `query` must hold its values as literals (see `literal`). Retried
+   * on a lost pooled connection, as read() is.
+   */
+  async copyJsonArray(query: string, keep?: number): Promise<JsonArrayParts> {
+    const { chunks, lease } = await this.leased(
+      async (lease) => {
+        const chunks: Buffer[] = []
+        try {
+          for await (const chunk of lease.client.query(copyTo(`COPY (${query}) TO STDOUT WITH (${VERBATIM_CSV})`))) chunks.push(chunk as Buffer)
+        } catch (error) {
+          throw this.toStoreError(error)
+        }
+        return { chunks }
+      },
+      (lease) => lease.discard(),
+    )
+    lease.release()
+    return jsonArrayOfRows(chunks, keep)
   }
 
   /**

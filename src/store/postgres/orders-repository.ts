@@ -162,7 +162,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
   }
 
   pageJson(query: OrderPageQuery): Promise<OrderPageJson> {
-    return readOrderPageJson((sql, params) => this.database.read(sql, params), query)
+    return readOrderPageJson(this.database, query)
   }
 
   find(id: bigint): Promise<OrderV2Record | undefined> {

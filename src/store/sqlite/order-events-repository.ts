@@ -42,7 +42,7 @@ export class SqliteOrderEventsRepository implements OrderEventsRepository {
       classify(error)
     }
     const [json, count, last, prunedThrough, newest] = row
-    return toEventsPage(after, { json, count: Number(count), last, prunedThrough, newest })
+    return toEventsPage(after, { json: [json], count: Number(count), last, prunedThrough, newest })
   }
 
   async prune(before: Date, batch = 1000): Promise<number> {

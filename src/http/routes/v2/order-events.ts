@@ -118,5 +118,5 @@ const DATA = Buffer.from('{"data":')
 
 function sendPage(reply: FastifyReply, page: OrderEventsPage): FastifyReply {
   const end = Buffer.from(`,"nextCursor":"${page.next}"}`)
-  return reply.type('application/json; charset=utf-8').send(Buffer.concat([DATA, page.json, end]))
+  return reply.type('application/json; charset=utf-8').send(Buffer.concat([DATA, ...page.json, end]))
 }

@@ -67,10 +67,10 @@ export function ordersV2Routes(app: ApiApp): void {
       // The database writes the page's JSON, byte for byte what the OrderPage schema's serializer
       // would (test/v2-page-json.test.ts), and tells whether another matching order follows.
       const page = await store.orders.pageJson({ filters, after, limit })
-      if (!page.more) return sendJson(reply, Buffer.concat([DATA, page.json, END]))
+      if (!page.more) return sendJson(reply, Buffer.concat([DATA, ...page.json, END]))
       const nextCursor = cursors.encode(filters, page.lastId!)
       reply.header('link', `<${nextPageUrl(request, nextCursor)}>; rel="next"`)
-      return sendJson(reply, Buffer.concat([DATA, page.json, Buffer.from(`,"nextCursor":${JSON.stringify(nextCursor)}}`)]))
+      return sendJson(reply, Buffer.concat([DATA, ...page.json, Buffer.from(`,"nextCursor":${JSON.stringify(nextCursor)}}`)]))
     },
   )
 
