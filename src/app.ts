@@ -10,6 +10,7 @@ import { clientErrorResponse, registerErrorHandling, registerMethodNotAllowed, t
 import { EventWaiters } from './http/event-waiters.js'
 import { int64ParamsValidator } from './http/int64-params.js'
 import { Metrics } from './http/metrics.js'
+import { ReadAhead } from './http/read-ahead.js'
 import { openApiDocument } from './http/openapi.js'
 import { openApiV2Document, SWAGGER_V2 } from './http/openapi-v2.js'
 import { memoryCounters, RateLimiter } from './http/rate-limiter.js'
@@ -105,7 +106,9 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   app.decorate('config', config)
   app.decorate('store', store)
   app.decorate('metrics', metrics)
+  app.decorate('readAhead', new ReadAhead(config.http.readAheadPages, { started: () => metrics.readAheadStarted.inc(), used: () => metrics.readAheadUsed.inc() }))
   app.decorateRequest('apiKey', null)
+  app.decorateRequest('heldPage', undefined)
   app.decorate('requireScope', admission(authenticator, limiter))
 
   // Only v2's cancelOrder reads a body (optional), but a client sending `Content-Type: application/json`
@@ -123,6 +126,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   registerErrorHandling(app)
   // Callback hooks, here and below: on every request, an async hook's promise is a measurable cost.
   app.addHook('onRequest', (request, reply, done) => {
+    request.heldPage = app.readAhead.claim(request.raw.socket)
     reply.header('x-request-id', request.id)
     reply.headers(SECURITY_HEADERS)
     done(request.url.length > MAX_URL_LENGTH ? new ApiError('uri_too_long') : undefined)

@@ -38,6 +38,8 @@ export interface Config {
     maxHeaderSize: number
     /** Open connections per instance; past it a new one is closed at once (Node's server.maxConnections). */
     maxConnections: number
+    /** Pages read ahead and held at once for connections walking pages (src/http/read-ahead.ts); 0: none. */
+    readAheadPages: number
   }
 }
 
@@ -64,6 +66,7 @@ export function loadConfig(env: Env = process.env): Config {
     idleTimeoutMs: integer(env, 'HTTP_IDLE_TIMEOUT_MS', 60_000, 1, 3_600_000),
     maxHeaderSize: integer(env, 'HTTP_MAX_HEADER_SIZE', 16_384, 1024, 1_048_576),
     maxConnections: integer(env, 'HTTP_MAX_CONNECTIONS', 4096, 1, 1_000_000),
+    readAheadPages: integer(env, 'READ_AHEAD_PAGES', 16, 0, 1000),
   }
   return {
     host: string(env, 'HOST', '127.0.0.1'),

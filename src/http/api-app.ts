@@ -11,12 +11,15 @@ import type { ApiKey, Scope } from '../domain/api-keys.js'
 import type { Config } from '../config.js'
 import type { Store } from '../store/store.js'
 import type { Metrics } from './metrics.js'
+import type { HeldPage, ReadAhead } from './read-ahead.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     config: Config
     store: Store
     metrics: Metrics
+    /** Pages read ahead for connections that walk pages (read-ahead.ts). */
+    readAhead: ReadAhead
     /** An onRequest hook: 401 without a valid key, 403 without `scope`; sets `request.apiKey`. */
     requireScope(scope: Scope): onRequestHookHandler
   }
@@ -26,6 +29,8 @@ declare module 'fastify' {
   }
   interface FastifyRequest {
     apiKey: ApiKey | null
+    /** The page read ahead for this request's connection, if it held one (ReadAhead.claim). */
+    heldPage: HeldPage | undefined
   }
 }
 

@@ -40,6 +40,17 @@ export class Metrics {
     registers: [this.registry],
   })
 
+  readonly readAheadStarted = new Counter({
+    name: 'http_read_ahead_started_total',
+    help: 'Pages read ahead for a connection walking pages (READ_AHEAD_PAGES)',
+    registers: [this.registry],
+  })
+  readonly readAheadUsed = new Counter({
+    name: 'http_read_ahead_used_total',
+    help: 'Pages read ahead that the next request of their connection asked for',
+    registers: [this.registry],
+  })
+
   // The series of every method, route and status seen, for the collect above.
   private readonly series = new Map<string, Series>()
 

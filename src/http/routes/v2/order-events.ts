@@ -20,7 +20,7 @@ const IDLE_MARGIN_MS = 1000
  * committed, a page at a time from a cursor, optionally long-polled.
  */
 export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
-  const { store, config } = app
+  const { store, config, readAhead } = app
   const longestHoldMs = Math.max(0, config.http.idleTimeoutMs - IDLE_MARGIN_MS)
 
   const read = async (after: bigint | undefined, limit: number): Promise<OrderEventsPage> => {
@@ -80,7 +80,9 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
       const holdMs = Math.min((query.wait ?? 0) * 1000, longestHoldMs)
       // The version is read before the feed: a commit after it either is in the page or moves it.
       let seen = holdMs > 0 ? await store.orders.dataVersion() : 0n
-      let page = await read(after, limit)
+      // A page read ahead is used only when it has events: an empty one is read again, and judged.
+      let page = await readAhead.use<OrderEventsPage>(request.heldPage, pageKey(after, limit))?.catch(() => undefined)
+      if (page === undefined || page.count === 0) page = await read(after, limit)
       if (page.count === 0 && holdMs > 0) {
         const deadline = performance.now() + holdMs
         const gone = new AbortController()
@@ -100,10 +102,16 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
           reply.raw.off('close', onClose)
         }
       }
-      return sendPage(reply, page)
+      sendPage(reply, page)
+      // A full page: the client is catching up, and asks for the next one next.
+      const next = page.next
+      if (page.count === limit && request.method === 'GET') readAhead.start(request.raw.socket, pageKey(next, limit), () => store.events.read(next, limit))
+      return reply
     },
   )
 }
+
+const pageKey = (after: bigint | undefined, limit: number): string => `events ${after} ${limit}`
 
 /** `after`: a position this feed wrote (a nextCursor or an event's id); anything else is invalid_cursor. */
 function parsePosition(text: string): bigint {

@@ -6,6 +6,7 @@ import { errorResponses } from '../../../schemas/error.js'
 import { ListOrdersQuery, NoQuery, OrderIdV2Params, OrderPage, OrderV2Ref } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
 import { Cursors } from '../../cursor.js'
+import type { OrderPageJson } from '../../../store/store.js'
 
 // An OrderPage around the data array, as its serializer writes it (data first, nextCursor last).
 const DATA = Buffer.from('{"data":')
@@ -14,9 +15,11 @@ const END = Buffer.from('}')
 const UNAUTHORIZED = 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)'
 const NO_READ_SCOPE = 'The API key lacks the `orders:read` scope (`insufficient_scope`)'
 
+const pageKey = (cursor: string | undefined, limit: number): string => `orders ${cursor} ${limit}`
+
 /** v2's reads: pages of orders with filters, and one order, each with its status. */
 export function ordersV2Routes(app: ApiApp): void {
-  const { store } = app
+  const { store, readAhead } = app
   // The secret never changes once migrated: read on first use, again only after a failed read.
   let cursors: Promise<Cursors> | undefined
   const getCursors = (): Promise<Cursors> =>
@@ -66,11 +69,18 @@ export function ordersV2Routes(app: ApiApp): void {
       const limit = query.limit ?? 100
       // The database writes the page's JSON, byte for byte what the OrderPage schema's serializer
       // would (test/v2-page-json.test.ts), and tells whether another matching order follows.
-      const page = await store.orders.pageJson({ filters, after, limit })
+      const page =
+        (await readAhead.use<OrderPageJson>(request.heldPage, pageKey(query.cursor, limit))?.catch(() => undefined)) ??
+        (await store.orders.pageJson({ filters, after, limit }))
       if (!page.more) return sendJson(reply, Buffer.concat([DATA, ...page.json, END]))
       const nextCursor = cursors.encode(filters, page.lastId!)
       reply.header('link', `<${nextPageUrl(request, nextCursor)}>; rel="next"`)
-      return sendJson(reply, Buffer.concat([DATA, ...page.json, Buffer.from(`,"nextCursor":${JSON.stringify(nextCursor)}}`)]))
+      sendJson(reply, Buffer.concat([DATA, ...page.json, Buffer.from(`,"nextCursor":${JSON.stringify(nextCursor)}}`)]))
+      // The cursor is bound to the filters (a request with others is refused above), so it and the
+      // limit name the next page; a walk asks for it next.
+      const lastId = page.lastId!
+      if (request.method === 'GET') readAhead.start(request.raw.socket, pageKey(nextCursor, limit), () => store.orders.pageJson({ filters, after: lastId, limit }))
+      return reply
     },
   )
 
