@@ -52,8 +52,11 @@ export interface WalkRequest {
   url: string
   headers?: Record<string, string>
   param: string
-  /** Occurrences of this text in a page count as its items, e.g. `"type":"order.` for events. */
-  itemMarker: string
+  /**
+   * Occurrences of this text in a page count as its items, e.g. `"type":"order.` for events; without
+   * it pages are only read (the timed walks: a v1 list is timed reading its bytes, no more).
+   */
+  itemMarker?: string
   /** Also report the nextCursor of this page (1: the first). */
   cursorAtPage?: number
 }
@@ -63,7 +66,7 @@ export interface WalkResult {
   id: number
   /** Pages read, the last (empty) one included. */
   pages: number
-  /** Items counted with `itemMarker`, over every page. */
+  /** Items counted with `itemMarker`, over every page (0 without one). */
   items: number
   /** Body bytes on the wire, over every page. */
   bytes: number
@@ -147,7 +150,7 @@ const EMPTY_PAGE = Buffer.from('{"data":[]')
 async function walk(job: WalkRequest): Promise<WalkResult> {
   const started = process.hrtime.bigint()
   const elapsed = (): number => Number(process.hrtime.bigint() - started) / 1e6
-  const marker = Buffer.from(job.itemMarker)
+  const marker = job.itemMarker === undefined ? undefined : Buffer.from(job.itemMarker)
   type Pending = { url: URL; body: Promise<{ status: number; body: Buffer }> }
   const get = (after: string | undefined): Pending => {
     const url = new URL(job.url)
@@ -166,8 +169,7 @@ async function walk(job: WalkRequest): Promise<WalkResult> {
       pages++
       bytes += body.length
       // What the next request needs is read from the page's ends; the next page is then asked for
-      // before this one is checked, so that the check (a scan of every byte) is not timed as the
-      // server's: it overlaps the server's work on the next page, as reading a stream's chunks does.
+      // before this one's items are counted (a scan of every byte), which overlaps the server's work.
       const empty = body.subarray(0, EMPTY_PAGE.length).equals(EMPTY_PAGE)
       const at: number = body.lastIndexOf(NEXT_CURSOR)
       const next: string | undefined = at < 0 ? undefined : body.toString('utf8', at + NEXT_CURSOR.length, body.indexOf(0x22, at + NEXT_CURSOR.length))
@@ -175,6 +177,7 @@ async function walk(job: WalkRequest): Promise<WalkResult> {
       if (next !== undefined) cursor = next
       if (pages === job.cursorAtPage) cursorAt = next
       request = next === undefined || empty ? undefined : get(next)
+      if (marker === undefined) continue
       let pageItems = 0
       for (let i = body.indexOf(marker); i >= 0; i = body.indexOf(marker, i + marker.length)) pageItems++
       items += pageItems
