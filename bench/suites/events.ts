@@ -151,6 +151,9 @@ async function drain(context: StoreContext, section: Section): Promise<void> {
         return { ...walk, cpu: cpuSeconds(feed.child.pid) - cpu }
       },
     )
+    // Each timed drain read every page the counted one did (and the events the v1 rounds' cancels added).
+    const short = rounds.project.find((w) => w.pages < walk.pages || w.bytes < walk.bytes)
+    if (short !== undefined) throw new Error(`a timed drain read ${short.pages} pages, ${short.bytes} bytes: fewer than the counted one's ${walk.pages}, ${walk.bytes}`)
     const peakRss = feed.child.memory().peakRss
     const ratios = roundRatios(
       rounds.project.map((walk) => walk.ms),

@@ -113,6 +113,9 @@ export async function pages(context: StoreContext): Promise<void> {
       )
       results.push({ name, ms: median(rounds.project), baselineMs: median(rounds.baseline), ratio: roundRatios(rounds.project, rounds.baseline), bytes })
     }
+    // Each timed walk read every page the counted one did, less the orders the v1 rounds cancelled.
+    const short = walks.project.find((w) => w.pages !== walk.pages || w.bytes < walk.bytes - WALK_ROUNDS * 200)
+    if (short !== undefined) throw new Error(`a timed walk read ${short.pages} pages, ${short.bytes} bytes: not the counted one's ${walk.pages}, ${walk.bytes}`)
     const peakRss = v2.child.memory().peakRss
 
     const worst = results.reduce((a, b) => (b.ratio.median > a.ratio.median ? b : a))
