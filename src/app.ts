@@ -106,7 +106,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   app.decorate('config', config)
   app.decorate('store', store)
   app.decorate('metrics', metrics)
-  app.decorate('readAhead', new ReadAhead(config.http.readAheadPages, { started: () => metrics.readAheadStarted.inc(), used: () => metrics.readAheadUsed.inc() }))
+  app.decorate('readAhead', new ReadAhead(config.readAheadPages, { started: () => metrics.readAheadStarted.inc(), used: () => metrics.readAheadUsed.inc() }))
   app.decorateRequest('apiKey', null)
   app.decorateRequest('heldPage', undefined)
   app.decorate('requireScope', admission(authenticator, limiter))

@@ -38,9 +38,9 @@ export interface Config {
     maxHeaderSize: number
     /** Open connections per instance; past it a new one is closed at once (Node's server.maxConnections). */
     maxConnections: number
-    /** Pages read ahead and held at once for connections walking pages (src/http/read-ahead.ts); 0: none. */
-    readAheadPages: number
   }
+  /** Reads ahead running, and pages held, at once for connections walking pages (src/http/read-ahead.ts); 0: none. */
+  readAheadPages: number
 }
 
 export type DatabaseConfig = { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string; poolSize: number }
@@ -66,7 +66,6 @@ export function loadConfig(env: Env = process.env): Config {
     idleTimeoutMs: integer(env, 'HTTP_IDLE_TIMEOUT_MS', 60_000, 1, 3_600_000),
     maxHeaderSize: integer(env, 'HTTP_MAX_HEADER_SIZE', 16_384, 1024, 1_048_576),
     maxConnections: integer(env, 'HTTP_MAX_CONNECTIONS', 4096, 1, 1_000_000),
-    readAheadPages: integer(env, 'READ_AHEAD_PAGES', 16, 0, 1000),
   }
   return {
     host: string(env, 'HOST', '127.0.0.1'),
@@ -80,6 +79,7 @@ export function loadConfig(env: Env = process.env): Config {
     list: listConfig(env),
     pets: petsDeprecation(env),
     events: eventsConfig(env, http.maxConnections),
+    readAheadPages: readAheadPages(env),
     rateLimit: {
       perKeyPerMinute: integer(env, 'RATE_LIMIT_PER_KEY', 1200, 0, 10_000_000),
       authFailuresPerMinute: integer(env, 'RATE_LIMIT_AUTH_FAILURES', 30, 0, 10_000_000),
@@ -129,6 +129,19 @@ function listConfig(env: Env): Config['list'] {
     sendTimeoutMs: integer(env, 'LIST_SEND_TIMEOUT_MS', 600_000, 1000, 86_400_000),
     maxResponses: integer(env, 'LIST_MAX_RESPONSES', 64, 1, 100_000),
   }
+}
+
+/**
+ * READ_AHEAD_PAGES: each read ahead holds a pooled connection while it runs; on PostgreSQL it must
+ * stay below DATABASE_POOL_SIZE, so that reads ahead never take every connection (default 8, at
+ * most the pool's size less 2).
+ */
+function readAheadPages(env: Env): number {
+  const database = loadDatabaseConfig(env)
+  const poolSize = database.kind === 'postgres' ? database.poolSize : Infinity
+  const pages = integer(env, 'READ_AHEAD_PAGES', Math.max(0, Math.min(8, poolSize - 2)), 0, 1000)
+  if (pages > 0 && pages >= poolSize) throw new ConfigError('READ_AHEAD_PAGES', `must be below DATABASE_POOL_SIZE (${poolSize}), got "${pages}"`)
+  return pages
 }
 
 /**

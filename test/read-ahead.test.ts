@@ -3,7 +3,8 @@ import { Agent, request } from 'node:http'
 import { Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, it } from 'node:test'
-import { READ_AHEAD_TTL_MS, ReadAhead } from '../src/http/read-ahead.js'
+import { loadConfig } from '../src/config.js'
+import { ReadAhead } from '../src/http/read-ahead.js'
 import { bearer, forEachStore, startTestServer, type TestServer } from './support/harness.js'
 
 /** Requests on one keep-alive connection, each told whether it went on the connection before. */
@@ -51,7 +52,7 @@ async function readAheadCounts(server: TestServer): Promise<{ started: number; u
 describe('ReadAhead', () => {
   const page = (value: string) => () => Promise.resolve(value)
 
-  it('gives a page only to the next request of its connection, for that page, within the time', async () => {
+  it('gives a page only to the next request of its connection, for that page, within the time, if usable', async () => {
     const counts = { started: 0, used: 0 }
     const ahead = new ReadAhead(4, { started: () => counts.started++, used: () => counts.used++ }, 50)
     const [a, b] = [new Socket(), new Socket()]
@@ -61,25 +62,35 @@ describe('ReadAhead', () => {
     assert.equal(ahead.claim(a), undefined, 'taken once')
 
     ahead.start(a, 'page 2', page('two'))
-    assert.equal(ahead.use(ahead.claim(a), 'page 3'), undefined, 'another page')
+    assert.equal(await ahead.use(ahead.claim(a), 'page 3'), undefined, 'another page')
     assert.equal(ahead.claim(a), undefined, 'and then dropped')
+
+    ahead.start(a, 'page 2', page('two'))
+    assert.equal(await ahead.use(ahead.claim(a), 'page 2', (value) => value !== 'two'), undefined, 'refused by the route')
 
     ahead.start(a, 'page 2', page('two'))
     const held = ahead.claim(a)
     await sleep(60)
-    assert.equal(ahead.use(held, 'page 2'), undefined, 'too old')
-    assert.deepEqual(counts, { started: 3, used: 1 })
+    assert.equal(await ahead.use(held, 'page 2'), undefined, 'too old')
+    assert.deepEqual(counts, { started: 4, used: 1 })
   })
 
-  it('holds at most `max` pages, making room from those too old; none with max 0', async () => {
+  it('runs at most `max` reads and holds at most `max` pages, each no longer than the time allowed; none with max 0', async () => {
     const ahead = new ReadAhead(1, undefined, 50)
     const [a, b] = [new Socket(), new Socket()]
-    ahead.start(a, 'p', page('a'))
+    let finish: (value: string) => void = () => {}
+    ahead.start(a, 'p', () => new Promise((resolve) => (finish = resolve)))
     ahead.start(b, 'p', page('b'))
-    assert.equal(ahead.claim(b), undefined, 'full')
+    assert.deepEqual(ahead.size, { held: 1, reading: 1 })
+    assert.equal(ahead.claim(b), undefined, 'a read was running')
+    finish('a')
+    await sleep(0)
+    assert.deepEqual(ahead.size, { held: 1, reading: 0 })
+    ahead.start(b, 'p', page('b'))
+    assert.equal(ahead.claim(b), undefined, 'a page was held')
     await sleep(60)
+    assert.deepEqual(ahead.size, { held: 0, reading: 0 }, 'not asked for in time: dropped')
     ahead.start(b, 'p', page('b'))
-    assert.equal(ahead.claim(a), undefined, 'the old one made room')
     assert.ok(ahead.claim(b) !== undefined)
 
     const none = new ReadAhead(0)
@@ -87,11 +98,37 @@ describe('ReadAhead', () => {
     assert.equal(none.claim(a), undefined)
   })
 
-  it('a failed read is not an unhandled rejection: the request reads again', async () => {
-    const ahead = new ReadAhead(1)
-    const socket = new Socket()
-    ahead.start(socket, 'p', () => Promise.reject(new Error('down')))
-    await assert.rejects(ahead.use(ahead.claim(socket), 'p')!, /down/)
+  it('a failed read ahead, asked for or not, is no unhandled rejection: the request reads again', async () => {
+    const unhandled: unknown[] = []
+    const record = (reason: unknown): number => unhandled.push(reason)
+    process.on('unhandledRejection', record)
+    try {
+      const ahead = new ReadAhead(2, undefined, 50)
+      const [a, b] = [new Socket(), new Socket()]
+      ahead.start(a, 'p', () => Promise.reject(new Error('down')))
+      ahead.start(b, 'p', () => {
+        throw new Error('down at once')
+      })
+      assert.equal(await ahead.use(ahead.claim(a), 'p'), undefined)
+      await sleep(100) // b's is never asked for
+      assert.deepEqual(unhandled, [])
+      assert.deepEqual(ahead.size, { held: 0, reading: 0 })
+    } finally {
+      process.off('unhandledRejection', record)
+    }
+  })
+
+  it('READ_AHEAD_PAGES: 8 by default, below the PostgreSQL pool, validated', () => {
+    const postgres = { DATABASE_URL: 'postgres://127.0.0.1/x' }
+    assert.equal(loadConfig({}).readAheadPages, 8)
+    assert.equal(loadConfig(postgres).readAheadPages, 8)
+    assert.equal(loadConfig({ ...postgres, DATABASE_POOL_SIZE: '4' }).readAheadPages, 2)
+    assert.equal(loadConfig({ ...postgres, DATABASE_POOL_SIZE: '1' }).readAheadPages, 0)
+    assert.equal(loadConfig({ ...postgres, DATABASE_POOL_SIZE: '4', READ_AHEAD_PAGES: '3' }).readAheadPages, 3)
+    assert.throws(() => loadConfig({ ...postgres, DATABASE_POOL_SIZE: '4', READ_AHEAD_PAGES: '4' }), /^ConfigError: READ_AHEAD_PAGES: must be below DATABASE_POOL_SIZE \(4\)/)
+    assert.equal(loadConfig({ READ_AHEAD_PAGES: '0' }).readAheadPages, 0)
+    assert.throws(() => loadConfig({ READ_AHEAD_PAGES: '-1' }), /^ConfigError: READ_AHEAD_PAGES/)
+    assert.throws(() => loadConfig({ READ_AHEAD_PAGES: 'many' }), /^ConfigError: READ_AHEAD_PAGES/)
   })
 })
 
@@ -113,9 +150,11 @@ forEachStore('read-ahead over HTTP', (kind) => {
   })
 
   it('a walk on one connection is answered from pages read ahead, byte for byte what it gets without', async () => {
-    for (const [path, param, pages] of [
-      ['/v2/store/orders?limit=5', 'cursor', 6],
-      ['/v2/store/order-events?limit=7', 'after', 6], // 30 events: 4 full pages, a page of 2, then an empty one
+    // 30 orders in 6 pages; 30 events in 4 full pages of 7, a page of 2, then an empty one. A page
+    // from a cursor that has a next one (orders) or is full (events) reads the next one ahead.
+    for (const [path, param, pages, readAhead] of [
+      ['/v2/store/orders?limit=5', 'cursor', 6, 4],
+      ['/v2/store/order-events?limit=7', 'after', 6, 3],
     ] as const) {
       const before = await readAheadCounts(server)
       const [fast, slow] = [oneConnection(server.origin, key), oneConnection(plain.origin, key)]
@@ -128,45 +167,35 @@ forEachStore('read-ahead over HTTP', (kind) => {
         slow.close()
       }
       const counts = await readAheadCounts(server)
-      // Every page with a next one was read ahead, and asked for (the orders' last page has none; the events' page of 2 is not full).
-      const expected = path.includes('orders') ? pages - 1 : 4
-      assert.deepEqual({ started: counts.started - before.started, used: counts.used - before.used }, { started: expected, used: expected }, path)
+      assert.deepEqual({ started: counts.started - before.started, used: counts.used - before.used }, { started: readAhead, used: readAhead }, path)
     }
     assert.deepEqual(await readAheadCounts(plain), { started: 0, used: 0 })
   })
 
-  it('any other request on the connection drops the page read ahead: a cancel in between is seen', async () => {
-    const connection = oneConnection(server.origin, key)
-    try {
-      const first = JSON.parse((await connection.send('GET', '/v2/store/orders?limit=3')).text) as { nextCursor: string }
-      const [next] = ids((await connection.send('GET', `/v2/store/orders?limit=3&cursor=${first.nextCursor}`)).text)
-      // The page after `first` is being read ahead; the cancel goes on the same connection first.
-      const again = JSON.parse((await connection.send('GET', '/v2/store/orders?limit=3')).text) as { nextCursor: string }
-      assert.equal((await connection.send('POST', `/v2/store/orders/${next}/cancel`)).status, 200)
-      const page = await connection.send('GET', `/v2/store/orders?limit=3&cursor=${again.nextCursor}`)
-      assert.ok(page.reused)
-      assert.ok(!ids(page.text).includes(next!), `order ${next} was cancelled before this page was asked for: ${page.text}`)
-    } finally {
-      connection.close()
-    }
-  })
-
-  it('a page read ahead longer ago than the time allowed is read again', async () => {
-    const connection = oneConnection(server.origin, key)
-    try {
-      const first = JSON.parse((await connection.send('GET', '/v2/store/orders?limit=3')).text) as { nextCursor: string; data: { id: number }[] }
-      // Cancelled on another connection after the next page was read ahead.
-      const next = String(first.data.at(-1)!.id + 1)
-      const cancel = await fetch(`${server.origin}/v2/store/orders/${next}/cancel`, { method: 'POST', headers: bearer(key) })
-      assert.equal(cancel.status, 200)
-      await sleep(READ_AHEAD_TTL_MS + 100)
-      const page = await connection.send('GET', `/v2/store/orders?limit=3&cursor=${first.nextCursor}`)
-      assert.ok(page.reused)
-      assert.ok(!ids(page.text).includes(next), `order ${next} was cancelled ${READ_AHEAD_TTL_MS} ms before: ${page.text}`)
-    } finally {
-      connection.close()
-    }
-  })
+  for (const where of ['the same connection', 'another connection'] as const) {
+    it(`a page read ahead is not used once an order has changed since: a cancel on ${where}`, async () => {
+      const connection = oneConnection(server.origin, key)
+      try {
+        const first = JSON.parse((await connection.send('GET', '/v2/store/orders?limit=3')).text) as { nextCursor: string }
+        const second = JSON.parse((await connection.send('GET', `/v2/store/orders?limit=3&cursor=${first.nextCursor}`)).text) as { nextCursor: string }
+        // The third page is being read ahead for this connection; another one reads it to learn its first order.
+        const third = `/v2/store/orders?limit=3&cursor=${second.nextCursor}`
+        const target = ids(await (await fetch(`${server.origin}${third}`, { headers: bearer(key) })).text())[0]!
+        const before = await readAheadCounts(server)
+        const cancel =
+          where === 'the same connection'
+            ? await connection.send('POST', `/v2/store/orders/${target}/cancel`)
+            : { status: (await fetch(`${server.origin}/v2/store/orders/${target}/cancel`, { method: 'POST', headers: bearer(key) })).status }
+        assert.equal(cancel.status, 200)
+        const page = await connection.send('GET', third)
+        assert.ok(page.reused)
+        assert.ok(!ids(page.text).includes(target), `order ${target} was cancelled before this page was asked for: ${page.text}`)
+        assert.equal((await readAheadCounts(server)).used, before.used, 'the page read ahead was not used')
+      } finally {
+        connection.close()
+      }
+    })
+  }
 
   it('an empty page of events read ahead is read again: an event committed since is in the answer', async () => {
     const pending = ids(await (await fetch(`${server.origin}/v2/store/orders?limit=1`, { headers: bearer(key) })).text())[0]!
@@ -181,9 +210,31 @@ forEachStore('read-ahead over HTTP', (kind) => {
       const page = await connection.send('GET', `/v2/store/order-events?limit=1&after=${last.nextCursor}`)
       assert.match(page.text, new RegExp(`"type":"order.cancelled".*"order":\\{"id":${pending},`))
       const counts = await readAheadCounts(server)
-      assert.deepEqual({ started: counts.started - before.started, used: counts.used - before.used }, { started: 2, used: 1 }, 'the empty page was read ahead and asked for (and the full page of the new event reads ahead again)')
+      // The empty page was read ahead and not used; the full page of the new event read ahead again.
+      assert.deepEqual({ started: counts.started - before.started, used: counts.used - before.used }, { started: 2, used: 0 })
     } finally {
       connection.close()
     }
+  })
+
+  it('reads nothing ahead for a first page, or for a connection that is not kept alive', async () => {
+    const before = await readAheadCounts(server)
+    const connection = oneConnection(server.origin, key)
+    try {
+      for (const path of ['/v2/store/orders?limit=3', '/v2/store/order-events?limit=3']) assert.equal((await connection.send('GET', path)).status, 200)
+    } finally {
+      connection.close()
+    }
+    const first = (await (await fetch(`${server.origin}/v2/store/orders?limit=3`, { headers: bearer(key) })).json()) as { nextCursor: string }
+    const closing = await new Promise<number>((resolve, reject) =>
+      request(`${server.origin}/v2/store/orders?limit=3&cursor=${first.nextCursor}`, { agent: false, headers: { ...bearer(key), connection: 'close' } }, (res) => {
+        res.resume()
+        res.on('end', () => resolve(res.statusCode!))
+      })
+        .on('error', reject)
+        .end(),
+    )
+    assert.equal(closing, 200)
+    assert.deepEqual(await readAheadCounts(server), before)
   })
 })

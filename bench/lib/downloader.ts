@@ -155,7 +155,9 @@ async function walk(job: WalkRequest): Promise<WalkResult> {
   const get = (after: string | undefined): Pending => {
     const url = new URL(job.url)
     if (after !== undefined) url.searchParams.set(job.param, after)
-    return { url, body: getBody(url.toString(), job.headers) }
+    const body = getBody(url.toString(), job.headers)
+    body.catch(() => {}) // awaited by the loop, unless a check of the page before ends it first
+    return { url, body }
   }
   let pages = 0
   let items = 0

@@ -47,7 +47,7 @@ export class Metrics {
   })
   readonly readAheadUsed = new Counter({
     name: 'http_read_ahead_used_total',
-    help: 'Pages read ahead that the next request of their connection asked for',
+    help: 'Pages read ahead that answered the next request of their connection',
     registers: [this.registry],
   })
 

@@ -114,7 +114,7 @@ const COMMA = 0x2c
 const CLOSING_BRACKET = 0x5d
 
 /**
- * The page of `limit` orders from the JSON array of the `count` orders read (orderPageJsonStatement:
+ * The page of `limit` orders from the JSON array of the `count` orders read (SQLite's join of orderPageJsonRows:
  * at most limit + 1, in id order). Every order's JSON starts with `{"id":`, which occurs nowhere else
  * in it (its other strings are statuses, reasons and instants), followed by the id and a comma. With
  * one order too many, the comma before the last `{"id":` becomes the array's `]`, in place; the

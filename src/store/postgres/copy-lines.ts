@@ -35,15 +35,21 @@ export async function* commaJoinedLines(chunks: AsyncIterable<Buffer>): AsyncGen
  * COPY's CSV format with a delimiter and a quote character that JSON text never holds (control
  * characters, which JSON escapes): CSV quotes a value only when it holds one of those or a line
  * break, which JSON also escapes, so every value comes out verbatim. (The text format would double
- * every backslash, as in a cancellation reason's escapes.)
+ * every backslash, as in a cancellation reason's escapes.) A NULL comes out as another control
+ * character, which is refused.
  */
-export const VERBATIM_CSV = `FORMAT csv, DELIMITER E'\\x01', QUOTE E'\\x02'`
+export const VERBATIM_CSV = `FORMAT csv, DELIMITER E'\\x01', QUOTE E'\\x02', NULL E'\\x03'`
 const QUOTE = 0x02
+/** How VERBATIM_CSV writes a NULL (CSV's default, an empty line, would make `,,` of the array). */
+const NULL = 0x03
 
 const OPEN_BRACKET = Buffer.from('[')
 const EMPTY_ARRAY = Buffer.from('[]')
 
-/** A JSON array in parts, to be written one after the other: the parts share the COPY output's memory. */
+/**
+ * A JSON array in parts, to be written one after the other: the parts share the COPY output's memory
+ * and constant buffers, so they are read, never written to.
+ */
 export interface JsonArrayParts {
   parts: Buffer[]
   /** How many rows COPY sent. */
@@ -62,6 +68,7 @@ export function jsonArrayOfRows(chunks: Buffer[], keep = Infinity): JsonArrayPar
   const ends: [chunk: number, at: number][] = []
   chunks.forEach((chunk, c) => {
     if (chunk.includes(QUOTE)) throw new Error('COPY quoted a value: a row is not the JSON text it should be')
+    if (chunk.includes(NULL)) throw new Error('COPY sent a NULL row: a JSON text was expected')
     for (let at = chunk.indexOf(NEWLINE); at !== -1; at = chunk.indexOf(NEWLINE, at + 1)) ends.push([c, at])
   })
   const [lastChunk, lastEnd] = ends.at(-1) ?? [-1, -1]

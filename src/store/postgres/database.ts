@@ -20,7 +20,7 @@ export function literal(value: bigint | number | string | boolean): string {
       return `'${value}'::bigint`
     case 'number':
       if (!Number.isSafeInteger(value)) throw new RangeError(`not an integer: ${value}`)
-      return String(value)
+      return `(${value})` // a negative one must not make `-` of a preceding `-` a comment
     case 'string':
       return pg.escapeLiteral(value)
     case 'boolean':
@@ -190,8 +190,10 @@ export class PostgresDatabase {
     const { chunks, lease } = await this.leased(
       async (lease) => {
         const chunks: Buffer[] = []
+        const output = lease.client.query(copyTo(`COPY (${query}) TO STDOUT WITH (${VERBATIM_CSV})`))
+        output.on('error', () => {}) // as in copyOut: the iteration sees the errors; pg may report one more after it
         try {
-          for await (const chunk of lease.client.query(copyTo(`COPY (${query}) TO STDOUT WITH (${VERBATIM_CSV})`))) chunks.push(chunk as Buffer)
+          for await (const chunk of output) chunks.push(chunk as Buffer)
         } catch (error) {
           throw this.toStoreError(error)
         }

@@ -80,9 +80,9 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
       const holdMs = Math.min((query.wait ?? 0) * 1000, longestHoldMs)
       // The version is read before the feed: a commit after it either is in the page or moves it.
       let seen = holdMs > 0 ? await store.orders.dataVersion() : 0n
-      // A page read ahead is used only when it has events: an empty one is read again, and judged.
-      let page = await readAhead.use<OrderEventsPage>(request.heldPage, pageKey(after, limit))?.catch(() => undefined)
-      if (page === undefined || page.count === 0) page = await read(after, limit)
+      // A page read ahead is used only when it has events (events never change once committed): an
+      // empty one is read again, and judged.
+      let page = (await readAhead.use<OrderEventsPage>(request.heldPage, pageKey(after, limit), (ahead) => ahead.count > 0)) ?? (await read(after, limit))
       if (page.count === 0 && holdMs > 0) {
         const deadline = performance.now() + holdMs
         const gone = new AbortController()
@@ -103,9 +103,12 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
         }
       }
       sendPage(reply, page)
-      // A full page: the client is catching up, and asks for the next one next.
-      const next = page.next
-      if (page.count === limit && request.method === 'GET') readAhead.start(request.raw.socket, pageKey(next, limit), () => store.events.read(next, limit))
+      // A full page of a walk (from a cursor), on a kept-alive connection: the client is catching up,
+      // and asks for the next one next.
+      if (after !== undefined && page.count === limit && request.method === 'GET' && reply.raw.shouldKeepAlive) {
+        const next = page.next
+        readAhead.start(request.raw.socket, pageKey(next, limit), () => store.events.read(next, limit))
+      }
       return reply
     },
   )

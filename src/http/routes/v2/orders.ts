@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { ORDER_STATUSES, type OrderStatus } from '../../../domain/orders.js'
-import { toApiOrderV2, type OrderFilters } from '../../../domain/order-pages.js'
+import { toApiOrderV2, type OrderFilters, type OrderPageQuery } from '../../../domain/order-pages.js'
 import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
 import { ListOrdersQuery, NoQuery, OrderIdV2Params, OrderPage, OrderV2Ref } from '../../../schemas/order-v2.js'
@@ -20,6 +20,14 @@ const pageKey = (cursor: string | undefined, limit: number): string => `orders $
 /** v2's reads: pages of orders with filters, and one order, each with its status. */
 export function ordersV2Routes(app: ApiApp): void {
   const { store, readAhead } = app
+  // A page read ahead is used only while no order has changed since (the data version it was read
+  // at is still the current one): a walk then never sees a page older than a change it could know of.
+  type PageAhead = { version: bigint; page: OrderPageJson }
+  const readPageAhead = async (query: OrderPageQuery): Promise<PageAhead> => {
+    const version = await store.orders.dataVersion() // before the page: a change after it moves it
+    return { version, page: await store.orders.pageJson(query) }
+  }
+  const isCurrent = async (ahead: PageAhead): Promise<boolean> => ahead.version === (await store.orders.dataVersion())
   // The secret never changes once migrated: read on first use, again only after a failed read.
   let cursors: Promise<Cursors> | undefined
   const getCursors = (): Promise<Cursors> =>
@@ -70,16 +78,19 @@ export function ordersV2Routes(app: ApiApp): void {
       // The database writes the page's JSON, byte for byte what the OrderPage schema's serializer
       // would (test/v2-page-json.test.ts), and tells whether another matching order follows.
       const page =
-        (await readAhead.use<OrderPageJson>(request.heldPage, pageKey(query.cursor, limit))?.catch(() => undefined)) ??
+        (await readAhead.use<PageAhead>(request.heldPage, pageKey(query.cursor, limit), isCurrent))?.page ??
         (await store.orders.pageJson({ filters, after, limit }))
       if (!page.more) return sendJson(reply, Buffer.concat([DATA, ...page.json, END]))
       const nextCursor = cursors.encode(filters, page.lastId!)
       reply.header('link', `<${nextPageUrl(request, nextCursor)}>; rel="next"`)
       sendJson(reply, Buffer.concat([DATA, ...page.json, Buffer.from(`,"nextCursor":${JSON.stringify(nextCursor)}}`)]))
+      // A walk (this page came from a cursor) asks for the next page next, on a kept-alive connection.
       // The cursor is bound to the filters (a request with others is refused above), so it and the
-      // limit name the next page; a walk asks for it next.
-      const lastId = page.lastId!
-      if (request.method === 'GET') readAhead.start(request.raw.socket, pageKey(nextCursor, limit), () => store.orders.pageJson({ filters, after: lastId, limit }))
+      // limit name that page.
+      if (query.cursor !== undefined && request.method === 'GET' && reply.raw.shouldKeepAlive) {
+        const lastId = page.lastId!
+        readAhead.start(request.raw.socket, pageKey(nextCursor, limit), () => readPageAhead({ filters, after: lastId, limit }))
+      }
       return reply
     },
   )
