@@ -2,6 +2,8 @@ import assert from 'node:assert/strict'
 import { Agent, request } from 'node:http'
 import { Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { after, before, describe, it } from 'node:test'
 import { loadConfig } from '../src/config.js'
 import { ReadAhead } from '../src/http/read-ahead.js'
@@ -96,6 +98,23 @@ describe('ReadAhead', () => {
     const none = new ReadAhead(0)
     none.start(a, 'p', page('a'))
     assert.equal(none.claim(a), undefined)
+  })
+
+  it('keeps no page once it is claimed (a walk of a thousand pages a second must not hold them all)', async () => {
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    const ahead = new ReadAhead(2, undefined, 60_000)
+    const socket = new Socket()
+    let page: WeakRef<object> | undefined
+    await (async () => {
+      const value = { bytes: Buffer.alloc(1024) }
+      page = new WeakRef(value)
+      ahead.start(socket, 'p', () => Promise.resolve(value))
+      assert.equal(await ahead.use(ahead.claim(socket), 'p'), value)
+    })()
+    await sleep(0)
+    gc()
+    assert.equal(page!.deref(), undefined, 'the page answered its request and is no longer referenced')
   })
 
   it('a failed read ahead, asked for or not, is no unhandled rejection: the request reads again', async () => {

@@ -8,6 +8,8 @@ export interface HeldPage {
   key: string
   page: Promise<unknown>
   startedAt: number
+  /** Drops the page if it is not asked for in time; cleared when it is claimed (it holds the page). */
+  expiry?: NodeJS.Timeout
 }
 
 /**
@@ -38,7 +40,10 @@ export class ReadAhead {
   /** For every request: what its connection held, which the connection no longer holds. */
   claim(socket: Socket): HeldPage | undefined {
     const held = this.held.get(socket)
-    if (held !== undefined) this.held.delete(socket)
+    if (held !== undefined) {
+      this.held.delete(socket)
+      clearTimeout(held.expiry)
+    }
     return held
   }
 
@@ -73,7 +78,7 @@ export class ReadAhead {
     this.held.set(socket, held)
     this.counted.started()
     // Not asked for in time (the walk ended, the connection closed): no longer held.
-    setTimeout(() => this.held.get(socket) === held && this.held.delete(socket), this.ttlMs).unref()
+    held.expiry = setTimeout(() => this.held.get(socket) === held && this.held.delete(socket), this.ttlMs).unref()
   }
 
   /** Pages held and reads running: for tests. */
