@@ -7,7 +7,7 @@ import { runInNewContext } from 'node:vm'
 import { after, before, describe, it } from 'node:test'
 import { loadConfig } from '../src/config.js'
 import { ReadAhead } from '../src/http/read-ahead.js'
-import { bearer, forEachStore, startTestServer, type TestServer } from './support/harness.js'
+import { bearer, forEachStore, startTestServer, within, type TestServer } from './support/harness.js'
 
 /** Requests on one keep-alive connection, each told whether it went on the connection before. */
 function oneConnection(origin: string, key: string): { send(method: string, path: string): Promise<{ status: number; text: string; reused: boolean }>; close(): void } {
@@ -225,6 +225,8 @@ forEachStore('read-ahead over HTTP', (kind) => {
       const before = await readAheadCounts(server)
       const last = JSON.parse((await connection.send('GET', `/v2/store/order-events?limit=1&after=${BigInt(head.nextCursor) - 1n}`)).text) as { nextCursor: string }
       assert.equal(last.nextCursor, head.nextCursor)
+      // The read ahead has found nothing before the event is committed (else it would hold the event).
+      await within(2000, 'the read ahead has run', () => server.app.readAhead.size.reading === 0)
       await server.store.orders.cancel(BigInt(pending), null)
       const page = await connection.send('GET', `/v2/store/order-events?limit=1&after=${last.nextCursor}`)
       assert.match(page.text, new RegExp(`"type":"order.cancelled".*"order":\\{"id":${pending},`))
