@@ -67,19 +67,22 @@ export function loadConfig(env: Env = process.env): Config {
     maxHeaderSize: integer(env, 'HTTP_MAX_HEADER_SIZE', 16_384, 1024, 1_048_576),
     maxConnections: integer(env, 'HTTP_MAX_CONNECTIONS', 4096, 1, 1_000_000),
   }
+  const database = loadDatabaseConfig(env)
+  // What bounds its users of pooled connections (lists, reads ahead) must stay below; SQLite has no pool.
+  const poolSize = database.kind === 'postgres' ? database.poolSize : Infinity
   return {
     host: string(env, 'HOST', '127.0.0.1'),
     port: integer(env, 'PORT', 8080, 0, 65535),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
-    database: loadDatabaseConfig(env),
+    database,
     publicBaseUrl: baseUrl(env, 'PUBLIC_BASE_URL', 'https://api.petstore.example/v1'),
     stagingBaseUrl: baseUrl(env, 'STAGING_BASE_URL', 'https://staging.api.petstore.example/v1'),
     keyCacheTtlMs: integer(env, 'KEY_CACHE_TTL_MS', 2000, 0, 60_000),
     listCacheMaxBytes: integer(env, 'LIST_CACHE_MAX_BYTES', 256 * 1024 * 1024, 0, 16 * 1024 ** 3),
-    list: listConfig(env),
+    list: listConfig(env, poolSize),
     pets: petsDeprecation(env),
     events: eventsConfig(env, http.maxConnections),
-    readAheadPages: readAheadPages(env),
+    readAheadPages: readAheadPages(env, poolSize),
     rateLimit: {
       perKeyPerMinute: integer(env, 'RATE_LIMIT_PER_KEY', 1200, 0, 10_000_000),
       authFailuresPerMinute: integer(env, 'RATE_LIMIT_AUTH_FAILURES', 30, 0, 10_000_000),
@@ -117,9 +120,7 @@ export function loadDatabaseConfig(env: Env = process.env): DatabaseConfig {
  * for a second or so at a million orders, whatever its clients do); on PostgreSQL it must stay
  * below DATABASE_POOL_SIZE so that a connection is always left for everything else.
  */
-function listConfig(env: Env): Config['list'] {
-  const database = loadDatabaseConfig(env)
-  const poolSize = database.kind === 'postgres' ? database.poolSize : Infinity
+function listConfig(env: Env, poolSize: number): Config['list'] {
   const databaseStreams = integer(env, 'LIST_DATABASE_STREAMS', Math.max(1, Math.min(2, poolSize - 1)), 1, 64)
   if (poolSize > 1 && databaseStreams >= poolSize) {
     throw new ConfigError('LIST_DATABASE_STREAMS', `must be below DATABASE_POOL_SIZE (${poolSize}), got "${databaseStreams}"`)
@@ -136,9 +137,7 @@ function listConfig(env: Env): Config['list'] {
  * stay below DATABASE_POOL_SIZE, so that reads ahead never take every connection (default 8, at
  * most the pool's size less 2).
  */
-function readAheadPages(env: Env): number {
-  const database = loadDatabaseConfig(env)
-  const poolSize = database.kind === 'postgres' ? database.poolSize : Infinity
+function readAheadPages(env: Env, poolSize: number): number {
   const pages = integer(env, 'READ_AHEAD_PAGES', Math.max(0, Math.min(8, poolSize - 2)), 0, 1000)
   if (pages > 0 && pages >= poolSize) throw new ConfigError('READ_AHEAD_PAGES', `must be below DATABASE_POOL_SIZE (${poolSize}), got "${pages}"`)
   return pages
