@@ -106,9 +106,8 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   app.decorate('config', config)
   app.decorate('store', store)
   app.decorate('metrics', metrics)
-  app.decorate('readAhead', new ReadAhead(config.readAheadPages, { started: () => metrics.readAheadStarted.inc(), used: () => metrics.readAheadUsed.inc() }))
+  app.decorate('readAhead', new ReadAhead(config.readAheadPages, { started: (pages) => metrics.readAheadStarted.inc(pages), used: () => metrics.readAheadUsed.inc() }))
   app.decorateRequest('apiKey', null)
-  app.decorateRequest('heldPage', undefined)
   app.decorate('requireScope', admission(authenticator, limiter))
 
   // Only v2's cancelOrder reads a body (optional), but a client sending `Content-Type: application/json`
@@ -126,7 +125,6 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   registerErrorHandling(app)
   // Callback hooks, here and below: on every request, an async hook's promise is a measurable cost.
   app.addHook('onRequest', (request, reply, done) => {
-    request.heldPage = app.readAhead.claim(request.raw.socket)
     reply.header('x-request-id', request.id)
     reply.headers(SECURITY_HEADERS)
     done(request.url.length > MAX_URL_LENGTH ? new ApiError('uri_too_long') : undefined)

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { commaJoinedLines, jsonArrayOfRows } from '../src/store/postgres/copy-lines.js'
+import { binaryCopyRows, commaJoinedLines, jsonArrayOf, rowAt } from '../src/store/postgres/copy-lines.js'
 import { literal, PostgresDatabase } from '../src/store/postgres/database.js'
 import { postgresSkipReason } from './support/postgres.js'
 
@@ -44,41 +44,63 @@ describe('commaJoinedLines (the COPY output of the PostgreSQL list)', () => {
   })
 })
 
-/** jsonArrayOfRows on `output` cut at the given offsets, as one string and what it found. */
-function arrayOf(output: string, cuts: number[], keep?: number): { json: string; rows: number; last: string | undefined } {
-  const bounds = [0, ...cuts, output.length]
-  const chunks = bounds.slice(1).map((end, i) => Buffer.from(output.slice(bounds[i], end)))
-  const { parts, rows, last } = jsonArrayOfRows(chunks, keep)
-  return { json: Buffer.concat(parts).toString(), rows, last: last?.toString() }
+/** What `COPY (…) TO STDOUT (FORMAT binary)` sends for rows of one text value each (PostgreSQL's documentation, COPY, "Binary Format"). */
+function binaryCopy(rows: string[], extension = ''): Buffer {
+  const header = Buffer.concat([Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1'), Buffer.alloc(4), Buffer.alloc(4), Buffer.from(extension)])
+  header.writeUInt32BE(extension.length, 15)
+  const tuples = rows.map((row) => {
+    const value = Buffer.from(row)
+    const framing = Buffer.alloc(6)
+    framing.writeInt16BE(1, 0)
+    framing.writeInt32BE(value.length, 2)
+    return Buffer.concat([framing, value])
+  })
+  return Buffer.concat([header, ...tuples, Buffer.from([0xff, 0xff])])
 }
 
-describe('jsonArrayOfRows (a page read by COPY, as a JSON array)', () => {
-  it('makes the rows a JSON array, whatever the chunks, cut anywhere, and names the last row', () => {
-    for (let cut = 0; cut <= COPY_OUTPUT.length; cut++) {
-      for (let second = cut; second <= COPY_OUTPUT.length; second++) {
+/** `output` cut at the given offsets. */
+const cutAt = (output: Buffer, cuts: number[]): Buffer[] => [0, ...cuts].map((start, i) => output.subarray(start, [...cuts, output.length][i]))
+
+describe('binaryCopyRows and jsonArrayOf (a page read by COPY in binary format, as a JSON array)', () => {
+  const output = binaryCopy(ROWS)
+
+  it('finds every row, whatever the chunks, cut anywhere, and makes any run of them a JSON array', () => {
+    for (let cut = 0; cut <= output.length; cut++) {
+      for (let second = cut; second <= output.length; second += 3) {
+        const rows = binaryCopyRows(cutAt(output, [cut, second]))
         const where = `cuts at ${cut}, ${second}`
-        assert.deepEqual(arrayOf(COPY_OUTPUT, [cut, second]), { json: `[${ROWS.join(',')}]`, rows: 3, last: ROWS[2] }, where)
-        // The page of 2 from a read of one more: the extra row is left out, wherever it was cut.
-        assert.deepEqual(arrayOf(COPY_OUTPUT, [cut, second], 2), { json: `[${ROWS.slice(0, 2).join(',')}]`, rows: 3, last: ROWS[1] }, where)
-        assert.deepEqual(arrayOf(COPY_OUTPUT, [cut, second], 1), { json: `[${ROWS[0]}]`, rows: 3, last: ROWS[0] }, where)
+        assert.deepEqual(rows.starts.map((_, row) => rowAt(rows, row).toString()), ROWS, where)
+        assert.equal(jsonArrayOf(rows).toString(), `[${ROWS.join(',')}]`, where)
       }
     }
+    const rows = binaryCopyRows([output])
+    assert.equal(jsonArrayOf(rows, 0, 2).toString(), `[${ROWS[0]},${ROWS[1]}]`)
+    assert.equal(jsonArrayOf(rows, 1, 3).toString(), `[${ROWS[1]},${ROWS[2]}]`)
+    assert.equal(jsonArrayOf(rows, 2, 3).toString(), `[${ROWS[2]}]`)
+    assert.equal(jsonArrayOf(rows, 3, 3).toString(), '[]')
   })
 
-  it('gives [] for no rows', () => {
-    assert.deepEqual(arrayOf('', []), { json: '[]', rows: 0, last: undefined })
-    assert.deepEqual(arrayOf('', [0, 0]), { json: '[]', rows: 0, last: undefined })
-    assert.deepEqual(arrayOf(COPY_OUTPUT, [], 0), { json: '[]', rows: 3, last: undefined })
+  it('reads past a header extension, and gives no rows for none', () => {
+    assert.deepEqual(binaryCopyRows([binaryCopy(ROWS, 'extension')]).starts.length, 3)
+    const none = binaryCopyRows([binaryCopy([])])
+    assert.equal(none.starts.length, 0)
+    assert.equal(jsonArrayOf(none).toString(), '[]')
   })
 
-  it('refuses a quoted value or output that ends in the middle of a row', () => {
-    assert.throws(() => arrayOf('\x02{"id":1}\x02\n', []), /COPY quoted a value/)
-    assert.throws(() => arrayOf(`${COPY_OUTPUT}{"id":4`, []), /ended in the middle of a row/)
-    assert.throws(() => arrayOf(`${COPY_OUTPUT}{"id":4`, [COPY_OUTPUT.length]), /ended in the middle of a row/)
+  it('refuses output that is not binary, a row of another shape, a NULL, or output cut short or going on', () => {
+    assert.throws(() => binaryCopyRows([Buffer.from(`${ROWS.join('\n')}\n`)]), /not in binary format/)
+    const twoValues = Buffer.from(output)
+    twoValues.writeInt16BE(2, 19)
+    assert.throws(() => binaryCopyRows([twoValues]), /a row of 2 values/)
+    const withNull = Buffer.from(output)
+    withNull.writeInt32BE(-1, 21)
+    assert.throws(() => binaryCopyRows([withNull]), /a NULL row/)
+    for (let end = 11; end < output.length; end++) assert.throws(() => binaryCopyRows([output.subarray(0, end)]), /ended early/, `cut at ${end}`)
+    assert.throws(() => binaryCopyRows([output, Buffer.from('x')]), /goes on after its end/)
   })
 })
 
-describe('copyJsonArray and literal [postgres]: values come back verbatim, literals exactly', async () => {
+describe('copyRows and literal [postgres]: values come back verbatim, literals exactly', async () => {
   const reason = await postgresSkipReason()
   if (reason !== undefined) {
     it('PostgreSQL', { skip: reason }, () => {})
@@ -98,10 +120,9 @@ describe('copyJsonArray and literal [postgres]: values come back verbatim, liter
       { nested: { deep: [1, 2, { x: null }] } },
     ].map((value) => JSON.stringify(value))
     const query = values.map((value) => `SELECT ${literal(value)}`).join(' UNION ALL ')
-    const page = await database.copyJsonArray(query)
-    assert.equal(Buffer.concat(page.parts).toString(), `[${values.join(',')}]`)
-    assert.equal(page.rows, values.length)
-    assert.equal(page.last?.toString(), values.at(-1))
+    const rows = await database.copyRows(query)
+    assert.deepEqual(rows.starts.map((_, row) => rowAt(rows, row).toString()), values)
+    assert.equal(jsonArrayOf(rows).toString(), `[${values.join(',')}]`)
   })
 
   it('writes literals that read back as the same values, and refuses anything else', async () => {

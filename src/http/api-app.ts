@@ -11,7 +11,7 @@ import type { ApiKey, Scope } from '../domain/api-keys.js'
 import type { Config } from '../config.js'
 import type { Store } from '../store/store.js'
 import type { Metrics } from './metrics.js'
-import type { HeldPage, ReadAhead } from './read-ahead.js'
+import type { ReadAhead } from './read-ahead.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -29,8 +29,6 @@ declare module 'fastify' {
   }
   interface FastifyRequest {
     apiKey: ApiKey | null
-    /** The page read ahead for this request's connection, if it held one (ReadAhead.claim). */
-    heldPage: HeldPage | undefined
   }
 }
 

@@ -42,12 +42,12 @@ export class Metrics {
 
   readonly readAheadStarted = new Counter({
     name: 'http_read_ahead_started_total',
-    help: 'Pages read ahead for a connection walking pages (READ_AHEAD_PAGES)',
+    help: 'Pages read ahead for a client walking pages (READ_AHEAD_PAGES)',
     registers: [this.registry],
   })
   readonly readAheadUsed = new Counter({
     name: 'http_read_ahead_used_total',
-    help: 'Pages read ahead that answered the next request of their connection',
+    help: 'Pages read ahead that answered a request of the client that walked them',
     registers: [this.registry],
   })
 

@@ -1,88 +1,135 @@
-import type { Socket } from 'node:net'
-
 /** A page read ahead is answered only this soon after its read began: later, it is read again. */
 export const READ_AHEAD_TTL_MS = 1000
 
-/** A page read ahead for a connection. */
-export interface HeldPage {
+/** Pages one read ahead reads at once (one statement on PostgreSQL), when READ_AHEAD_PAGES allows. */
+export const READ_AHEAD_RUN = 4
+
+/** A page read ahead, under the key its request will name. */
+export interface AheadPage {
   key: string
-  page: Promise<unknown>
+  page: unknown
+}
+
+/** Pages read ahead at once, in the order of the walk, and how to read the run after them (none: the walk ends). */
+export interface Run {
+  pages: AheadPage[]
+  readNext?: () => Promise<Run>
+}
+
+/** Runs read ahead for one walk, the first page of the first one next. */
+export type HeldRuns = readonly HeldRun[]
+
+interface HeldRun {
+  run: Promise<Run>
   startedAt: number
-  /** Drops the page if it is not asked for in time; cleared when it is claimed (it holds the page). */
-  expiry?: NodeJS.Timeout
+  /** The pages it holds once read; until then, the pages it may hold. */
+  pages: number
 }
 
 /**
- * Reading ahead for clients that walk pages over a keep-alive connection (a drain of the event feed,
- * a walk over the v2 list). Once a route has answered a page of a walk (a request with a cursor)
- * that has a next one, it starts reading that next page, held for that connection alone. When the
- * connection's next request asks for exactly that page within READ_AHEAD_TTL_MS, it is answered from
- * the read already under way: the database works on the next page while this one travels and the
- * client handles it, instead of after. Every request takes what its connection held (`claim`), so
- * any other request in between (a cancel, say) drops it, as does the time running out.
+ * Reading ahead for clients that walk pages (a drain of the event feed, a walk over the v2 list).
+ * Once a route has answered a page of a walk (a request with a cursor) that has a next one, it
+ * starts reading the next pages — a run of several, in one read — held for that API key under the
+ * key of the next page (its cursor and limit). When the key's next request asks for exactly that
+ * page within READ_AHEAD_TTL_MS, on any connection (fetch, for one, alternates between two for
+ * requests made one after the other), it is answered from the read; the route holds the rest again
+ * for the request after it, and the run after those is read meanwhile. So the database works on the
+ * next pages while these travel and the client handles them, instead of after, and pays its cost per
+ * statement once a run. Each route decides whether a page read ahead may still be answered (a list
+ * page only at the data version it was read at; an event page if it holds events).
  *
- * At most `max` reads run at once, and at most `max` pages are held (READ_AHEAD_PAGES, below the
+ * At most `max` pages are held and `max` are being read at once (READ_AHEAD_PAGES, below the
  * PostgreSQL pool's size, so that reads ahead never take every connection); past either, none is
- * read ahead. Behind a balancer that spreads one client's requests over several instances most pages
- * read ahead are never used: the metrics count both (started, used).
+ * read ahead. Pages nobody asks for in time are dropped; the metrics count pages read ahead and used.
  */
 export class ReadAhead {
-  private readonly held = new Map<Socket, HeldPage>()
-  private reading = 0
+  private readonly held = new Map<string, { runs: HeldRuns; expiry: NodeJS.Timeout }>()
+  private readingPages = 0
+  /** Pages a read ahead reads at once: READ_AHEAD_RUN, or fewer so that a walk can hold one run while the next is read. */
+  readonly run: number
 
   constructor(
-    /** How many reads may run, and how many pages may be held, at once; 0: no read-ahead. */
+    /** How many pages may be held, and how many read, at once; 0: no read-ahead. */
     private readonly max: number,
-    private readonly counted: { started(): void; used(): void } = { started() {}, used() {} },
+    private readonly counted: { started(pages: number): void; used(): void } = { started() {}, used() {} },
     private readonly ttlMs = READ_AHEAD_TTL_MS,
-  ) {}
-
-  /** For every request: what its connection held, which the connection no longer holds. */
-  claim(socket: Socket): HeldPage | undefined {
-    const held = this.held.get(socket)
-    if (held !== undefined) {
-      this.held.delete(socket)
-      clearTimeout(held.expiry)
-    }
-    return held
+  ) {
+    this.run = Math.max(1, Math.min(READ_AHEAD_RUN, Math.floor(max / 2)))
   }
 
   /**
-   * The page `key`, when `claimed` is that page, read ahead less than the time allowed ago, read
-   * without error, and `usable` (the route's own check) accepts it; else undefined: read it again.
+   * The page `key` read ahead for `holder`, if it was read less than the time allowed ago, without
+   * error, and `usable` (the route's own check) accepts it, with the runs held after it (to hold
+   * again by `start`); else undefined: read it again. Either way it is no longer held.
    */
-  async use<T>(claimed: HeldPage | undefined, key: string, usable: (page: T) => boolean | Promise<boolean> = () => true): Promise<T | undefined> {
-    if (claimed === undefined || claimed.key !== key || performance.now() - claimed.startedAt > this.ttlMs) return undefined
-    const page = await (claimed.page as Promise<T>).catch(() => undefined)
-    if (page === undefined || !(await usable(page))) return undefined
+  async take<T>(holder: string, key: string, usable: (page: T) => boolean | Promise<boolean> = () => true): Promise<{ page: T; after: HeldRuns } | undefined> {
+    const held = this.held.get(heldKey(holder, key))
+    if (held === undefined) return undefined
+    this.held.delete(heldKey(holder, key))
+    clearTimeout(held.expiry)
+    const [first, ...later] = held.runs
+    if (first === undefined || performance.now() - first.startedAt > this.ttlMs) return undefined
+    const run = await first.run.catch(() => undefined)
+    const [page, ...rest] = run?.pages ?? []
+    if (page === undefined || page.key !== key || !(await usable(page.page as T))) return undefined
     this.counted.used()
-    return page
+    const after = rest.length > 0 ? [{ run: Promise.resolve({ pages: rest, readNext: run!.readNext }), startedAt: first.startedAt, pages: rest.length }, ...later] : later
+    return { page: page.page as T, after }
   }
 
-  /** Starts reading page `key` for the next request on `socket`, if there is room. */
-  start(socket: Socket, key: string, read: () => Promise<unknown>): void {
-    if (this.max === 0 || socket.destroyed || this.reading >= this.max || this.held.size >= this.max) return
-    this.reading++
-    let page: Promise<unknown>
-    try {
-      page = read()
-    } catch (error) {
-      page = Promise.reject(error)
+  /**
+   * Holds the pages of the walk after the page just answered, whose key is `key`, for `holder`'s next
+   * request: `after` (what `take` left), and, if there is room, a run read after those or, when
+   * there are none, by `read`. At most two runs: one being answered from, one being read.
+   */
+  start(holder: string, key: string, read: () => Promise<Run>, after: HeldRuns = []): void {
+    if (this.max === 0 || this.held.has(heldKey(holder, key))) return
+    const runs = [...after]
+    const pending = runs.reduce((pages, run) => pages + run.pages, 0)
+    if (runs.length < 2 && this.readingPages + this.run <= this.max && this.heldPages() + pending + this.run <= this.max) {
+      runs.push(this.read(runs.at(-1), read))
     }
-    // A failed read ahead is read again by the request, which reports the failure.
-    page.then(
-      () => this.reading--,
-      () => this.reading--,
-    )
-    const held: HeldPage = { key, page, startedAt: performance.now() }
-    this.held.set(socket, held)
-    this.counted.started()
-    // Not asked for in time (the walk ended, the connection closed): no longer held.
-    held.expiry = setTimeout(() => this.held.get(socket) === held && this.held.delete(socket), this.ttlMs).unref()
+    if (runs.length === 0) return
+    const entry = {
+      runs,
+      // Not asked for in time (the walk ended or moved on): no longer held.
+      expiry: setTimeout(() => this.held.get(heldKey(holder, key)) === entry && this.held.delete(heldKey(holder, key)), runs[0]!.startedAt + this.ttlMs - performance.now()).unref(),
+    }
+    this.held.set(heldKey(holder, key), entry)
   }
 
-  /** Pages held and reads running: for tests. */
+  /** Pages held and being read: for tests. */
   get size(): { held: number; reading: number } {
-    return { held: this.held.size, reading: this.reading }
+    return { held: this.heldPages(), reading: this.readingPages }
+  }
+
+  /** A run read after `previous`, or by `read` when there is none. A failed one is read again by the request, which reports the failure. */
+  private read(previous: HeldRun | undefined, read: () => Promise<Run>): HeldRun {
+    const next = previous === undefined ? read : async (): Promise<Run> => (await previous.run).readNext?.() ?? { pages: [] }
+    this.readingPages += this.run
+    let run: Promise<Run>
+    try {
+      run = next()
+    } catch (error) {
+      run = Promise.reject(error)
+    }
+    const held: HeldRun = { run, startedAt: performance.now(), pages: this.run }
+    run.then(
+      (read) => {
+        held.pages = read.pages.length
+        this.counted.started(read.pages.length)
+      },
+      () => (held.pages = 0),
+    )
+    run.finally(() => (this.readingPages -= this.run)).catch(() => {})
+    return held
+  }
+
+  private heldPages(): number {
+    let pages = 0
+    for (const { runs } of this.held.values()) for (const run of runs) pages += run.pages
+    return pages
   }
 }
+
+const heldKey = (holder: string, key: string): string => `${holder}\n${key}`

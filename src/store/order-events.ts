@@ -41,6 +41,12 @@ export interface OrderEventsRepository {
    */
   read(after: bigint | undefined, limit: number): Promise<OrderEventsPage>
   /**
+   * Up to `pages` pages of `limit` events at once, for a client walking the feed (see
+   * http/read-ahead.ts): what `read` answers for the first page and then for each from the previous
+   * page's `next`, up to the first that is not full. The same errors as `read`.
+   */
+  readPages(after: bigint | undefined, limit: number, pages: number): Promise<OrderEventsPage[]>
+  /**
    * Deletes the oldest events that occurred before `before`, at most `batch` of them, in one short
    * transaction that never waits for a writer; oldest position first and never past an event it
    * keeps, so what is retained is always everything after one position. Returns how many it deleted.
@@ -85,6 +91,13 @@ export function toEventsPage(after: bigint | undefined, read: EventsRead): Order
     if (after > head) throw new UnknownEventPositionError()
   }
   return { json: read.json, count: read.count, next: read.last ?? after ?? head }
+}
+
+/** readPages() by one read() after another, for a store whose reads cost no more one by one. */
+export async function readPagesOneByOne(repository: OrderEventsRepository, after: bigint | undefined, limit: number, pages: number): Promise<OrderEventsPage[]> {
+  const read = [await repository.read(after, limit)]
+  while (read.length < pages && read.at(-1)!.count === limit) read.push(await repository.read(read.at(-1)!.next, limit))
+  return read
 }
 
 /** An event's JSON after its `"id":"…",`, the part stored with it: `"type":…,"occurredAt":…,"order":{…}}`. */

@@ -31,60 +31,72 @@ export async function* commaJoinedLines(chunks: AsyncIterable<Buffer>): AsyncGen
   if (carried !== undefined) throw new Error('COPY output ended in the middle of a row')
 }
 
-/**
- * COPY's CSV format with a delimiter and a quote character that JSON text never holds (control
- * characters, which JSON escapes): CSV quotes a value only when it holds one of those or a line
- * break, which JSON also escapes, so every value comes out verbatim. (The text format would double
- * every backslash, as in a cancellation reason's escapes.) A NULL comes out as another control
- * character, which is refused.
- */
-export const VERBATIM_CSV = `FORMAT csv, DELIMITER E'\\x01', QUOTE E'\\x02', NULL E'\\x03'`
-const QUOTE = 0x02
-/** How VERBATIM_CSV writes a NULL (CSV's default, an empty line, would make `,,` of the array). */
-const NULL = 0x03
+const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1')
+const HEADER = SIGNATURE.length + 8 // then flags and the header extension's length (32 bits each)
+const TRAILER = -1
+const OPEN_BRACKET = 0x5b
 
-const OPEN_BRACKET = Buffer.from('[')
-const EMPTY_ARRAY = Buffer.from('[]')
-
-/**
- * A JSON array in parts, to be written one after the other: the parts share the COPY output's memory
- * and constant buffers, so they are read, never written to.
- */
-export interface JsonArrayParts {
-  parts: Buffer[]
-  /** How many rows COPY sent. */
-  rows: number
-  /** The last row the array holds, a copy of its text (undefined when it holds none). */
-  last: Buffer | undefined
+/** The rows of a COPY in binary format: its output, and where each row's one value starts and ends in it. */
+export interface CopiedRows {
+  data: Buffer
+  starts: number[]
+  ends: number[]
 }
 
 /**
- * The output of `COPY (SELECT json_text …) TO STDOUT WITH (VERBATIM_CSV)` (a JSON value a row, each
- * ended by a newline, cut into chunks anywhere) as a JSON array of its first `keep` rows, in place:
- * the kept rows' newlines become commas and the last one `]`, a `[` goes in front, and whatever
- * follows is left out. No row is copied or decoded, but the last one kept.
+ * The output of `COPY (SELECT one_text_column …) TO STDOUT (FORMAT binary)`, cut into chunks
+ * anywhere, as its rows. The binary format sends each value as its bytes after a length, so a text
+ * comes back verbatim, whatever it holds (the text and CSV formats escape or quote some characters),
+ * and PostgreSQL does not scan it for them. Framing: a signature, flags and a header extension, then
+ * per row a 16-bit count of values and per value a 32-bit length (-1: NULL) and its bytes, then a
+ * count of -1 (PostgreSQL's documentation, COPY, "Binary Format"). A row of any other shape, a NULL
+ * or output that ends early is refused.
  */
-export function jsonArrayOfRows(chunks: Buffer[], keep = Infinity): JsonArrayParts {
-  const ends: [chunk: number, at: number][] = []
-  chunks.forEach((chunk, c) => {
-    if (chunk.includes(QUOTE)) throw new Error('COPY quoted a value: a row is not the JSON text it should be')
-    if (chunk.includes(NULL)) throw new Error('COPY sent a NULL row: a JSON text was expected')
-    for (let at = chunk.indexOf(NEWLINE); at !== -1; at = chunk.indexOf(NEWLINE, at + 1)) ends.push([c, at])
-  })
-  const [lastChunk, lastEnd] = ends.at(-1) ?? [-1, -1]
-  const tail = chunks.slice(lastChunk + 1)
-  if ((lastChunk >= 0 && lastEnd !== chunks[lastChunk]!.length - 1) || tail.some((chunk) => chunk.length > 0)) {
-    throw new Error('COPY output ended in the middle of a row')
+export function binaryCopyRows(chunks: Buffer[]): CopiedRows {
+  const data = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
+  const fail = (problem: string): never => {
+    throw new Error(`COPY output ${problem}`)
   }
-  const kept = Math.min(ends.length, keep)
-  if (kept === 0) return { parts: [EMPTY_ARRAY], rows: ends.length, last: undefined }
-  for (let i = 0; i < kept - 1; i++) chunks[ends[i]![0]]![ends[i]![1]] = COMMA
-  const [c, at] = ends[kept - 1]!
-  chunks[c]![at] = CLOSING_BRACKET
-  const [startChunk, startAt] = kept > 1 ? [ends[kept - 2]![0], ends[kept - 2]![1] + 1] : [0, 0]
-  const last =
-    startChunk === c
-      ? Buffer.from(chunks[c]!.subarray(startAt, at))
-      : Buffer.concat([chunks[startChunk]!.subarray(startAt), ...chunks.slice(startChunk + 1, c), chunks[c]!.subarray(0, at)])
-  return { parts: [OPEN_BRACKET, ...chunks.slice(0, c), chunks[c]!.subarray(0, at + 1)], rows: ends.length, last }
+  if (!data.subarray(0, SIGNATURE.length).equals(SIGNATURE)) fail('is not in binary format')
+  if (data.length < HEADER) fail('ended early')
+  const starts: number[] = []
+  const ends: number[] = []
+  let at = HEADER + data.readUInt32BE(HEADER - 4)
+  for (;;) {
+    if (at + 2 > data.length) fail('ended early')
+    const values = data.readInt16BE(at)
+    if (values === TRAILER) break
+    if (values !== 1) fail(`has a row of ${values} values: one was expected`)
+    if (at + 6 > data.length) fail('ended early')
+    const length = data.readInt32BE(at + 2)
+    if (length < 0) fail('has a NULL row: a JSON text was expected')
+    at += 6
+    if (at + length > data.length) fail('ended early')
+    starts.push(at)
+    at += length
+    ends.push(at)
+  }
+  if (at + 2 !== data.length) fail('goes on after its end')
+  return { data, starts, ends }
+}
+
+/** Rows `from` to `to` (exclusive) of `rows`, each a JSON text, as one JSON array. */
+export function jsonArrayOf(rows: CopiedRows, from = 0, to = rows.starts.length): Buffer {
+  const { data, starts, ends } = rows
+  if (to <= from) return Buffer.from('[]')
+  // The rows' bytes lie between the first start and the last end, 6 bytes of framing apart: those
+  // become one comma each, and the brackets go around.
+  const array = Buffer.allocUnsafe(ends[to - 1]! - starts[from]! - 5 * (to - from - 1) + 2)
+  array[0] = OPEN_BRACKET
+  let length = 1
+  for (let row = from; row < to; row++) {
+    length += data.copy(array, length, starts[row], ends[row])
+    array[length++] = row === to - 1 ? CLOSING_BRACKET : COMMA
+  }
+  return array
+}
+
+/** The text of row `row` of `rows` (a view of the output, not a copy). */
+export function rowAt(rows: CopiedRows, row: number): Buffer {
+  return rows.data.subarray(rows.starts[row], rows.ends[row])
 }

@@ -1,7 +1,8 @@
 import { toEventsPage, type OrderEventsPage, type OrderEventsRepository } from '../order-events.js'
+import { jsonArrayOf, rowAt } from './copy-lines.js'
 import { literal, type PostgresDatabase } from './database.js'
 
-// A page read by COPY (PostgresDatabase.copyJsonArray): after `after`, or after the newest position
+// Pages read by COPY (PostgresDatabase.copyRows): after `after`, or after the newest position
 // retention has deleted, and only while retention has not passed `after` — within the statement's
 // one snapshot. So a page that is not empty was read from a cursor that is neither expired nor past
 // the end, and needs no bounds. An empty one is read again by READ, which judges the cursor.
@@ -43,8 +44,24 @@ export class PostgresOrderEventsRepository implements OrderEventsRepository {
   constructor(private readonly database: PostgresDatabase) {}
 
   async read(after: bigint | undefined, limit: number): Promise<OrderEventsPage> {
-    const page = await this.database.copyJsonArray(copyPage(after, limit))
-    if (page.last !== undefined) return { json: page.parts, count: page.rows, next: positionOf(page.last) }
+    return (await this.readPages(after, limit, 1))[0]!
+  }
+
+  // One statement for all the pages: PostgreSQL's cost per statement, and this server's, is paid once.
+  async readPages(after: bigint | undefined, limit: number, pages: number): Promise<OrderEventsPage[]> {
+    const events = await this.database.copyRows(copyPage(after, limit * pages))
+    const count = events.starts.length
+    if (count === 0) return [await this.readEmpty(after, limit)]
+    const read: OrderEventsPage[] = []
+    for (let from = 0; from < count; from += limit) {
+      const to = Math.min(from + limit, count)
+      read.push({ json: [jsonArrayOf(events, from, to)], count: to - from, next: positionOf(rowAt(events, to - 1)) })
+    }
+    return read
+  }
+
+  /** The page after `after` when COPY found none: READ judges the cursor (or finds events committed since). */
+  private async readEmpty(after: bigint | undefined, limit: number): Promise<OrderEventsPage> {
     const { rows } = await this.database.read<{ json: string; count: number; last: bigint | null; pruned_through: bigint; newest: bigint | null }>(
       READ,
       [after?.toString() ?? null, limit],

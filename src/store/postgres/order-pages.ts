@@ -3,6 +3,7 @@ import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../do
 import type { OrderStatus } from '../../domain/orders.js'
 import type { OrderPageJson } from '../store.js'
 import { orderIdAt, orderPageJsonRows, orderPageProbe, orderPageStatement, type NamedStatement, type PageDialect } from '../order-page-sql.js'
+import { jsonArrayOf, rowAt } from './copy-lines.js'
 import { literal, type PostgresDatabase } from './database.js'
 
 /** The v2 reads of the PostgreSQL store; each takes the function that runs a read-only statement. */
@@ -81,21 +82,30 @@ export async function readOrderPage(read: Read, query: OrderPageQuery): Promise<
 }
 
 /**
- * A page's JSON: its orders read by COPY (PostgresDatabase.copyJsonArray), one more than the page,
- * which the array leaves out (it only tells that more follow).
+ * Up to `pages` pages' JSON (OrdersRepository.pagesJson), their orders read by one COPY
+ * (PostgresDatabase.copyRows): `pages` × `limit` orders and one more, which no page holds (it only
+ * tells that more follow the last).
  */
-export async function readOrderPageJson(database: PostgresDatabase, query: OrderPageQuery): Promise<OrderPageJson> {
-  const pageRead = { ...query, limit: query.limit + 1 }
-  const probe = orderPageProbe(pageRead, POSTGRES_PAGE_DIALECT)
+export async function readOrderPagesJson(database: PostgresDatabase, query: OrderPageQuery, pages: number): Promise<OrderPageJson[]> {
+  const { limit } = query
+  const read = { ...query, limit: pages * limit + 1 }
+  const probe = orderPageProbe(read, POSTGRES_PAGE_DIALECT)
   let counts: number[] | undefined
   if (probe !== undefined) {
     const { sql, params } = positional(probe)
     counts = Object.values((await database.read<Record<string, bigint>>(sql, params)).rows[0]!).map(Number)
   }
-  const rows = orderPageJsonRows(pageRead, POSTGRES_PAGE_DIALECT, counts)
-  if (rows === undefined) return { json: [Buffer.from('[]')], lastId: undefined, more: false }
-  const page = await database.copyJsonArray(inlined(rows), query.limit)
-  return { json: page.parts, lastId: page.last === undefined ? undefined : orderIdAt(page.last, 0), more: page.rows > query.limit }
+  const statement = orderPageJsonRows(read, POSTGRES_PAGE_DIALECT, counts)
+  if (statement === undefined) return [{ json: [Buffer.from('[]')], lastId: undefined, more: false }]
+  const orders = await database.copyRows(inlined(statement))
+  const count = orders.starts.length
+  if (count === 0) return [{ json: [Buffer.from('[]')], lastId: undefined, more: false }]
+  const json: OrderPageJson[] = []
+  for (let from = 0; from < count && json.length < pages; from += limit) {
+    const to = Math.min(from + limit, count)
+    json.push({ json: [jsonArrayOf(orders, from, to)], lastId: orderIdAt(rowAt(orders, to - 1), 0), more: count > to })
+  }
+  return json
 }
 
 export async function readOrderV2(read: Read, id: bigint): Promise<OrderV2Record | undefined> {

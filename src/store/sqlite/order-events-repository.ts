@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3'
-import { eventBody, toEventsPage, type OrderEventType, type OrderEventsPage, type OrderEventsRepository } from '../order-events.js'
+import { eventBody, readPagesOneByOne, toEventsPage, type OrderEventType, type OrderEventsPage, type OrderEventsRepository } from '../order-events.js'
 import { classify, type SqliteDatabase } from './database.js'
 
 // One statement, hence one snapshot: the page, and the bounds that judge `after`. The rows
@@ -43,6 +43,10 @@ export class SqliteOrderEventsRepository implements OrderEventsRepository {
     }
     const [json, count, last, prunedThrough, newest] = row
     return toEventsPage(after, { json: [json], count: Number(count), last, prunedThrough, newest })
+  }
+
+  readPages(after: bigint | undefined, limit: number, pages: number): Promise<OrderEventsPage[]> {
+    return readPagesOneByOne(this, after, limit, pages)
   }
 
   async prune(before: Date, batch = 1000): Promise<number> {

@@ -5,6 +5,7 @@ import { ListOrderEventsQuery, OrderEventPage } from '../../../schemas/order-eve
 import { EventsExpiredError, UnknownEventPositionError, type OrderEventsPage } from '../../../store/order-events.js'
 import type { ApiApp } from '../../api-app.js'
 import type { EventWaiters } from '../../event-waiters.js'
+import type { Run } from '../../read-ahead.js'
 
 const INT64_MAX = 2n ** 63n - 1n
 /** A position as the feed writes it: decimal, no sign, no leading zero. */
@@ -21,6 +22,15 @@ const IDLE_MARGIN_MS = 1000
  */
 export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
   const { store, config, readAhead } = app
+  // A run of pages read ahead, each under the `after` that asks for it; a full last page may have more after it.
+  const pagesAfter = async (after: bigint, limit: number): Promise<Run> => {
+    const pages = await store.events.readPages(after, limit, readAhead.run)
+    const last = pages.at(-1)!
+    return {
+      pages: pages.map((page, i) => ({ key: pageKey(i === 0 ? after : pages[i - 1]!.next, limit), page })),
+      readNext: last.count === limit ? () => pagesAfter(last.next, limit) : undefined,
+    }
+  }
   const longestHoldMs = Math.max(0, config.http.idleTimeoutMs - IDLE_MARGIN_MS)
 
   const read = async (after: bigint | undefined, limit: number): Promise<OrderEventsPage> => {
@@ -82,7 +92,9 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
       let seen = holdMs > 0 ? await store.orders.dataVersion() : 0n
       // A page read ahead is used only when it has events (events never change once committed): an
       // empty one is read again, and judged.
-      let page = (await readAhead.use<OrderEventsPage>(request.heldPage, pageKey(after, limit), (ahead) => ahead.count > 0)) ?? (await read(after, limit))
+      const holder = String(request.apiKey!.id)
+      const ahead = await readAhead.take<OrderEventsPage>(holder, pageKey(after, limit), (page) => page.count > 0)
+      let page = ahead?.page ?? (await read(after, limit))
       if (page.count === 0 && holdMs > 0) {
         const deadline = performance.now() + holdMs
         const gone = new AbortController()
@@ -103,11 +115,10 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
         }
       }
       sendPage(reply, page)
-      // A full page of a walk (from a cursor), on a kept-alive connection: the client is catching up,
-      // and asks for the next one next.
-      if (after !== undefined && page.count === limit && request.method === 'GET' && reply.raw.shouldKeepAlive) {
+      // A full page of a walk (from a cursor): the client is catching up, and asks for the next one next.
+      if (after !== undefined && page.count === limit && request.method === 'GET') {
         const next = page.next
-        readAhead.start(request.raw.socket, pageKey(next, limit), () => store.events.read(next, limit))
+        readAhead.start(holder, pageKey(next, limit), () => pagesAfter(next, limit), ahead?.after)
       }
       return reply
     },

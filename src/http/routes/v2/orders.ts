@@ -1,10 +1,11 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { ORDER_STATUSES, type OrderStatus } from '../../../domain/orders.js'
-import { toApiOrderV2, type OrderFilters, type OrderPageQuery } from '../../../domain/order-pages.js'
+import { toApiOrderV2, type OrderFilters } from '../../../domain/order-pages.js'
 import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
 import { ListOrdersQuery, NoQuery, OrderIdV2Params, OrderPage, OrderV2Ref } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
+import type { Run } from '../../read-ahead.js'
 import { Cursors } from '../../cursor.js'
 import type { OrderPageJson } from '../../../store/store.js'
 
@@ -23,9 +24,16 @@ export function ordersV2Routes(app: ApiApp): void {
   // A page read ahead is used only while no order has changed since (the data version it was read
   // at is still the current one): a walk then never sees a page older than a change it could know of.
   type PageAhead = { version: bigint; page: OrderPageJson }
-  const readPageAhead = async (query: OrderPageQuery): Promise<PageAhead> => {
-    const version = await store.orders.dataVersion() // before the page: a change after it moves it
-    return { version, page: await store.orders.pageJson(query) }
+  // A run of pages read ahead, each under the cursor that asks for it (the one that names the order before it).
+  const pagesAfter = async (filters: OrderFilters, after: bigint, limit: number): Promise<Run> => {
+    const version = await store.orders.dataVersion() // before the pages: a change after it moves it
+    const pages = await store.orders.pagesJson({ filters, after, limit }, readAhead.run)
+    const cursors = await getCursors()
+    const last = pages.at(-1)!
+    return {
+      pages: pages.map((page, i) => ({ key: pageKey(cursors.encode(filters, i === 0 ? after : pages[i - 1]!.lastId!), limit), page: { version, page } })),
+      readNext: last.more ? () => pagesAfter(filters, last.lastId!, limit) : undefined,
+    }
   }
   const isCurrent = async (ahead: PageAhead): Promise<boolean> => ahead.version === (await store.orders.dataVersion())
   // The secret never changes once migrated: read on first use, again only after a failed read.
@@ -77,19 +85,18 @@ export function ordersV2Routes(app: ApiApp): void {
       const limit = query.limit ?? 100
       // The database writes the page's JSON, byte for byte what the OrderPage schema's serializer
       // would (test/v2-page-json.test.ts), and tells whether another matching order follows.
-      const page =
-        (await readAhead.use<PageAhead>(request.heldPage, pageKey(query.cursor, limit), isCurrent))?.page ??
-        (await store.orders.pageJson({ filters, after, limit }))
+      const holder = String(request.apiKey!.id)
+      const ahead = await readAhead.take<PageAhead>(holder, pageKey(query.cursor, limit), isCurrent)
+      const page = ahead?.page.page ?? (await store.orders.pageJson({ filters, after, limit }))
       if (!page.more) return sendJson(reply, Buffer.concat([DATA, ...page.json, END]))
       const nextCursor = cursors.encode(filters, page.lastId!)
       reply.header('link', `<${nextPageUrl(request, nextCursor)}>; rel="next"`)
       sendJson(reply, Buffer.concat([DATA, ...page.json, Buffer.from(`,"nextCursor":${JSON.stringify(nextCursor)}}`)]))
-      // A walk (this page came from a cursor) asks for the next page next, on a kept-alive connection.
-      // The cursor is bound to the filters (a request with others is refused above), so it and the
-      // limit name that page.
-      if (query.cursor !== undefined && request.method === 'GET' && reply.raw.shouldKeepAlive) {
+      // A walk (this page came from a cursor) asks for the next page next. The cursor is bound to the
+      // filters (a request with others is refused above), so it and the limit name that page.
+      if (query.cursor !== undefined && request.method === 'GET') {
         const lastId = page.lastId!
-        readAhead.start(request.raw.socket, pageKey(nextCursor, limit), () => readPageAhead({ filters, after: lastId, limit }))
+        readAhead.start(holder, pageKey(nextCursor, limit), () => pagesAfter(filters, lastId, limit), ahead?.after)
       }
       return reply
     },
