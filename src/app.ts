@@ -106,7 +106,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   app.decorate('config', config)
   app.decorate('store', store)
   app.decorate('metrics', metrics)
-  app.decorate('readAhead', new ReadAhead(config.readAheadPages, { started: (pages) => metrics.readAheadStarted.inc(pages), used: () => metrics.readAheadUsed.inc() }))
+  app.decorate('readAhead', new ReadAhead(config.readAhead, { started: (pages) => metrics.readAheadStarted.inc(pages), used: () => metrics.readAheadUsed.inc() }))
   app.decorateRequest('apiKey', null)
   app.decorate('requireScope', admission(authenticator, limiter))
 

@@ -39,8 +39,8 @@ export interface Config {
     /** Open connections per instance; past it a new one is closed at once (Node's server.maxConnections). */
     maxConnections: number
   }
-  /** Reads ahead running, and pages held, at once for connections walking pages (src/http/read-ahead.ts); 0: none. */
-  readAheadPages: number
+  /** For clients walking pages (src/http/read-ahead.ts): pages held or being read at once (0: none), and reads running at once. */
+  readAhead: { pages: number; reads: number }
 }
 
 export type DatabaseConfig = { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string; poolSize: number }
@@ -82,7 +82,7 @@ export function loadConfig(env: Env = process.env): Config {
     list: listConfig(env, poolSize),
     pets: petsDeprecation(env),
     events: eventsConfig(env, http.maxConnections),
-    readAheadPages: readAheadPages(env, poolSize),
+    readAhead: readAhead(env, poolSize),
     rateLimit: {
       perKeyPerMinute: integer(env, 'RATE_LIMIT_PER_KEY', 1200, 0, 10_000_000),
       authFailuresPerMinute: integer(env, 'RATE_LIMIT_AUTH_FAILURES', 30, 0, 10_000_000),
@@ -133,14 +133,14 @@ function listConfig(env: Env, poolSize: number): Config['list'] {
 }
 
 /**
- * READ_AHEAD_PAGES: each read ahead holds a pooled connection while it runs; on PostgreSQL it must
- * stay below DATABASE_POOL_SIZE, so that reads ahead never take every connection (default 8, at
- * most the pool's size less 2).
+ * READ_AHEAD_PAGES bounds the memory of pages read ahead (each at most a page of 1,000: ~250 KB).
+ * The reads ahead running at once are bounded apart from it: on PostgreSQL each holds a pooled
+ * connection while it runs, so at most the pool's size less 2 (and 8), that they never take every
+ * connection; SQLite's reads run on the server's thread, one at a time anyway.
  */
-function readAheadPages(env: Env, poolSize: number): number {
-  const pages = integer(env, 'READ_AHEAD_PAGES', Math.max(0, Math.min(8, poolSize - 2)), 0, 1000)
-  if (pages > 0 && pages >= poolSize) throw new ConfigError('READ_AHEAD_PAGES', `must be below DATABASE_POOL_SIZE (${poolSize}), got "${pages}"`)
-  return pages
+function readAhead(env: Env, poolSize: number): Config['readAhead'] {
+  const pages = integer(env, 'READ_AHEAD_PAGES', 32, 0, 1000)
+  return { pages, reads: Math.max(0, Math.min(8, poolSize - 2)) }
 }
 
 /**

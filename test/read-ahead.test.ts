@@ -59,8 +59,8 @@ describe('ReadAhead', () => {
 
   it('gives a page only to its holder, for that page, within the time, if usable, and hands on the pages after it', async () => {
     const counts = { started: 0, used: 0 }
-    const ahead = new ReadAhead(4, { started: (pages) => (counts.started += pages), used: () => counts.used++ }, 50)
-    assert.equal(ahead.run, 2, 'a run is at most half of what may be held')
+    const ahead = new ReadAhead({ pages: 4, reads: 4 }, { started: (pages) => (counts.started += pages), used: () => counts.used++ }, 50)
+    assert.equal(ahead.pagesPerRun, 2, 'a run is at most half of what may be held')
     ahead.start('key 1', 'p2', run(['p2', 'p3']))
     assert.equal(await ahead.take('key 2', 'p2'), undefined, 'not for another holder')
     assert.equal(await ahead.take('key 1', 'p3'), undefined, 'not for a page that is not next')
@@ -73,10 +73,13 @@ describe('ReadAhead', () => {
     ahead.start('key 1', 'p2', run(['p2']))
     assert.equal(await ahead.take('key 1', 'p2', (value) => value !== 'P2'), undefined, 'refused by the route')
 
+    ahead.start('key 1', 'p2', run(['p3']))
+    assert.equal(await ahead.take('key 1', 'p2'), undefined, 'a run that does not start with the page asked for')
+
     ahead.start('key 1', 'p2', run(['p2']))
     await sleep(60)
     assert.equal(await ahead.take('key 1', 'p2'), undefined, 'too old')
-    assert.deepEqual(counts, { started: 4, used: 2 })
+    assert.deepEqual(counts, { started: 5, used: 2 })
   })
 
   it('reads the run after the one being answered from, once, and every page of a walk is used', async () => {
@@ -87,7 +90,7 @@ describe('ReadAhead', () => {
       const numbers = [from, from + 1].filter((n) => n <= 9)
       return Promise.resolve({ pages: numbers.map((n) => ({ key: `p${n}`, page: n })), readNext: numbers.at(-1)! < 9 ? () => runFrom(from + 2) : undefined })
     }
-    const ahead = new ReadAhead(4)
+    const ahead = new ReadAhead({ pages: 4, reads: 4 })
     let after: HeldRuns = []
     for (let n = 2; n <= 9; n++) {
       const taken = await ahead.take<number>('k', `p${n}`)
@@ -101,25 +104,26 @@ describe('ReadAhead', () => {
     assert.deepEqual(ahead.size, { held: 0, reading: 0 })
   })
 
-  it('holds at most `max` pages and reads at most `max` at once, each no longer than the time allowed; none with max 0', async () => {
-    const ahead = new ReadAhead(2, undefined, 50) // runs of one page
+  it('holds at most `limits.pages` pages and runs at most `limits.reads` reads at once, each no longer than the time allowed; none with 0 pages', async () => {
+    const ahead = new ReadAhead({ pages: 3, reads: 2 }, undefined, 50) // runs of one page
     let finish: (value: Run) => void = () => {}
     ahead.start('a', 'p', () => new Promise((resolve) => (finish = resolve)))
     ahead.start('b', 'p', run(['p']))
     assert.deepEqual(ahead.size, { held: 2, reading: 2 })
     ahead.start('c', 'p', run(['p']))
-    assert.equal(await ahead.take('c', 'p'), undefined, 'two pages were being read')
+    assert.equal(await ahead.take('c', 'p'), undefined, 'two reads were running')
     finish({ pages: [{ key: 'p', page: 'A' }] })
     await sleep(0)
     assert.deepEqual(ahead.size, { held: 2, reading: 0 })
     ahead.start('c', 'p', run(['p']))
-    assert.equal(await ahead.take('c', 'p'), undefined, 'two pages were held')
+    ahead.start('d', 'p', run(['p']))
+    assert.equal(await ahead.take('d', 'p'), undefined, 'three pages were held')
     await sleep(60)
     assert.deepEqual(ahead.size, { held: 0, reading: 0 }, 'not asked for in time: dropped')
-    ahead.start('c', 'p', run(['p']))
-    assert.equal((await ahead.take('c', 'p'))?.page, 'P')
+    ahead.start('d', 'p', run(['p']))
+    assert.equal((await ahead.take('d', 'p'))?.page, 'P')
 
-    const none = new ReadAhead(0)
+    const none = new ReadAhead({ pages: 0, reads: 8 })
     none.start('a', 'p', run(['p']))
     assert.equal(await none.take('a', 'p'), undefined)
   })
@@ -127,7 +131,7 @@ describe('ReadAhead', () => {
   it('keeps no page once it is taken (a walk of a thousand pages a second must not hold them all)', async () => {
     setFlagsFromString('--expose-gc')
     const gc = runInNewContext('gc') as () => void
-    const ahead = new ReadAhead(2, undefined, 60_000)
+    const ahead = new ReadAhead({ pages: 2, reads: 2 }, undefined, 60_000)
     let page: WeakRef<object> | undefined
     await (async () => {
       const value = { bytes: Buffer.alloc(1024) }
@@ -145,7 +149,7 @@ describe('ReadAhead', () => {
     const record = (reason: unknown): number => unhandled.push(reason)
     process.on('unhandledRejection', record)
     try {
-      const ahead = new ReadAhead(4, undefined, 50)
+      const ahead = new ReadAhead({ pages: 4, reads: 4 }, undefined, 50)
       ahead.start('a', 'p', () => Promise.reject(new Error('down')))
       ahead.start('b', 'p', () => {
         throw new Error('down at once')
@@ -159,17 +163,16 @@ describe('ReadAhead', () => {
     }
   })
 
-  it('READ_AHEAD_PAGES: 8 by default, below the PostgreSQL pool, validated', () => {
+  it('READ_AHEAD_PAGES: 32 by default, validated; reads at once below the PostgreSQL pool', () => {
     const postgres = { DATABASE_URL: 'postgres://127.0.0.1/x' }
-    assert.equal(loadConfig({}).readAheadPages, 8)
-    assert.equal(loadConfig(postgres).readAheadPages, 8)
-    assert.equal(loadConfig({ ...postgres, DATABASE_POOL_SIZE: '4' }).readAheadPages, 2)
-    assert.equal(loadConfig({ ...postgres, DATABASE_POOL_SIZE: '1' }).readAheadPages, 0)
-    assert.equal(loadConfig({ ...postgres, DATABASE_POOL_SIZE: '4', READ_AHEAD_PAGES: '3' }).readAheadPages, 3)
-    assert.throws(() => loadConfig({ ...postgres, DATABASE_POOL_SIZE: '4', READ_AHEAD_PAGES: '4' }), /^ConfigError: READ_AHEAD_PAGES: must be below DATABASE_POOL_SIZE \(4\)/)
-    assert.equal(loadConfig({ READ_AHEAD_PAGES: '0' }).readAheadPages, 0)
+    assert.deepEqual(loadConfig({}).readAhead, { pages: 32, reads: 8 })
+    assert.deepEqual(loadConfig(postgres).readAhead, { pages: 32, reads: 8 })
+    assert.deepEqual(loadConfig({ ...postgres, DATABASE_POOL_SIZE: '4' }).readAhead, { pages: 32, reads: 2 })
+    assert.deepEqual(loadConfig({ ...postgres, DATABASE_POOL_SIZE: '2', READ_AHEAD_PAGES: '3' }).readAhead, { pages: 3, reads: 0 })
+    assert.equal(loadConfig({ READ_AHEAD_PAGES: '0' }).readAhead.pages, 0)
     assert.throws(() => loadConfig({ READ_AHEAD_PAGES: '-1' }), /^ConfigError: READ_AHEAD_PAGES/)
     assert.throws(() => loadConfig({ READ_AHEAD_PAGES: 'many' }), /^ConfigError: READ_AHEAD_PAGES/)
+    assert.throws(() => loadConfig({ READ_AHEAD_PAGES: '1001' }), /^ConfigError: READ_AHEAD_PAGES/)
   })
 })
 
@@ -222,9 +225,11 @@ forEachStore('read-ahead over HTTP', (kind) => {
       try {
         const first = JSON.parse((await connection.send('GET', '/v2/store/orders?limit=3')).text) as { nextCursor: string }
         const second = JSON.parse((await connection.send('GET', `/v2/store/orders?limit=3&cursor=${first.nextCursor}`)).text) as { nextCursor: string }
-        // The third page is being read ahead for this connection; another one reads it to learn its first order.
+        // The third page is being read ahead for this key; the server without read-ahead tells its first order.
         const third = `/v2/store/orders?limit=3&cursor=${second.nextCursor}`
-        const target = ids(await (await fetch(`${server.origin}${third}`, { headers: bearer(key) })).text())[0]!
+        const target = ids(await (await fetch(`${plain.origin}${third}`, { headers: bearer(key) })).text())[0]!
+        await within(2000, 'the third page has been read ahead', () => server.app.readAhead.size.reading === 0)
+        assert.ok(server.app.readAhead.size.held > 0, 'pages are held')
         const before = await readAheadCounts(server)
         const cancel =
           where === 'the same connection'
@@ -255,6 +260,7 @@ forEachStore('read-ahead over HTTP', (kind) => {
       await server.store.orders.cancel(BigInt(pending), null)
       const page = await connection.send('GET', `/v2/store/order-events?limit=1&after=${last.nextCursor}`)
       assert.match(page.text, new RegExp(`"type":"order.cancelled".*"order":\\{"id":${pending},`))
+      await within(2000, 'the second read ahead has run', () => server.app.readAhead.size.reading === 0)
       const counts = await readAheadCounts(server)
       // The empty page was read ahead and not used; the full page of the new event read ahead again.
       assert.deepEqual({ started: counts.started - before.started, used: counts.used - before.used }, { started: 2, used: 0 })
@@ -263,30 +269,62 @@ forEachStore('read-ahead over HTTP', (kind) => {
     }
   })
 
-  it('a walk by fetch, which alternates between two connections, is answered from pages read ahead too', async () => {
-    const before = await readAheadCounts(server)
-    const pages: string[] = []
-    for (let cursor: string | undefined; ; ) {
-      const response = await fetch(`${server.origin}/v2/store/orders?limit=4${cursor === undefined ? '' : `&cursor=${cursor}`}`, { headers: bearer(key) })
-      const page = (await response.json()) as { data: unknown[]; nextCursor?: string }
-      pages.push(JSON.stringify(page))
-      if (page.nextCursor === undefined) break
-      cursor = page.nextCursor
+  it('a walk by fetch, which alternates between two connections, is answered from pages read ahead too, byte for byte what it gets without', async () => {
+    const walk = async (origin: string): Promise<string[]> => {
+      const pages: string[] = []
+      for (let cursor: string | undefined; ; ) {
+        const response = await fetch(`${origin}/v2/store/orders?limit=4${cursor === undefined ? '' : `&cursor=${cursor}`}`, { headers: bearer(key) })
+        const text = await response.text()
+        pages.push(`${response.headers.get('link')} ${text}`)
+        cursor = (JSON.parse(text) as { nextCursor?: string }).nextCursor
+        if (cursor === undefined) return pages
+      }
     }
-    const counts = await readAheadCounts(server)
-    const used = counts.used - before.used
+    const before = await readAheadCounts(server)
+    const pages = await walk(server.origin)
+    assert.deepEqual(pages, await walk(plain.origin))
+    const used = (await readAheadCounts(server)).used - before.used
     // Every page from the third on (the first has no cursor; the second is what reads ahead).
     assert.equal(used, pages.length - 2, `${pages.length} pages, ${used} of them read ahead`)
   })
 
-  it('reads nothing ahead for a first page, nor for a HEAD request', async () => {
+  it('reads nothing ahead for a first page, nor for a HEAD request, and a HEAD request takes no page read ahead', async () => {
     const before = await readAheadCounts(server)
     for (const path of ['/v2/store/orders?limit=3', '/v2/store/order-events?limit=3']) {
       assert.equal((await fetch(`${server.origin}${path}`, { headers: bearer(key) })).status, 200)
+      assert.deepEqual(server.app.readAhead.size, { held: 0, reading: 0 }, path)
     }
     const first = (await (await fetch(`${server.origin}/v2/store/orders?limit=3`, { headers: bearer(key) })).json()) as { nextCursor: string }
-    assert.equal((await fetch(`${server.origin}/v2/store/orders?limit=3&cursor=${first.nextCursor}`, { method: 'HEAD', headers: bearer(key) })).status, 200)
-    await sleep(50)
+    const second = `/v2/store/orders?limit=3&cursor=${first.nextCursor}`
+    assert.equal((await fetch(`${server.origin}${second}`, { method: 'HEAD', headers: bearer(key) })).status, 200)
+    assert.deepEqual(server.app.readAhead.size, { held: 0, reading: 0 }, 'HEAD')
     assert.deepEqual(await readAheadCounts(server), before)
+    // The second page read by GET reads the third ahead; a HEAD of the third leaves it for the GET.
+    const third = `/v2/store/orders?limit=3&cursor=${((await (await fetch(`${server.origin}${second}`, { headers: bearer(key) })).json()) as { nextCursor: string }).nextCursor}`
+    assert.equal((await fetch(`${server.origin}${third}`, { method: 'HEAD', headers: bearer(key) })).status, 200)
+    assert.equal((await readAheadCounts(server)).used, before.used)
+    assert.equal((await fetch(`${server.origin}${third}`, { headers: bearer(key) })).status, 200)
+    assert.equal((await readAheadCounts(server)).used, before.used + 1)
+  })
+
+  it('a store reads several pages at once exactly as it reads them one by one', async () => {
+    const events = await server.store.events.read(undefined, 1000)
+    assert.ok(events.count >= 30)
+    // Every run length and page size, so that what is left is a multiple of the page, one more, and every remainder.
+    for (const limit of [1, 5, 7, 10, 29, 30]) {
+      for (const pages of [1, 2, 3, 4, 7]) {
+        const orders = await server.store.orders.pagesJson({ filters: { statuses: ['pending', 'shipped'] }, after: undefined, limit }, pages)
+        const oneByOne = [await server.store.orders.pageJson({ filters: { statuses: ['pending', 'shipped'] }, after: undefined, limit })]
+        while (oneByOne.length < pages && oneByOne.at(-1)!.more) oneByOne.push(await server.store.orders.pageJson({ filters: { statuses: ['pending', 'shipped'] }, after: oneByOne.at(-1)!.lastId, limit }))
+        const shown = (page: { json: Buffer[]; lastId: bigint | undefined; more: boolean }) => ({ json: Buffer.concat(page.json).toString(), lastId: page.lastId, more: page.more })
+        assert.deepEqual(orders.map(shown), oneByOne.map(shown), `orders, limit ${limit}, ${pages} pages`)
+
+        const feed = await server.store.events.readPages(undefined, limit, pages)
+        const feedOneByOne = [await server.store.events.read(undefined, limit)]
+        while (feedOneByOne.length < pages && feedOneByOne.at(-1)!.count === limit) feedOneByOne.push(await server.store.events.read(feedOneByOne.at(-1)!.next, limit))
+        const event = (page: { json: Buffer[]; count: number; next: bigint }) => ({ json: Buffer.concat(page.json).toString(), count: page.count, next: page.next })
+        assert.deepEqual(feed.map(event), feedOneByOne.map(event), `events, limit ${limit}, ${pages} pages`)
+      }
+    }
   })
 })

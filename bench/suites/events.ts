@@ -12,7 +12,7 @@ import { FLAT_BYTES } from './import.js'
 const EVENTS_TABLE = 'order_events'
 
 /** Paired rounds of the drain against one v1 full list (cache miss). */
-const DRAIN_ROUNDS = 3
+const DRAIN_ROUNDS = 5
 const DRAIN_PAGE = 1000
 /** Every event of a page has this text once: its type (the order inside has no `type`). */
 const EVENT_MARKER = '"type":"order.'

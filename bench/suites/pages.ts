@@ -9,7 +9,7 @@ import { bigDataset, bumpVersion, type StoreContext } from './context.js'
 const PAGE_ROUNDS = 15
 const PAGE_WARMUP = 3
 /** Paired rounds of the walk over every page against one v1 full list (cache miss). */
-const WALK_ROUNDS = 3
+const WALK_ROUNDS = 5
 const PAGE = 100
 const WALK_PAGE = 1000
 /** Every order of a page has this text once: its start (`"id"` occurs nowhere else in an order). */

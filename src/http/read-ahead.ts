@@ -1,4 +1,4 @@
-/** A page read ahead is answered only this soon after its read began: later, it is read again. */
+/** A page read ahead is dropped when it has not been asked for this soon after it became the next page of its walk. */
 export const READ_AHEAD_TTL_MS = 1000
 
 /** Pages one read ahead reads at once (one statement on PostgreSQL), when READ_AHEAD_PAGES allows. */
@@ -20,17 +20,18 @@ export interface Run {
 export type HeldRuns = readonly HeldRun[]
 
 interface HeldRun {
-  run: Promise<Run>
-  startedAt: number
+  read: Promise<Run>
+  /** When its first page became the next page of the walk (or its read began). */
+  since: number
   /** The pages it holds once read; until then, the pages it may hold. */
-  pages: number
+  pageCount: number
 }
 
 /**
  * Reading ahead for clients that walk pages (a drain of the event feed, a walk over the v2 list).
  * Once a route has answered a page of a walk (a request with a cursor) that has a next one, it
  * starts reading the next pages — a run of several, in one read — held for that API key under the
- * key of the next page (its cursor and limit). When the key's next request asks for exactly that
+ * key of the next page (its cursor and limit). When the API key's next request asks for exactly that
  * page within READ_AHEAD_TTL_MS, on any connection (fetch, for one, alternates between two for
  * requests made one after the other), it is answered from the read; the route holds the rest again
  * for the request after it, and the run after those is read meanwhile. So the database works on the
@@ -38,29 +39,31 @@ interface HeldRun {
  * statement once a run. Each route decides whether a page read ahead may still be answered (a list
  * page only at the data version it was read at; an event page if it holds events).
  *
- * At most `max` pages are held and `max` are being read at once (READ_AHEAD_PAGES, below the
- * PostgreSQL pool's size, so that reads ahead never take every connection); past either, none is
- * read ahead. Pages nobody asks for in time are dropped; the metrics count pages read ahead and used.
+ * At most `limits.pages` pages are held or being read (READ_AHEAD_PAGES: memory), and at most
+ * `limits.reads` reads run at once (below the PostgreSQL pool's size, so that reads ahead never take
+ * every connection); past either, nothing more is read ahead. A page taken by a request counts again
+ * once the route holds what follows it. Pages nobody asks for in time are dropped; the metrics count
+ * pages read ahead and used.
  */
 export class ReadAhead {
   private readonly held = new Map<string, { runs: HeldRuns; expiry: NodeJS.Timeout }>()
-  private readingPages = 0
+  private reading = 0
   /** Pages a read ahead reads at once: READ_AHEAD_RUN, or fewer so that a walk can hold one run while the next is read. */
-  readonly run: number
+  readonly pagesPerRun: number
 
   constructor(
-    /** How many pages may be held, and how many read, at once; 0: no read-ahead. */
-    private readonly max: number,
+    /** Pages that may be held or being read, and reads that may run, at once; 0: no read-ahead. */
+    private readonly limits: { pages: number; reads: number },
     private readonly counted: { started(pages: number): void; used(): void } = { started() {}, used() {} },
     private readonly ttlMs = READ_AHEAD_TTL_MS,
   ) {
-    this.run = Math.max(1, Math.min(READ_AHEAD_RUN, Math.floor(max / 2)))
+    this.pagesPerRun = Math.max(1, Math.min(READ_AHEAD_RUN, Math.floor(limits.pages / 2)))
   }
 
   /**
-   * The page `key` read ahead for `holder`, if it was read less than the time allowed ago, without
-   * error, and `usable` (the route's own check) accepts it, with the runs held after it (to hold
-   * again by `start`); else undefined: read it again. Either way it is no longer held.
+   * The page `key` read ahead for `holder`, if it became next less than the time allowed ago, was
+   * read without error, and `usable` (the route's own check) accepts it, with the runs held after it
+   * (to hold again by `start`); else undefined: read it again. Either way it is no longer held.
    */
   async take<T>(holder: string, key: string, usable: (page: T) => boolean | Promise<boolean> = () => true): Promise<{ page: T; after: HeldRuns } | undefined> {
     const held = this.held.get(heldKey(holder, key))
@@ -68,12 +71,13 @@ export class ReadAhead {
     this.held.delete(heldKey(holder, key))
     clearTimeout(held.expiry)
     const [first, ...later] = held.runs
-    if (first === undefined || performance.now() - first.startedAt > this.ttlMs) return undefined
-    const run = await first.run.catch(() => undefined)
+    if (first === undefined || performance.now() - first.since > this.ttlMs) return undefined
+    const run = await first.read.catch(() => undefined)
     const [page, ...rest] = run?.pages ?? []
     if (page === undefined || page.key !== key || !(await usable(page.page as T))) return undefined
     this.counted.used()
-    const after = rest.length > 0 ? [{ run: Promise.resolve({ pages: rest, readNext: run!.readNext }), startedAt: first.startedAt, pages: rest.length }, ...later] : later
+    // The page after this one becomes next now: its time counts from here.
+    const after = rest.length > 0 ? [{ read: Promise.resolve({ pages: rest, readNext: run!.readNext }), since: performance.now(), pageCount: rest.length }, ...later] : later
     return { page: page.page as T, after }
   }
 
@@ -83,51 +87,54 @@ export class ReadAhead {
    * there are none, by `read`. At most two runs: one being answered from, one being read.
    */
   start(holder: string, key: string, read: () => Promise<Run>, after: HeldRuns = []): void {
-    if (this.max === 0 || this.held.has(heldKey(holder, key))) return
+    if (this.limits.pages === 0 || this.held.has(heldKey(holder, key))) return
     const runs = [...after]
-    const pending = runs.reduce((pages, run) => pages + run.pages, 0)
-    if (runs.length < 2 && this.readingPages + this.run <= this.max && this.heldPages() + pending + this.run <= this.max) {
+    const handedBack = runs.reduce((pages, run) => pages + run.pageCount, 0)
+    if (runs.length < 2 && this.reading < this.limits.reads && this.heldPages() + handedBack + this.pagesPerRun <= this.limits.pages) {
       runs.push(this.read(runs.at(-1), read))
     }
     if (runs.length === 0) return
     const entry = {
       runs,
       // Not asked for in time (the walk ended or moved on): no longer held.
-      expiry: setTimeout(() => this.held.get(heldKey(holder, key)) === entry && this.held.delete(heldKey(holder, key)), runs[0]!.startedAt + this.ttlMs - performance.now()).unref(),
+      expiry: setTimeout(
+        () => this.held.get(heldKey(holder, key)) === entry && this.held.delete(heldKey(holder, key)),
+        Math.max(0, runs[0]!.since + this.ttlMs - performance.now()),
+      ).unref(),
     }
     this.held.set(heldKey(holder, key), entry)
   }
 
-  /** Pages held and being read: for tests. */
+  /** Pages held and reads running: for tests. */
   get size(): { held: number; reading: number } {
-    return { held: this.heldPages(), reading: this.readingPages }
+    return { held: this.heldPages(), reading: this.reading }
   }
 
   /** A run read after `previous`, or by `read` when there is none. A failed one is read again by the request, which reports the failure. */
   private read(previous: HeldRun | undefined, read: () => Promise<Run>): HeldRun {
-    const next = previous === undefined ? read : async (): Promise<Run> => (await previous.run).readNext?.() ?? { pages: [] }
-    this.readingPages += this.run
-    let run: Promise<Run>
+    const next = previous === undefined ? read : async (): Promise<Run> => (await previous.read).readNext?.() ?? { pages: [] }
+    this.reading++
+    let pages: Promise<Run>
     try {
-      run = next()
+      pages = next()
     } catch (error) {
-      run = Promise.reject(error)
+      pages = Promise.reject(error)
     }
-    const held: HeldRun = { run, startedAt: performance.now(), pages: this.run }
-    run.then(
-      (read) => {
-        held.pages = read.pages.length
-        this.counted.started(read.pages.length)
+    const held: HeldRun = { read: pages, since: performance.now(), pageCount: this.pagesPerRun }
+    pages.then(
+      (run) => {
+        held.pageCount = run.pages.length
+        this.counted.started(run.pages.length)
       },
-      () => (held.pages = 0),
+      () => (held.pageCount = 0),
     )
-    run.finally(() => (this.readingPages -= this.run)).catch(() => {})
+    pages.finally(() => this.reading--).catch(() => {})
     return held
   }
 
   private heldPages(): number {
     let pages = 0
-    for (const { runs } of this.held.values()) for (const run of runs) pages += run.pages
+    for (const { runs } of this.held.values()) for (const run of runs) pages += run.pageCount
     return pages
   }
 }

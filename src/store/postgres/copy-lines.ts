@@ -57,8 +57,12 @@ export function binaryCopyRows(chunks: Buffer[]): CopiedRows {
   const fail = (problem: string): never => {
     throw new Error(`COPY output ${problem}`)
   }
-  if (!data.subarray(0, SIGNATURE.length).equals(SIGNATURE)) fail('is not in binary format')
+  if (data.length < SIGNATURE.length ? !SIGNATURE.subarray(0, data.length).equals(data) : !data.subarray(0, SIGNATURE.length).equals(SIGNATURE)) {
+    fail('is not in binary format')
+  }
   if (data.length < HEADER) fail('ended early')
+  // Bits 0–15 of the flags mark changes a reader must not pass; bit 16, OIDs in every row.
+  if ((data.readUInt32BE(SIGNATURE.length) & 0x1ffff) !== 0) fail('has flags this reader does not know')
   const starts: number[] = []
   const ends: number[] = []
   let at = HEADER + data.readUInt32BE(HEADER - 4)

@@ -24,13 +24,15 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
   const { store, config, readAhead } = app
   // A run of pages read ahead, each under the `after` that asks for it; a full last page may have more after it.
   const pagesAfter = async (after: bigint, limit: number): Promise<Run> => {
-    const pages = await store.events.readPages(after, limit, readAhead.run)
-    const last = pages.at(-1)!
+    const pages = await store.events.readPages(after, limit, readAhead.pagesPerRun)
+    const { count, next } = pages.at(-1)!
     return {
       pages: pages.map((page, i) => ({ key: pageKey(i === 0 ? after : pages[i - 1]!.next, limit), page })),
-      readNext: last.count === limit ? () => pagesAfter(last.next, limit) : undefined,
+      readNext: count === limit ? readFrom(next, limit) : undefined,
     }
   }
+  // Its own scope, so that a run held for its `readNext` does not keep the pages already answered.
+  const readFrom = (after: bigint, limit: number) => () => pagesAfter(after, limit)
   const longestHoldMs = Math.max(0, config.http.idleTimeoutMs - IDLE_MARGIN_MS)
 
   const read = async (after: bigint | undefined, limit: number): Promise<OrderEventsPage> => {
@@ -93,7 +95,7 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
       // A page read ahead is used only when it has events (events never change once committed): an
       // empty one is read again, and judged.
       const holder = String(request.apiKey!.id)
-      const ahead = await readAhead.take<OrderEventsPage>(holder, pageKey(after, limit), (page) => page.count > 0)
+      const ahead = request.method === 'GET' ? await readAhead.take<OrderEventsPage>(holder, pageKey(after, limit), (page) => page.count > 0) : undefined
       let page = ahead?.page ?? (await read(after, limit))
       if (page.count === 0 && holdMs > 0) {
         const deadline = performance.now() + holdMs
@@ -103,7 +105,7 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
         if (request.raw.socket?.destroyed !== false) gone.abort() // it went while the feed was read
         try {
           while (page.count === 0) {
-            const outcome = await waiters.wait(seen, deadline - performance.now(), gone.signal, String(request.apiKey!.id))
+            const outcome = await waiters.wait(seen, deadline - performance.now(), gone.signal, holder)
             // Shutting down: the connection is closed once answered, not left idle for the drain to wait out.
             if (outcome === 'closing') reply.header('connection', 'close')
             if (typeof outcome !== 'object') break // the time is up, or the instance is closing or full: what there is

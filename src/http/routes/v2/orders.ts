@@ -27,14 +27,16 @@ export function ordersV2Routes(app: ApiApp): void {
   // A run of pages read ahead, each under the cursor that asks for it (the one that names the order before it).
   const pagesAfter = async (filters: OrderFilters, after: bigint, limit: number): Promise<Run> => {
     const version = await store.orders.dataVersion() // before the pages: a change after it moves it
-    const pages = await store.orders.pagesJson({ filters, after, limit }, readAhead.run)
+    const pages = await store.orders.pagesJson({ filters, after, limit }, readAhead.pagesPerRun)
     const cursors = await getCursors()
-    const last = pages.at(-1)!
+    const { more, lastId } = pages.at(-1)!
     return {
       pages: pages.map((page, i) => ({ key: pageKey(cursors.encode(filters, i === 0 ? after : pages[i - 1]!.lastId!), limit), page: { version, page } })),
-      readNext: last.more ? () => pagesAfter(filters, last.lastId!, limit) : undefined,
+      readNext: more ? readFrom(filters, lastId!, limit) : undefined,
     }
   }
+  // Its own scope, so that a run held for its `readNext` does not keep the pages already answered.
+  const readFrom = (filters: OrderFilters, after: bigint, limit: number) => () => pagesAfter(filters, after, limit)
   const isCurrent = async (ahead: PageAhead): Promise<boolean> => ahead.version === (await store.orders.dataVersion())
   // The secret never changes once migrated: read on first use, again only after a failed read.
   let cursors: Promise<Cursors> | undefined
@@ -86,7 +88,7 @@ export function ordersV2Routes(app: ApiApp): void {
       // The database writes the page's JSON, byte for byte what the OrderPage schema's serializer
       // would (test/v2-page-json.test.ts), and tells whether another matching order follows.
       const holder = String(request.apiKey!.id)
-      const ahead = await readAhead.take<PageAhead>(holder, pageKey(query.cursor, limit), isCurrent)
+      const ahead = request.method === 'GET' ? await readAhead.take<PageAhead>(holder, pageKey(query.cursor, limit), isCurrent) : undefined
       const page = ahead?.page.page ?? (await store.orders.pageJson({ filters, after, limit }))
       if (!page.more) return sendJson(reply, Buffer.concat([DATA, ...page.json, END]))
       const nextCursor = cursors.encode(filters, page.lastId!)
