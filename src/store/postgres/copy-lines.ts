@@ -100,6 +100,19 @@ export function jsonArrayOf(rows: CopiedRows, from = 0, to = rows.starts.length)
   return array
 }
 
+/**
+ * `rows` cut into pages of `limit` rows, the last one possibly fewer, at most `pages` of them: each
+ * as a JSON array, with how many rows it holds, its last row's text, and the index after that row.
+ */
+export function jsonPagesOf(rows: CopiedRows, limit: number, pages = Infinity): { json: Buffer; count: number; last: Buffer; end: number }[] {
+  const cut: { json: Buffer; count: number; last: Buffer; end: number }[] = []
+  for (let from = 0; from < rows.starts.length && cut.length < pages; from += limit) {
+    const end = Math.min(from + limit, rows.starts.length)
+    cut.push({ json: jsonArrayOf(rows, from, end), count: end - from, last: rowAt(rows, end - 1), end })
+  }
+  return cut
+}
+
 /** The text of row `row` of `rows` (a view of the output, not a copy). */
 export function rowAt(rows: CopiedRows, row: number): Buffer {
   return rows.data.subarray(rows.starts[row], rows.ends[row])

@@ -1,5 +1,5 @@
 import { toEventsPage, type OrderEventsPage, type OrderEventsRepository } from '../order-events.js'
-import { jsonArrayOf, rowAt } from './copy-lines.js'
+import { jsonPagesOf } from './copy-lines.js'
 import { literal, type PostgresDatabase } from './database.js'
 
 // Pages read by COPY (PostgresDatabase.copyRows): after `after`, or after the newest position
@@ -50,14 +50,8 @@ export class PostgresOrderEventsRepository implements OrderEventsRepository {
   // One statement for all the pages: PostgreSQL's cost per statement, and this server's, is paid once.
   async readPages(after: bigint | undefined, limit: number, pages: number): Promise<OrderEventsPage[]> {
     const events = await this.database.copyRows(copyPage(after, limit * pages))
-    const count = events.starts.length
-    if (count === 0) return [await this.readEmpty(after, limit)]
-    const read: OrderEventsPage[] = []
-    for (let from = 0; from < count; from += limit) {
-      const to = Math.min(from + limit, count)
-      read.push({ json: [jsonArrayOf(events, from, to)], count: to - from, next: positionOf(rowAt(events, to - 1)) })
-    }
-    return read
+    if (events.starts.length === 0) return [await this.readEmpty(after, limit)]
+    return jsonPagesOf(events, limit).map(({ json, count, last }) => ({ json: [json], count, next: positionOf(last) }))
   }
 
   /** The page after `after` when COPY found none: READ judges the cursor (or finds events committed since). */

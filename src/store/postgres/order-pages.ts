@@ -3,7 +3,7 @@ import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../do
 import type { OrderStatus } from '../../domain/orders.js'
 import type { OrderPageJson } from '../store.js'
 import { orderIdAt, orderPageJsonRows, orderPageProbe, orderPageStatement, type NamedStatement, type PageDialect } from '../order-page-sql.js'
-import { jsonArrayOf, rowAt } from './copy-lines.js'
+import { jsonPagesOf } from './copy-lines.js'
 import { literal, type PostgresDatabase } from './database.js'
 
 /** The v2 reads of the PostgreSQL store; each takes the function that runs a read-only statement. */
@@ -68,13 +68,16 @@ export interface OrderV2Row {
   cancellation_reason: CancellationReason | null
 }
 
-export async function readOrderPage(read: Read, query: OrderPageQuery): Promise<OrderV2Record[]> {
+/** Each branch's matches up to probeCap, when the page needs them (see orderPageProbe). */
+async function branchCounts(read: Read, query: OrderPageQuery): Promise<number[] | undefined> {
   const probe = orderPageProbe(query, POSTGRES_PAGE_DIALECT)
-  let counts: number[] | undefined
-  if (probe !== undefined) {
-    const { sql, params } = positional(probe)
-    counts = Object.values((await read<Record<string, bigint>>(sql, params)).rows[0]!).map(Number)
-  }
+  if (probe === undefined) return undefined
+  const { sql, params } = positional(probe)
+  return Object.values((await read<Record<string, bigint>>(sql, params)).rows[0]!).map(Number)
+}
+
+export async function readOrderPage(read: Read, query: OrderPageQuery): Promise<OrderV2Record[]> {
+  const counts = await branchCounts(read, query)
   const page = orderPageStatement(query, POSTGRES_PAGE_DIALECT, counts)
   if (page === undefined) return []
   const { sql, params } = positional(page)
@@ -87,25 +90,12 @@ export async function readOrderPage(read: Read, query: OrderPageQuery): Promise<
  * tells that more follow the last).
  */
 export async function readOrderPagesJson(database: PostgresDatabase, query: OrderPageQuery, pages: number): Promise<OrderPageJson[]> {
-  const { limit } = query
-  const read = { ...query, limit: pages * limit + 1 }
-  const probe = orderPageProbe(read, POSTGRES_PAGE_DIALECT)
-  let counts: number[] | undefined
-  if (probe !== undefined) {
-    const { sql, params } = positional(probe)
-    counts = Object.values((await database.read<Record<string, bigint>>(sql, params)).rows[0]!).map(Number)
-  }
-  const statement = orderPageJsonRows(read, POSTGRES_PAGE_DIALECT, counts)
-  if (statement === undefined) return [{ json: [Buffer.from('[]')], lastId: undefined, more: false }]
-  const orders = await database.copyRows(inlined(statement))
+  const read = { ...query, limit: pages * query.limit + 1 }
+  const statement = orderPageJsonRows(read, POSTGRES_PAGE_DIALECT, await branchCounts((sql, params) => database.read(sql, params), read))
+  const orders = statement === undefined ? undefined : await database.copyRows(inlined(statement))
+  if (orders === undefined || orders.starts.length === 0) return [{ json: [Buffer.from('[]')], lastId: undefined, more: false }]
   const count = orders.starts.length
-  if (count === 0) return [{ json: [Buffer.from('[]')], lastId: undefined, more: false }]
-  const json: OrderPageJson[] = []
-  for (let from = 0; from < count && json.length < pages; from += limit) {
-    const to = Math.min(from + limit, count)
-    json.push({ json: [jsonArrayOf(orders, from, to)], lastId: orderIdAt(rowAt(orders, to - 1), 0), more: count > to })
-  }
-  return json
+  return jsonPagesOf(orders, query.limit, pages).map(({ json, last, end }) => ({ json: [json], lastId: orderIdAt(last, 0), more: count > end }))
 }
 
 export async function readOrderV2(read: Read, id: bigint): Promise<OrderV2Record | undefined> {
