@@ -4,28 +4,13 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, it } from 'node:test'
 // The package's own export, as a user imports it: the built dist/client (npm run build first).
-import { createClient, PetstoreApiError, type Order, type PetstoreClient } from 'petstore-orders/client'
+import { createClient, type Order, type PetstoreClient } from 'petstore-orders/client'
 import { CLIENT_TYPES_FILE, clientTypesFrom } from '../scripts/generate-client-types.js'
+import { expectApiError } from './support/client.js'
 import { startTestServer, type TestServer } from './support/harness.js'
 
 const MAX = 9223372036854775807n
 const TWO_53 = 2n ** 53n
-
-/** Runs `call`, expecting it to reject with a PetstoreApiError of this status and code. */
-async function expectApiError(call: Promise<unknown>, status: number, code: string): Promise<PetstoreApiError> {
-  const error = await call.then(
-    () => assert.fail(`expected ${status} ${code}, the call succeeded`),
-    (error: unknown) => error,
-  )
-  assert.ok(error instanceof PetstoreApiError, `not a PetstoreApiError: ${String(error)}`)
-  assert.ok(error instanceof Error)
-  assert.equal(error.name, 'PetstoreApiError')
-  assert.equal(error.status, status, error.message)
-  assert.equal(error.code, code, error.message)
-  assert.equal(typeof error.message, 'string')
-  assert.ok(error.message.length > 0)
-  return error
-}
 
 // The client does not depend on the store, so one store is enough.
 describe('TypeScript client (petstore-orders/client) against a real server', () => {

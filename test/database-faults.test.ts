@@ -88,7 +88,7 @@ describe('SQLite locked by another process [sqlite]', () => {
       // The event loop is not blocked meanwhile: other requests are answered at once.
       const health = Date.now()
       assert.equal((await fetch(`${server.origin}/healthz`)).status, 200)
-      assert.ok(Date.now() - health < 500)
+      assert.ok(Date.now() - health < 1000, 'answered while the cancel waits for the lock (it waits about 2 s)')
       assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200, 'WAL readers are not blocked')
       assert.equal((await fetch(`${server.origin}/readyz`)).status, 200)
       await expectError(await pending, 503, 'service_unavailable')
@@ -119,7 +119,7 @@ describe('SQLite locked by another process [sqlite]', () => {
         await sleep(250)
         assert.equal((await fetch(`${server.origin}/healthz`)).status, 200)
         const late = Date.now() - asked - 250
-        assert.ok(late < 500, `the event loop was held ${late} ms while a cancel waited for the lock`)
+        assert.ok(late < 1000, `the event loop was held ${late} ms while a cancel waited for the lock (it waits about 2 s)`)
       }
       await expectError(await pending, 503, 'service_unavailable')
       const waited = Date.now() - started

@@ -141,6 +141,7 @@ forEachStore('several instances on one database', (kind) => {
         }
       }),
     )
-    for (const elapsed of refusedAfter) assert.ok(elapsed <= KEY_CACHE_TTL_MS + 250, `refused after ${elapsed} ms`)
+    // A second of slack for a loaded machine: an unbounded cache never refuses (Infinity).
+    for (const elapsed of refusedAfter) assert.ok(elapsed <= KEY_CACHE_TTL_MS + 1000, `refused after ${elapsed} ms`)
   })
 })

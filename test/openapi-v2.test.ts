@@ -7,15 +7,27 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { after, before, describe, it } from 'node:test'
-import { ERROR_CODES, ERRORS } from '../src/errors.js'
+import { ERROR_CODES, ERRORS, type ErrorCode } from '../src/errors.js'
 import { CANCELLATION_REASONS } from '../src/domain/order-pages.js'
 import { ListOrderEventsQuery } from '../src/schemas/order-event.js'
 import { ListOrdersQuery } from '../src/schemas/order-v2.js'
-import { startTestServer } from './support/harness.js'
+import { DEFAULT_ERROR_CODES, V2_MESSAGES } from '../src/http/openapi-v2.js'
+import { DEMO_ORDERS } from '../src/domain/prepare-demo.js'
+import { seedDemoData } from '../src/domain/seed-demo-data.js'
+import { bearer, startTestServer, type TestServer } from './support/harness.js'
 
 const REDOCLY_CLI = join(dirname(createRequire(import.meta.url).resolve('@redocly/cli/package.json')), 'bin', 'cli.js')
 const REDOCLY_CONFIG = fileURLToPath(new URL('../redocly.yaml', import.meta.url))
 
+interface Parameter {
+  name: string
+  in: string
+  required: boolean
+  description?: string
+  schema: Record<string, unknown>
+  example?: unknown
+  examples?: Record<string, { value: unknown }>
+}
 interface Operation {
   operationId: string
   summary?: string
@@ -23,9 +35,16 @@ interface Operation {
   tags: string[]
   'x-stability'?: string
   security?: unknown
-  parameters?: { name: string; in: string; required: boolean; description?: string; schema: Record<string, unknown> }[]
+  parameters?: Parameter[]
   requestBody?: { required: boolean; content: Record<string, { schema: Record<string, unknown>; example?: unknown }> }
-  responses: Record<string, { description: string; content?: Record<string, { schema?: Record<string, unknown>; examples?: Record<string, { value: { code: string; message: string; status: number } }> }> }>
+  responses: Record<
+    string,
+    {
+      description: string
+      headers?: Record<string, { $ref: string }>
+      content?: Record<string, { schema?: Record<string, unknown>; examples?: Record<string, { value: { code: string; message: string; status: number } }> }>
+    }
+  >
 }
 interface Document {
   openapi: string
@@ -33,7 +52,10 @@ interface Document {
   servers: { url: string; description: string }[]
   tags: { name: string }[]
   paths: Record<string, Record<string, Operation>>
-  components: { schemas: Record<string, { required?: string[]; properties: Record<string, Record<string, unknown>>; example?: unknown }> }
+  components: {
+    schemas: Record<string, { required?: string[]; properties: Record<string, Record<string, unknown>>; example?: unknown }>
+    headers: Record<string, { description: string; schema: Record<string, unknown> }>
+  }
 }
 
 // The document does not depend on the store, so one store is enough.
@@ -83,10 +105,10 @@ describe('OpenAPI document of v2', () => {
       assert.ok((op.summary ?? '').length > 0)
       assert.ok((op.description ?? '').length > (op.summary ?? '').length)
     }
-    assert.deepEqual(Object.keys(list.responses).sort(), ['200', '400', '401', '403'])
-    assert.deepEqual(Object.keys(get.responses).sort(), ['200', '400', '401', '403', '404'])
+    assert.deepEqual(Object.keys(list.responses).sort(), ['200', '400', '401', '403', 'default'])
+    assert.deepEqual(Object.keys(get.responses).sort(), ['200', '400', '401', '403', '404', 'default'])
     assert.deepEqual(get.responses['200']!.content!['application/json']!.schema, { $ref: '#/components/schemas/Order' })
-    assert.deepEqual(Object.keys(cancel.responses).sort(), ['200', '400', '401', '403', '404', '409', '415'])
+    assert.deepEqual(Object.keys(cancel.responses).sort(), ['200', '400', '401', '403', '404', '409', '415', 'default'])
     assert.deepEqual(cancel.responses['200']!.content!['application/json']!.schema, { $ref: '#/components/schemas/Order' })
     assert.deepEqual(Object.keys(cancel.responses['400']!.content!['application/json']!.examples!), ['invalid_order_id', 'invalid_body', 'invalid_parameter'])
   })
@@ -138,10 +160,10 @@ describe('OpenAPI document of v2', () => {
       assert.ok((parameter.description ?? '').length > 0, parameter.name)
     }
     const byName = Object.fromEntries(parameters.map((p) => [p.name, p.schema]))
-    assert.deepEqual(byName.after, { type: 'string' })
+    assert.deepEqual(byName.after, { type: 'string', pattern: '^(0|[1-9][0-9]{0,18})$' })
     assert.deepEqual(byName.limit, { type: 'integer', minimum: 1, maximum: 1000, default: 100 })
     assert.deepEqual(byName.wait, { type: 'integer', minimum: 0, maximum: 30, default: 0 })
-    assert.deepEqual(Object.keys(op.responses).sort(), ['200', '400', '401', '403', '410'])
+    assert.deepEqual(Object.keys(op.responses).sort(), ['200', '400', '401', '403', '410', 'default'])
     const page = op.responses['200']!.content!['application/json']!.schema as { required: string[]; properties: Record<string, Record<string, unknown>> }
     assert.deepEqual(page.required, ['data', 'nextCursor'], 'nextCursor is always present')
     assert.deepEqual(page.properties.data!.items, { $ref: '#/components/schemas/OrderEvent' })
@@ -189,7 +211,9 @@ describe('OpenAPI document of v2', () => {
           const media = response.content!['application/json']!
           assert.equal(media.schema?.$ref, '#/components/schemas/Error')
           for (const [name, { value }] of Object.entries(media.examples ?? {})) {
-            assert.deepEqual(value, { code: name, message: ERRORS[name as keyof typeof ERRORS].message, status: Number(status) })
+            const code = name as ErrorCode
+            const expected = status === 'default' ? ERRORS[code].status : Number(status)
+            assert.deepEqual(value, { code, message: V2_MESSAGES[code] ?? ERRORS[code].message, status: expected })
             seen.add(`${op.operationId} ${status} ${name}`)
           }
         }
@@ -222,5 +246,170 @@ describe('OpenAPI document of v2', () => {
     }).catch((error: { stdout?: string; stderr?: string }) => assert.fail(`redocly lint failed:\n${error.stdout ?? ''}\n${error.stderr ?? ''}`))
     const report = JSON.parse(stdout) as { totals: { errors: number; warnings: number }; problems: unknown[] }
     assert.deepEqual(report.totals, { ...report.totals, errors: 0, warnings: 0 }, JSON.stringify(report.problems, null, 2))
+  })
+})
+
+/** The response headers the document declares, lower-cased as fetch gives them. */
+const DECLARABLE = ['link', 'ratelimit', 'ratelimit-policy', 'retry-after', 'www-authenticate', 'x-request-id']
+
+/** Each operation by id, with its path and method. */
+function operationsOf(doc: Document): Map<string, { path: string; method: string; op: Operation }> {
+  const byId = new Map<string, { path: string; method: string; op: Operation }>()
+  for (const [path, item] of Object.entries(doc.paths)) for (const [method, op] of Object.entries(item)) byId.set(op.operationId, { path, method, op })
+  return byId
+}
+
+/** A parameter's example as /docs pre-fills it: `example`, else the first of `examples`. */
+function exampleOf(parameter: Parameter): unknown {
+  return parameter.example ?? Object.values(parameter.examples ?? {})[0]?.value
+}
+
+// What the document says against what the service does, on the demo data `npm start` serves.
+describe('the v2 document against the service', () => {
+  let server: TestServer
+  let limited: TestServer
+  let doc: Document
+  let key: string
+
+  before(async () => {
+    server = await startTestServer('sqlite')
+    await seedDemoData(server.store, { orders: DEMO_ORDERS, seed: 1, firstOrderId: 1n })
+    doc = (await (await fetch(`${server.origin}/v2/openapi.json`)).json()) as Document
+    key = await server.createKey()
+    limited = await startTestServer('sqlite', { env: { RATE_LIMIT_PER_KEY: '1' } })
+  })
+
+  it('gives every operation a default Error response with an example of each code any request may get', () => {
+    for (const { op } of operationsOf(doc).values()) {
+      const fallback = op.responses.default
+      assert.ok(fallback !== undefined, op.operationId)
+      const media = fallback.content!['application/json']!
+      assert.equal(media.schema?.$ref, '#/components/schemas/Error')
+      assert.deepEqual(Object.keys(media.examples!), [...DEFAULT_ERROR_CODES])
+      for (const status of [413, 429, 500, 503]) assert.ok(Object.values(media.examples!).some(({ value }) => value.status === status), `${op.operationId} ${status}`)
+      for (const code of DEFAULT_ERROR_CODES) assert.ok(fallback.description.includes(`\`${code}\``), code)
+    }
+  })
+
+  it("shows order_not_found with v2's message, the one getOrder and cancelOrder send", async () => {
+    const sent = [
+      await fetch(`${server.origin}/v2/store/orders/987654321`, { headers: bearer(key) }),
+      await fetch(`${server.origin}/v2/store/orders/987654321/cancel`, { method: 'POST', headers: bearer(key) }),
+    ]
+    const operations = operationsOf(doc)
+    for (const [response, id] of [[sent[0]!, 'getOrder'], [sent[1]!, 'cancelOrder']] as const) {
+      assert.equal(response.status, 404)
+      const body = (await response.json()) as unknown
+      assert.deepEqual(operations.get(id)!.op.responses['404']!.content!['application/json']!.examples!.order_not_found!.value, body, id)
+      assert.deepEqual(doc.components.schemas.Error!.example, body, 'the Error schema example')
+    }
+  })
+
+  it("declares on the event feed's `after` the pattern the service enforces", async () => {
+    const after = operationsOf(doc).get('listOrderEvents')!.op.parameters!.find((p) => p.name === 'after')!
+    const pattern = new RegExp(after.schema.pattern as string)
+    for (const value of ['0', '1', '999', '01', '-1', '+1', '1e3', '1.0', ' 1', 'abc', '', '0x10', '10000000000000000000']) {
+      const response = await fetch(`${server.origin}/v2/store/order-events?after=${encodeURIComponent(value)}`, { headers: bearer(key) })
+      const body = (await response.json()) as { code?: string }
+      if (pattern.test(value)) assert.equal(response.status, 200, `${value}: ${JSON.stringify(body)}`)
+      else assert.deepEqual([response.status, body.code], [400, 'invalid_cursor'], value)
+    }
+  })
+
+  it('answers each example, sent as it is, with 2xx and data, as /docs pre-fills it', async () => {
+    const operations = operationsOf(doc)
+    const query = (id: string): string => {
+      const parameters = operations.get(id)!.op.parameters!.filter((p) => p.in === 'query' && exampleOf(p) !== undefined)
+      return new URLSearchParams(parameters.map((p): [string, string] => [p.name, String(exampleOf(p))])).toString()
+    }
+    const get = async (path: string) => {
+      const response = await fetch(`${server.origin}/v2${path}`, { headers: bearer(key) })
+      return { status: response.status, body: (await response.json()) as { data: { id: number; status: string }[] } }
+    }
+    // The list: its examples filter nothing away that the list without parameters shows.
+    const list = await get(`/store/orders?${query('listOrders')}`)
+    assert.equal(list.status, 200, JSON.stringify(list.body))
+    assert.ok(list.body.data.length > 0)
+    assert.deepEqual(list.body, (await get('/store/orders')).body, 'the examples narrow the list')
+    // The event feed, its wait included (events follow the example `after`: no wait at all).
+    const events = await get(`/store/order-events?${query('listOrderEvents')}`)
+    assert.equal(events.status, 200, JSON.stringify(events.body))
+    assert.ok(events.body.data.length > 0)
+    // cancelOrder's body example, on a pending order of the demo.
+    const pending = list.body.data.find((order) => order.status === 'pending')!
+    const example = operations.get('cancelOrder')!.op.requestBody!.content['application/json']!.example
+    const cancelled = await fetch(`${server.origin}/v2/store/orders/${pending.id}/cancel`, {
+      method: 'POST',
+      headers: { ...bearer(key), 'content-type': 'application/json' },
+      body: JSON.stringify(example),
+    })
+    assert.equal(cancelled.status, 200)
+    assert.equal(((await cancelled.json()) as { status: string }).status, 'cancelled')
+  })
+
+  it('declares each header on the responses that send it, and sends each one declared', async () => {
+    const [readOnly, cancelOnly, expired] = await Promise.all([
+      server.createKey({ scopes: ['orders:read'] }),
+      server.createKey({ scopes: ['orders:cancel'] }),
+      server.createKey({ expiresAt: new Date(Date.now() - 60_000) }),
+    ])
+    const { data } = (await (await fetch(`${server.origin}/v2/store/orders?status=pending&limit=2`, { headers: bearer(key) })).json()) as { data: { id: number }[] }
+    const shipped = ((await (await fetch(`${server.origin}/v2/store/orders?status=shipped&limit=1`, { headers: bearer(key) })).json()) as { data: { id: number }[] }).data[0]!.id
+    const json = { 'content-type': 'application/json' }
+    type Sent = [operationId: string, origin: string, path: string, init?: RequestInit]
+    const o = server.origin
+    const requests: Sent[] = [
+      ['listOrders', o, '/store/orders?limit=1', { headers: bearer(key) }],
+      ['listOrders', o, '/store/orders?limit=1000', { headers: bearer(key) }],
+      ['listOrders', o, '/store/orders?limit=0', { headers: bearer(key) }],
+      ['listOrders', o, `/store/orders?petId=${'1'.repeat(5000)}`, { headers: bearer(key) }],
+      ['getOrder', o, `/store/orders/${data[0]!.id}`, { headers: bearer(readOnly) }],
+      ['getOrder', o, '/store/orders/abc', { headers: bearer(key) }],
+      ['getOrder', o, '/store/orders/987654321', { headers: bearer(key) }],
+      ['cancelOrder', o, `/store/orders/${data[1]!.id}/cancel`, { method: 'POST', headers: bearer(cancelOnly) }],
+      ['cancelOrder', o, '/store/orders/abc/cancel', { method: 'POST', headers: bearer(key) }],
+      ['cancelOrder', o, '/store/orders/987654321/cancel', { method: 'POST', headers: bearer(key) }],
+      ['cancelOrder', o, `/store/orders/${shipped}/cancel`, { method: 'POST', headers: bearer(key) }],
+      ['cancelOrder', o, `/store/orders/${data[1]!.id}/cancel`, { method: 'POST', headers: { ...bearer(key), 'content-type': 'text/plain' }, body: 'x' }],
+      ['cancelOrder', o, `/store/orders/${data[1]!.id}/cancel`, { method: 'POST', headers: { ...bearer(key), ...json }, body: JSON.stringify({ reason: 'x'.repeat(20_000) }) }],
+      ['listOrderEvents', o, '/store/order-events?after=10&limit=5', { headers: bearer(key) }],
+      ['listOrderEvents', o, '/store/order-events?after=x', { headers: bearer(key) }],
+    ]
+    for (const [id, { path, method }] of operationsOf(doc)) {
+      const url = path.replace('{orderId}', String(data[0]!.id))
+      const verb = method.toUpperCase()
+      requests.push([id, o, url, { method: verb }])
+      requests.push([id, o, url, { method: verb, headers: bearer(expired) }])
+      requests.push([id, o, url, { method: verb, headers: bearer(id === 'cancelOrder' ? readOnly : cancelOnly) }])
+      // A limit of one request a minute per key: the second request of a key is 429.
+      const once = await limited.createKey()
+      for (let i = 0; i < 2; i++) requests.push([id, limited.origin, url.replace(/\/\d+/, '/1'), { method: verb, headers: bearer(once) }])
+    }
+
+    const operations = operationsOf(doc)
+    const seen = new Map<string, Set<string>>() // operation and response (status or default) → headers sent
+    for (const [id, origin, path, init] of requests) {
+      const response = await fetch(`${origin}/v2${path}`, init)
+      await response.arrayBuffer()
+      const { op } = operations.get(id)!
+      const status = String(response.status)
+      const declaredAs = op.responses[status] !== undefined ? status : 'default'
+      const declared = Object.keys(op.responses[declaredAs]!.headers ?? {}).map((name) => name.toLowerCase())
+      const sent = DECLARABLE.filter((name) => response.headers.has(name))
+      for (const name of sent) assert.ok(declared.includes(name), `${id} ${status}: ${name} is sent but not declared on ${declaredAs}`)
+      const key = `${id} ${declaredAs}`
+      seen.set(key, new Set([...(seen.get(key) ?? []), ...sent]))
+    }
+    // Every response exercised above sends, in one request or another, each header it declares.
+    for (const [key, names] of seen) {
+      const [id, declaredAs] = key.split(' ') as [string, string]
+      for (const name of Object.keys(operations.get(id)!.op.responses[declaredAs]!.headers ?? {})) {
+        assert.ok(names.has(name.toLowerCase()), `${key}: ${name} is declared but never sent`)
+      }
+    }
+    for (const expected of ['listOrders 200', 'listOrders 400', 'listOrders 401', 'listOrders 403', 'listOrders default', 'getOrder 404', 'cancelOrder 409', 'cancelOrder 415', 'cancelOrder default', 'listOrderEvents 200']) {
+      assert.ok(seen.has(expected), expected)
+    }
+    for (const name of Object.keys(doc.components.headers)) assert.ok(doc.components.headers[name]!.description.length > 0, name)
   })
 })

@@ -78,10 +78,10 @@ describe('OpenAPI document', () => {
     assert.deepEqual([param.name, param.in, param.required, param.schema.type, param.schema.format], ['orderId', 'path', true, 'integer', 'int64'])
   })
 
-  it('has the Order, Pet and Error schemas of the spec', () => {
+  it('has the Order, Pet and Error schemas of the contract', () => {
     const { Order, Error: ErrorSchema, Pet } = doc.components.schemas
     assert.deepEqual(Object.keys(Order!.properties), ['id', 'petId', 'quantity', 'shipDate', 'complete'])
-    assert.equal(Order!.required, undefined, 'no Order field is required in the spec')
+    assert.equal(Order!.required, undefined, 'no Order field is required in the contract')
     assert.deepEqual(ErrorSchema!.required, ['code', 'message', 'status'])
     assert.deepEqual((ErrorSchema!.properties.code as { enum: string[] }).enum, V1_ERROR_CODES)
     assert.deepEqual(Pet!.required, ['id', 'name'])

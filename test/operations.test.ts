@@ -30,12 +30,12 @@ forEachStore('operations endpoints', (kind) => {
     assert.equal(response.status, 200)
     assert.match(response.headers.get('content-type') ?? '', /^text\/plain/)
     const text = await response.text()
-    assert.match(text, /http_requests_total\{method="GET",route="\/v1\/store\/orders",status="200"\} 1/)
-    assert.match(text, /http_requests_total\{method="DELETE",route="\/v1\/store\/orders\/:orderId",status="204"\} 1/)
+    assert.match(text, /http_requests_total\{method="GET",route="\/v1\/store\/orders",status="200"\} 1\n/)
+    assert.match(text, /http_requests_total\{method="DELETE",route="\/v1\/store\/orders\/:orderId",status="204"\} 1\n/)
     assert.match(text, /http_request_duration_seconds_bucket\{le="0.005",method="GET",route="\/v1\/store\/orders",status="200"\}/)
-    assert.match(text, /orders_cancel_total\{outcome="cancelled"\} 1/)
-    assert.match(text, /orders_cancel_total\{outcome="already_shipped"\} 1/)
-    assert.match(text, /orders_cancel_total\{outcome="not_found"\} 1/)
+    assert.match(text, /orders_cancel_total\{outcome="cancelled"\} 1\n/)
+    assert.match(text, /orders_cancel_total\{outcome="already_shipped"\} 1\n/)
+    assert.match(text, /orders_cancel_total\{outcome="not_found"\} 1\n/)
     assert.ok(!text.includes(key), 'metrics never carry a key')
 
     // Counts keep adding up from one scrape to the next, and agree with the duration histogram's.

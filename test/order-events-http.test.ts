@@ -335,7 +335,7 @@ forEachStore('order event feed: limits and shutdown', (kind) => {
     const started = performance.now()
     const third = await feed(server, key, 'after=2&wait=20')
     assert.equal(third.text, '{"data":[],"nextCursor":"2"}')
-    assert.ok(third.at - started < 500, `answered after ${Math.round(third.at - started)} ms`)
+    assert.ok(third.at - started < 2000, `answered after ${Math.round(third.at - started)} ms, not after its 20 s wait`)
     assert.equal((await feed(server, key, 'after=1&wait=20')).data.length, 1, 'a request with events is answered whatever the count')
     assert.equal(await waiting(server), 2)
     await server.store.orders.cancel(1n, null)
@@ -377,7 +377,7 @@ forEachStore('order event feed: limits and shutdown', (kind) => {
     const started = performance.now()
     const page = await feed(server, key, 'wait=10')
     assert.equal(page.text, '{"data":[],"nextCursor":"0"}')
-    assert.ok(page.at - started < 500, `answered after ${Math.round(page.at - started)} ms`)
+    assert.ok(page.at - started < 2000, `answered after ${Math.round(page.at - started)} ms, not after its 10 s wait`)
     await server.close()
   })
 
@@ -399,7 +399,7 @@ forEachStore('order event feed: limits and shutdown', (kind) => {
     const closed = performance.now() - closing
     for (const answer of await Promise.all(held)) {
       assert.deepEqual({ ...answer, at: 0 }, { status: 200, connection: 'close', text: '{"data":[],"nextCursor":"1"}', at: 0 })
-      assert.ok(answer.at - closing < 500, `answered ${Math.round(answer.at - closing)} ms after close`)
+      assert.ok(answer.at - closing < 2000, `answered ${Math.round(answer.at - closing)} ms after close, not after its 30 s wait`)
     }
     assert.ok(closed < 1000, `closed in ${Math.round(closed)} ms`)
   })

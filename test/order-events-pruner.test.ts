@@ -10,6 +10,9 @@ import { createDatabase, forEachStore, order, records, within, type TestDatabase
 
 const DAY_MS = 86_400_000
 
+/** Lets the promises of a pass settle (setImmediate is not mocked). */
+const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
+
 interface Logged {
   level: 'info' | 'warn'
   fields: Record<string, unknown>
@@ -88,7 +91,8 @@ forEachStore('event retention: the pruner on a real store', (kind) => {
 })
 
 describe('event retention: the pruner\'s schedule', () => {
-  it('runs a pass at start and then every interval, with the cutoff now minus the retention, in batches of 1000', async () => {
+  it('runs a pass at start and then every interval, with the cutoff now minus the retention, in batches of 1000', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] })
     const events = fakeEvents(() => 0)
     const { log, lines } = recorder()
     const now = Date.UTC(2026, 10, 26, 12)
@@ -96,11 +100,16 @@ describe('event retention: the pruner\'s schedule', () => {
     pruner.start()
     assert.equal(events.calls.length, 1, 'a pass at start')
     assert.deepEqual(events.calls[0], { before: new Date(now - 30 * DAY_MS), batch: 1000 })
-    await within(1000, 'two more passes', () => events.calls.length >= 3)
+    await settle() // the pass ends, and schedules the next
+    t.mock.timers.tick(39)
+    assert.equal(events.calls.length, 1, 'none before the interval')
+    t.mock.timers.tick(1)
+    await settle()
+    t.mock.timers.tick(40)
+    assert.equal(events.calls.length, 3, 'one pass every interval')
     await pruner.stop()
-    const calls = events.calls.length
-    await sleep(120)
-    assert.equal(events.calls.length, calls, 'no pass after stop')
+    t.mock.timers.tick(400)
+    assert.equal(events.calls.length, 3, 'no pass after stop')
     assert.deepEqual(lines, [], 'nothing to say when nothing was deleted')
   })
 
@@ -114,13 +123,18 @@ describe('event retention: the pruner\'s schedule', () => {
     assert.deepEqual(lines, [{ level: 'info', fields: { deleted: 2003, retentionDays: 7 }, message: 'order events pruned' }])
   })
 
-  it('logs a failed pass without throwing, and the next pass tries again', async () => {
+  it('logs a failed pass without throwing, and the next pass tries again', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] })
     const failure = new Error('database down')
     const events = fakeEvents((call) => (call <= 2 ? Promise.reject(failure) : 0))
     const { log, lines } = recorder()
     const pruner = new EventPruner(events, { retentionDays: 30, intervalMs: 20, log })
     pruner.start()
-    await within(1000, 'a pass after two failures', () => events.calls.length >= 3)
+    for (let pass = 2; pass <= 3; pass++) {
+      await settle()
+      t.mock.timers.tick(20)
+      assert.equal(events.calls.length, pass, `pass ${pass}, an interval after the failed one`)
+    }
     await pruner.stop()
     assert.deepEqual(lines.map((line) => [line.level, line.fields.err]), [['warn', failure], ['warn', failure]])
   })

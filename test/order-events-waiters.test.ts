@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict'
-import { describe, it } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
+import { describe, it, type TestContext } from 'node:test'
 import { EventWaiters } from '../src/http/event-waiters.js'
 
 /** A data version the test moves, counting how often it is read. */
@@ -22,6 +21,28 @@ function version(start = 1n): { read: () => bigint; reads: () => number; bump: (
 
 const never = new AbortController().signal
 
+/** Lets the promises of what the timers ran settle (setImmediate is not mocked). */
+const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
+
+/**
+ * Moves the mocked setTimeout clock `ms` forward, `step` at a time, letting each poll settle in
+ * between (a poll schedules the next one only once its read has settled): the polls and deadlines
+ * run as they would in `ms` of real time, however loaded the machine is.
+ */
+async function advance(t: TestContext, ms: number, step = 5): Promise<void> {
+  for (let passed = 0; passed < ms; passed += step) {
+    t.mock.timers.tick(Math.min(step, ms - passed))
+    await settle()
+  }
+}
+
+/** The outcome of `promise` once settled, else 'pending'. */
+function outcomeOf<T>(promise: Promise<T>): () => T | 'pending' {
+  let outcome: T | 'pending' = 'pending'
+  void promise.then((value) => (outcome = value))
+  return () => outcome
+}
+
 describe('event feed waiters', () => {
   it('holds at most a tenth of the limit (at least 10) for one holder; others still get theirs', async () => {
     const v = version()
@@ -39,42 +60,49 @@ describe('event feed waiters', () => {
     waiters.close()
   })
 
-  it('answers a held request at its deadline even while a version read hangs (the database unreachable)', async () => {
+  it('answers a held request at its deadline even while a version read hangs (the database unreachable)', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] })
     const waiters = new EventWaiters(() => new Promise<bigint>(() => {}), { maxWaiting: 10, pollIntervalMs: 20 })
-    const started = performance.now()
-    assert.equal(await waiters.wait(1n, 200, never), 'timeout')
-    const took = performance.now() - started
-    assert.ok(took >= 190 && took < 600, `${took.toFixed(0)} ms for a 200 ms wait`)
+    const outcome = outcomeOf(waiters.wait(1n, 200, never))
+    await advance(t, 199)
+    assert.equal(outcome(), 'pending', 'held until its deadline')
+    await advance(t, 1)
+    assert.equal(outcome(), 'timeout', 'answered at its deadline, the read still hanging')
     waiters.close()
   })
 
-  it('reads the version on one timer for all held requests, only while some are held', async () => {
+  it('reads the version on one timer for all held requests, only while some are held', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] })
     const v = version()
     const waiters = new EventWaiters(v.read, { maxWaiting: 100, pollIntervalMs: 20 })
-    await sleep(100)
+    await advance(t, 100)
     assert.equal(v.reads(), 0, 'no timer while nothing is held')
     const held = Array.from({ length: 50 }, () => waiters.wait(1n, 10_000, never))
     assert.equal(waiters.size, 50)
-    await sleep(210)
-    const reads = v.reads()
-    assert.ok(reads >= 2 && reads <= 15, `${reads} reads in 210 ms for 50 requests: one per poll`)
+    await advance(t, 210)
+    assert.equal(v.reads(), 10, 'one read per poll (every 20 ms) for the 50 requests')
     v.bump()
+    await advance(t, 20)
     for (const outcome of await Promise.all(held)) assert.deepEqual(outcome, { changed: 2n })
     assert.equal(waiters.size, 0)
-    const after = v.reads()
-    await sleep(100)
-    assert.equal(v.reads(), after, 'the timer stops with the last held request')
+    assert.equal(v.reads(), 11)
+    await advance(t, 100)
+    assert.equal(v.reads(), 11, 'the timer stops with the last held request')
   })
 
-  it('wakes only the requests whose version moved; the others wait on until their own deadline', async () => {
+  it('wakes only the requests whose version moved; the others wait on until their own deadline', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] })
     const v = version(5n)
     const waiters = new EventWaiters(v.read, { maxWaiting: 10, pollIntervalMs: 10 })
-    const stale = waiters.wait(4n, 10_000, never) // saw an older version: woken at the first poll
-    const current = waiters.wait(5n, 150, never)
-    assert.deepEqual(await stale, { changed: 5n })
-    const started = performance.now()
-    assert.equal(await current, 'timeout')
-    assert.ok(performance.now() - started >= 100)
+    const stale = outcomeOf(waiters.wait(4n, 10_000, never)) // saw an older version: woken at the first poll
+    const current = outcomeOf(waiters.wait(5n, 150, never))
+    await advance(t, 10)
+    assert.deepEqual(stale(), { changed: 5n })
+    await advance(t, 139)
+    assert.equal(current(), 'pending', 'the version it saw has not moved: held on')
+    await advance(t, 1)
+    assert.equal(current(), 'timeout')
+    waiters.close()
   })
 
   it('answers full past maxWaiting, gone for an aborted client, closing once closed, timeout for no time left', async () => {
@@ -95,22 +123,29 @@ describe('event feed waiters', () => {
     assert.equal(waiters.size, 0)
   })
 
-  it('keeps waiting while the version cannot be read, tells it once, and wakes once it can', async () => {
+  it('keeps waiting while the version cannot be read, tells it once, and wakes once it can', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] })
     const v = version()
     const errors: unknown[] = []
     const waiters = new EventWaiters(v.read, { maxWaiting: 10, pollIntervalMs: 10, onError: (error) => errors.push(error) })
     const down = new Error('database down')
     v.fail(down)
-    const held = waiters.wait(1n, 10_000, never)
-    await sleep(100)
+    const held = outcomeOf(waiters.wait(1n, 10_000, never))
+    await advance(t, 100)
+    assert.equal(v.reads(), 10, 'a read every poll')
     assert.equal(waiters.size, 1)
     assert.deepEqual(errors, [down], 'once per outage')
     v.fail(undefined)
     v.bump()
-    assert.deepEqual(await held, { changed: 2n })
-    const timedOut = waiters.wait(2n, 50, never)
+    await advance(t, 10)
+    assert.deepEqual(held(), { changed: 2n })
+    const timedOut = outcomeOf(waiters.wait(2n, 50, never))
     v.fail(down)
-    assert.equal(await timedOut, 'timeout', 'the deadline holds while the database is down')
+    await advance(t, 49)
+    assert.equal(timedOut(), 'pending')
+    await advance(t, 1)
+    assert.equal(timedOut(), 'timeout', 'the deadline holds while the database is down')
     assert.equal(errors.length, 2)
+    waiters.close()
   })
 })

@@ -45,7 +45,8 @@ forEachStore('slow and half-open connections', (kind) => {
         latencies.push(performance.now() - started)
       }
       latencies.sort((a, b) => a - b)
-      assert.ok(latencies[latencies.length - 1]! < 500, `slowest ordinary request took ${latencies.at(-1)} ms`)
+      // Under the 1.5 s header timeout: no ordinary request waited for the slow ones to be cut off.
+      assert.ok(latencies[latencies.length - 1]! < 1000, `slowest ordinary request took ${latencies.at(-1)} ms`)
 
       // And the slow ones are cut off by the header timeout (checked every second), not kept forever.
       const deadline = Date.now() + 6000

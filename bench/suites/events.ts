@@ -53,7 +53,7 @@ function countEvents(database: BenchDatabase, type: string, from?: number, to?: 
 }
 
 /**
- * Comparison 8, the order event feed's cost (DESIGN §7 "Order events", issue 17 item 6):
+ * Comparison 8, the order event feed's cost (docs/order-events.md, docs/benchmarks.md):
  * - the big data set's import, which writes one `order.created` event per new order in its
  *   transaction: its time (the import of comparison 6, measured once) and the importer's RSS during
  *   it, whose peak must not grow with the number of orders;

@@ -180,7 +180,7 @@ export interface components {
         /**
          * @example {
          *       "code": "order_not_found",
-         *       "message": "The order does not exist or has been cancelled.",
+         *       "message": "No order has this id.",
          *       "status": 404
          *     }
          */
@@ -199,7 +199,20 @@ export interface components {
     responses: never;
     parameters: never;
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description The request's id, as the service logs it: the request's own `X-Request-Id` when that is 1–128 characters of `A-Za-z0-9._:-`, else a new UUID. On every response. */
+        "X-Request-Id": string;
+        /** @description What is left of a rate limit in its current window: `"per-key";r=<requests left>;t=<seconds until the window resets>`. Sent once the API key is known (each key may make a number of requests a minute); on a 429, the limit exceeded: `per-key`, or `auth-failures` (attempts a minute from one address with keys this instance has not seen). Not sent when the limit is off. */
+        RateLimit: string;
+        /** @description The rate limit `RateLimit` reports on: `"<name>";q=<requests>;w=<seconds of the window>`. */
+        "RateLimit-Policy": string;
+        /** @description Seconds to wait before retrying: on 429, until the rate limit's window resets; on 503, a short pause. */
+        "Retry-After": number;
+        /** @description The Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` and an `error_description` when a bearer token was sent (401), or `error="insufficient_scope", scope="<the scope needed>"` (403). */
+        "WWW-Authenticate": string;
+        /** @description The next page, when there is one: `<path?query>; rel="next"`, a URL relative to this host with the same parameters and the new cursor (the same as `nextCursor`). */
+        Link: string;
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -220,15 +233,9 @@ export interface operations {
                 petId?: bigint;
                 /** @description Only fulfilled (`true`) or unfulfilled (`false`) orders */
                 complete?: boolean;
-                /**
-                 * @description Only orders shipping at or after this instant (RFC 3339); orders without a ship date are left out
-                 * @example 2026-11-01T00:00:00Z
-                 */
+                /** @description Only orders shipping at or after this instant (RFC 3339, such as `2026-11-01T00:00:00Z`); orders without a ship date are left out */
                 shipDateFrom?: string;
-                /**
-                 * @description Only orders shipping before this instant (RFC 3339), which must be later than `shipDateFrom`
-                 * @example 2026-12-01T00:00:00Z
-                 */
+                /** @description Only orders shipping before this instant (RFC 3339, such as `2026-12-01T00:00:00Z`), which must be later than `shipDateFrom` */
                 shipDateTo?: string;
             };
             header?: never;
@@ -240,6 +247,10 @@ export interface operations {
             /** @description A page of orders, ascending id */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    Link: components["headers"]["Link"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -254,6 +265,9 @@ export interface operations {
             /** @description A query parameter is unknown, repeated or invalid, or `shipDateFrom` is not before `shipDateTo` (`invalid_parameter`); or the cursor is altered, not from this API, or was issued for other filters (`invalid_cursor`) */
             400: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -263,6 +277,10 @@ export interface operations {
             /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
             401: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -272,6 +290,23 @@ export interface operations {
             /** @description The API key lacks the `orders:read` scope (`insufficient_scope`) */
             403: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -295,6 +330,9 @@ export interface operations {
             /** @description The order */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -304,6 +342,9 @@ export interface operations {
             /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); a query parameter was sent (`invalid_parameter`) */
             400: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -313,6 +354,10 @@ export interface operations {
             /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
             401: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -322,6 +367,10 @@ export interface operations {
             /** @description The API key lacks the `orders:read` scope (`insufficient_scope`) */
             403: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -331,6 +380,22 @@ export interface operations {
             /** @description No order has this id (`order_not_found`) */
             404: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -370,6 +435,9 @@ export interface operations {
             /** @description The order, cancelled: by this request, or by an earlier one (then as that one left it) */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -379,6 +447,9 @@ export interface operations {
             /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is not a JSON object, has a field other than `reason`, or `reason` is not one of the five (`invalid_body`); a query parameter was sent (`invalid_parameter`) */
             400: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -388,6 +459,10 @@ export interface operations {
             /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
             401: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -397,6 +472,10 @@ export interface operations {
             /** @description The API key lacks the `orders:cancel` scope (`insufficient_scope`) */
             403: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -406,6 +485,9 @@ export interface operations {
             /** @description No order has this id (`order_not_found`) */
             404: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -415,6 +497,9 @@ export interface operations {
             /** @description The order has already shipped and cannot be cancelled (`order_already_shipped`) */
             409: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -424,6 +509,22 @@ export interface operations {
             /** @description The body is not JSON (`unsupported_media_type`): send it with `Content-Type: application/json`, or send none */
             415: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -436,8 +537,8 @@ export interface operations {
         parameters: {
             query?: {
                 /**
-                 * @description Where to start: a `nextCursor`, or the `id` of an event (the page starts after it). Omitted: from the oldest event still retained, inclusive
-                 * @example 1042
+                 * @description Where to start: a `nextCursor`, or the `id` of an event (the page starts after it): a decimal position up to 2^63−1. Omitted: from the oldest event still retained, inclusive
+                 * @example 100
                  */
                 after?: string;
                 /**
@@ -460,6 +561,9 @@ export interface operations {
             /** @description The events after the cursor, and where to resume */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -474,6 +578,9 @@ export interface operations {
             /** @description A query parameter is unknown, repeated or invalid (`invalid_parameter`); or `after` is not a cursor of this feed: malformed, or past its end (`invalid_cursor`) */
             400: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -483,6 +590,10 @@ export interface operations {
             /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
             401: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -492,6 +603,10 @@ export interface operations {
             /** @description The API key lacks the `orders:read` scope (`insufficient_scope`) */
             403: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -501,6 +616,22 @@ export interface operations {
             /** @description Events after `after` have been deleted by retention (`events_expired`): read the feed again without `after` */
             410: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {

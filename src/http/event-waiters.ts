@@ -32,7 +32,7 @@ export interface EventWaitersOptions {
 }
 
 /**
- * The long polls of the event feed held by this instance (DESIGN §7 "Order events").
+ * The long polls of the event feed held by this instance (docs/order-events.md).
  *
  * Every transaction that writes events bumps the data version, so a held request needs to read the
  * feed again only when the version it saw has moved. One timer per instance, running only while

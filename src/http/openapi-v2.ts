@@ -1,6 +1,7 @@
 import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import type { Config } from '../config.js'
-import { ERROR_CODES } from '../errors.js'
+import { ERROR_CODES, ERRORS, errorBody, type ErrorCode } from '../errors.js'
+import { EVENT_POSITION_PATTERN } from '../schemas/order-event.js'
 import { errorCodeTable, onlyComponents, withErrorExamples, type OperationsOf } from './openapi.js'
 
 /** The name of the v2 document's decorator (v1's is `swagger`). */
@@ -60,7 +61,10 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
     transformObject: (document) => {
       if (!('openapiObject' in document)) throw new Error('an OpenAPI 3 document is expected')
       const v2 = onlyComponents(document.openapiObject as OperationsOf, ['Order', 'OrderEvent', 'Error'], ERROR_CODES)
-      return withErrorExamples(optionalBodies(v2)) as typeof document.openapiObject
+      const error = v2.components?.schemas?.Error as { example?: unknown } | undefined
+      if (error !== undefined) error.example = errorBody('order_not_found', V2_MESSAGES.order_not_found)
+      const documented = withErrorExamples(optionalBodies(v2), V2_MESSAGES)
+      return withHeaders(withDefaultErrors(withEventPositions(documented))) as typeof document.openapiObject
     },
   }
 }
@@ -76,6 +80,121 @@ function optionalBodies(document: OperationsOf): OperationsOf {
       const body = (operation as { requestBody?: { required?: boolean } } | undefined)?.requestBody
       if (body !== undefined) body.required = false
     }
+  }
+  return document
+}
+
+/** The messages v2 sends for a code in place of v1's (which also says "or has been cancelled"). */
+export const V2_MESSAGES: Partial<Record<ErrorCode, string>> = { order_not_found: 'No order has this id.' }
+
+/** What any request may get besides the errors an operation lists: its `default` response. */
+export const DEFAULT_ERROR_CODES = [
+  'request_timeout',
+  'payload_too_large',
+  'uri_too_long',
+  'rate_limited',
+  'headers_too_large',
+  'internal_error',
+  'service_unavailable',
+] as const satisfies readonly ErrorCode[]
+
+type Responses = Record<string, { description?: string; content?: object; headers?: Record<string, object> }>
+type Operation = { operationId?: string; responses?: Responses; parameters?: { name: string; in: string; schema?: object }[] }
+type Document = OperationsOf & { components?: { headers?: Record<string, object> } }
+
+function operations(document: OperationsOf): Operation[] {
+  return Object.values(document.paths ?? {}).flatMap((item) => Object.values(item) as Operation[])
+}
+
+/** Every operation's `default`: the Error of a request too large, too slow or too many, or of the service. */
+function withDefaultErrors(document: OperationsOf): OperationsOf {
+  for (const operation of operations(document)) {
+    operation.responses = {
+      ...operation.responses,
+      default: {
+        description:
+          'Any request may also get one of these: ' +
+          DEFAULT_ERROR_CODES.map((code) => `${ERRORS[code].status} \`${code}\``).join(', ') +
+          '. 429 and 503 say in `Retry-After` when to retry.',
+        content: {
+          'application/json': {
+            schema: { $ref: '#/components/schemas/Error' },
+            examples: Object.fromEntries(DEFAULT_ERROR_CODES.map((code) => [code, { summary: ERRORS[code].message, value: errorBody(code) }])),
+          },
+        },
+      },
+    }
+  }
+  return document
+}
+
+/**
+ * The response headers, each declared on the responses that send it. `X-Request-Id`, `RateLimit`
+ * and `RateLimit-Policy` go on every response (the two limits' headers on any that follows counting
+ * a known key, and on every 429), `WWW-Authenticate` on 401 and 403, `Retry-After` with 429 and 503
+ * (`default`), `Link` on listOrders' pages that have a next one.
+ */
+function withHeaders(document: Document): Document {
+  const ref = (name: string) => ({ $ref: `#/components/headers/${name}` })
+  for (const operation of operations(document)) {
+    for (const [status, response] of Object.entries(operation.responses ?? {})) {
+      const headers: Record<string, object> = { 'X-Request-Id': ref('X-Request-Id'), RateLimit: ref('RateLimit'), 'RateLimit-Policy': ref('RateLimit-Policy') }
+      if (status === '401' || status === '403') headers['WWW-Authenticate'] = ref('WWW-Authenticate')
+      if (status === 'default') headers['Retry-After'] = ref('Retry-After')
+      if (status === '200' && operation.operationId === 'listOrders') headers.Link = ref('Link')
+      response.headers = headers
+    }
+  }
+  document.components = { ...document.components, headers: HEADERS }
+  return document
+}
+
+const HEADERS: Record<string, { description: string; schema: object }> = {
+  'X-Request-Id': {
+    description:
+      "The request's id, as the service logs it: the request's own `X-Request-Id` when that is 1–128 characters of " +
+      '`A-Za-z0-9._:-`, else a new UUID. On every response.',
+    schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
+  },
+  RateLimit: {
+    description:
+      'What is left of a rate limit in its current window: `"per-key";r=<requests left>;t=<seconds until the window resets>`. ' +
+      'Sent once the API key is known (each key may make a number of requests a minute); on a 429, the limit exceeded: ' +
+      '`per-key`, or `auth-failures` (attempts a minute from one address with keys this instance has not seen). ' +
+      'Not sent when the limit is off.',
+    schema: { type: 'string', example: '"per-key";r=1187;t=42' },
+  },
+  'RateLimit-Policy': {
+    description: 'The rate limit `RateLimit` reports on: `"<name>";q=<requests>;w=<seconds of the window>`.',
+    schema: { type: 'string', example: '"per-key";q=1200;w=60' },
+  },
+  'Retry-After': {
+    description: 'Seconds to wait before retrying: on 429, until the rate limit\'s window resets; on 503, a short pause.',
+    schema: { type: 'integer', minimum: 1 },
+  },
+  'WWW-Authenticate': {
+    description:
+      'The Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` and an `error_description` ' +
+      'when a bearer token was sent (401), or `error="insufficient_scope", scope="<the scope needed>"` (403).',
+    schema: { type: 'string', example: 'Bearer realm="petstore", error="insufficient_scope", scope="orders:read"' },
+  },
+  Link: {
+    description:
+      'The next page, when there is one: `<path?query>; rel="next"`, a URL relative to this host with the same ' +
+      'parameters and the new cursor (the same as `nextCursor`).',
+    schema: { type: 'string', example: '</v2/store/orders?limit=100&cursor=AbC123>; rel="next"' },
+  },
+}
+
+/**
+ * The event feed's `after` is checked by the route (a malformed one is `invalid_cursor`, not
+ * `invalid_parameter`); the document declares the pattern that check enforces.
+ */
+function withEventPositions(document: OperationsOf): OperationsOf {
+  for (const operation of operations(document)) {
+    if (operation.operationId !== 'listOrderEvents') continue
+    const after = operation.parameters?.find((parameter) => parameter.name === 'after' && parameter.in === 'query')
+    if (after !== undefined) after.schema = { ...after.schema, pattern: EVENT_POSITION_PATTERN }
   }
   return document
 }

@@ -70,9 +70,10 @@ interface ResponseOf {
  * Gives every error response an example of each code it names. A response description names its
  * codes in backticks (`order_not_found`): the reference then shows the exact body of every error an
  * operation answers, not the Error schema's one example. A description that names none of the codes
- * of its status is a mistake, refused here (and so by the OpenAPI tests).
+ * of its status is a mistake, refused here (and so by the OpenAPI tests). `messages`: the message a
+ * version sends for a code in place of the shared one.
  */
-export function withErrorExamples(document: OperationsOf): OperationsOf {
+export function withErrorExamples(document: OperationsOf, messages: Partial<Record<ErrorCode, string>> = {}): OperationsOf {
   for (const [path, item] of Object.entries(document.paths ?? {})) {
     for (const [method, operation] of Object.entries(item)) {
       for (const [status, response] of Object.entries(operation?.responses ?? {})) {
@@ -85,7 +86,7 @@ export function withErrorExamples(document: OperationsOf): OperationsOf {
           throw new Error(`${method.toUpperCase()} ${path}: the ${status} response names none of the codes of its status`)
         }
         media.examples = Object.fromEntries(
-          codes.map((code) => [code, { summary: ERRORS[code].message, value: errorBody(code) }]),
+          codes.map((code) => [code, { summary: messages[code] ?? ERRORS[code].message, value: errorBody(code, messages[code]) }]),
         )
       }
     }

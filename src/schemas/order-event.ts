@@ -2,7 +2,10 @@ import Type from 'typebox'
 import { ORDER_EVENT_TYPES } from '../store/order-events.js'
 import { OrderV2Ref } from './order-v2.js'
 
-/** The longest wait a long poll may ask for, in seconds (DESIGN §7 "Order events"). */
+/** A position in the feed as the feed writes it (an event's id, a nextCursor): decimal, no sign, no leading zero. */
+export const EVENT_POSITION_PATTERN = '^(0|[1-9][0-9]{0,18})$'
+
+/** The longest wait a long poll may ask for, in seconds (docs/order-events.md). */
 export const MAX_WAIT_SECONDS = 30
 
 /**
@@ -12,7 +15,7 @@ export const MAX_WAIT_SECONDS = 30
 export const OrderEvent = Type.Object(
   {
     id: Type.String({
-      pattern: '^(0|[1-9][0-9]{0,18})$',
+      pattern: EVENT_POSITION_PATTERN,
       description: "The event's position in the feed, in decimal: ascending in the order events are read; pass it as `after` to resume after it",
     }),
     type: Type.String({
@@ -54,7 +57,7 @@ export const OrderEventPage = Type.Object(
   {
     data: Type.Array(OrderEventRef, { description: 'The events of this page, in feed order; empty when none followed `after` in time' }),
     nextCursor: Type.String({
-      pattern: '^(0|[1-9][0-9]{0,18})$',
+      pattern: EVENT_POSITION_PATTERN,
       description:
         'Where to resume: pass it as `after` for the events that follow this page. Present on every page, the empty ones included',
     }),
@@ -72,8 +75,9 @@ export const ListOrderEventsQuery = Type.Object(
     after: Type.Optional(
       Type.String({
         description:
-          'Where to start: a `nextCursor`, or the `id` of an event (the page starts after it). Omitted: from the oldest event still retained, inclusive',
-        examples: ['1042'],
+          'Where to start: a `nextCursor`, or the `id` of an event (the page starts after it): a decimal position up to 2^63−1. ' +
+          'Omitted: from the oldest event still retained, inclusive',
+        examples: ['100'],
       }),
     ),
     limit: Type.Optional(

@@ -86,15 +86,14 @@ export const ListOrdersQuery = Type.Object(
     shipDateFrom: Type.Optional(
       Type.String({
         format: 'date-time',
-        description: 'Only orders shipping at or after this instant (RFC 3339); orders without a ship date are left out',
-        examples: ['2026-11-01T00:00:00Z'],
+        description:
+          'Only orders shipping at or after this instant (RFC 3339, such as `2026-11-01T00:00:00Z`); orders without a ship date are left out',
       }),
     ),
     shipDateTo: Type.Optional(
       Type.String({
         format: 'date-time',
-        description: 'Only orders shipping before this instant (RFC 3339), which must be later than `shipDateFrom`',
-        examples: ['2026-12-01T00:00:00Z'],
+        description: 'Only orders shipping before this instant (RFC 3339, such as `2026-12-01T00:00:00Z`), which must be later than `shipDateFrom`',
       }),
     ),
   },

@@ -2,7 +2,7 @@ import Type from 'typebox'
 import { Int64 } from './primitives.js'
 
 /**
- * The Order resource: exactly the five fields of the spec, none marked required (as in the spec);
+ * The Order resource: exactly the five fields of v1's contract, none of them marked required;
  * the service always sends `id` and `complete`. An unknown value is omitted, never null.
  */
 export const Order = Type.Object(

@@ -1,7 +1,7 @@
 import Type from 'typebox'
 import { Int64 } from './primitives.js'
 
-/** Pet, as in the OpenAPI petstore example the spec comes from. Only the deprecated showPetById uses it. */
+/** Pet, as in the OpenAPI petstore example this API grew from. Only the deprecated showPetById uses it. */
 export const Pet = Type.Object(
   {
     id: Int64({ description: 'Unique pet identifier' }),

@@ -1,5 +1,5 @@
 /**
- * The order event feed's side of a store (DESIGN §7 "Order events"): a transactional outbox.
+ * The order event feed's side of a store (docs/order-events.md): a transactional outbox.
  *
  * Every change to an order writes its event in the change's own transaction (import, ship, the v1
  * and v2 cancels, also inside a group-commit batch), so there is no event without its change and no

@@ -9,6 +9,8 @@ export async function expectApiError(call: Promise<unknown>, status: number, cod
     (error: unknown) => error,
   )
   assert.ok(error instanceof PetstoreApiError, `not a PetstoreApiError: ${String(error)}`)
+  assert.ok(error instanceof Error)
+  assert.equal(error.name, 'PetstoreApiError')
   assert.equal(error.status, status, error.message)
   assert.equal(error.code, code, error.message)
   assert.ok(error.message.length > 0)

@@ -25,7 +25,7 @@ const MAX_BATCH = 5000
 
 /**
  * Group commit for cancels. The cancels that arrive in one turn of the event loop share one
- * transaction (one statement, CANCEL_BATCH in postgres-store.ts): one WAL flush and one
+ * transaction (one statement, CANCEL_BATCH in orders-repository.ts): one WAL flush and one
  * data_version bump acknowledge all of them, instead of each cancel waiting for the previous one's
  * flush behind the data_version row lock. One batch is committed at a time; the cancels that arrive
  * meanwhile form the next batch, sent as soon as this one has committed.

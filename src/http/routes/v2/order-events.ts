@@ -1,15 +1,14 @@
 import type { FastifyReply } from 'fastify'
 import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
-import { ListOrderEventsQuery, OrderEventPage } from '../../../schemas/order-event.js'
+import { EVENT_POSITION_PATTERN, ListOrderEventsQuery, OrderEventPage } from '../../../schemas/order-event.js'
 import { EventsExpiredError, UnknownEventPositionError, type OrderEventsPage } from '../../../store/order-events.js'
 import type { ApiApp } from '../../api-app.js'
 import type { EventWaiters } from '../../event-waiters.js'
 import type { Run } from '../../read-ahead.js'
 
 const INT64_MAX = 2n ** 63n - 1n
-/** A position as the feed writes it: decimal, no sign, no leading zero. */
-const POSITION = /^(0|[1-9][0-9]{0,18})$/
+const POSITION = new RegExp(EVENT_POSITION_PATTERN)
 /**
  * A held request is answered this long before the server's idle timeout would close its socket
  * (HTTP_IDLE_TIMEOUT_MS): a wait longer than that is shortened, never cut off.
@@ -17,7 +16,7 @@ const POSITION = /^(0|[1-9][0-9]{0,18})$/
 const IDLE_MARGIN_MS = 1000
 
 /**
- * v2's order event feed (DESIGN §7 "Order events"): the changes to orders in the order they were
+ * v2's order event feed (docs/order-events.md): the changes to orders in the order they were
  * committed, a page at a time from a cursor, optionally long-polled.
  */
 export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
