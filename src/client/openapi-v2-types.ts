@@ -56,7 +56,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel an order
-         * @description Cancels a pending order and returns it, with `status` `cancelled`, `cancelledAt` and the `reason` given, if any. The 200 is sent only once the cancellation is durable. Safe to retry: an order already cancelled (by this request before a lost response, by another client, or through v1) is returned as it stands, with the first cancellation's time and reason — a retry with another reason does not change them. Of any number of concurrent cancels of one order, on any number of instances, exactly one cancels it and all of them return the same `cancelledAt`. A shipped order cannot be cancelled (409). The body is optional; without one, no reason is recorded. Requires the `orders:cancel` scope.
+         * @description Cancels a pending order and returns it, with `status` `cancelled`, `cancelledAt` and the `reason` given, if any. The 200 is sent only once the cancellation is durable. Safe to retry: an order already cancelled (by this request before a lost response, by another client, or through v1) is returned as it stands, with the first cancellation's time and reason — a retry with another reason does not change them. Of any number of concurrent cancels of one order, on any number of instances, exactly one cancels it and all of them return the same `cancelledAt`. A shipped order cannot be cancelled (409). The body is optional; without one, no reason is recorded. Requires the `orders:cancel` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again).
          */
         post: operations["cancelOrder"];
         delete?: never;
@@ -375,6 +375,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Order"];
                 };
+            };
+            /** @description The order is cancelled (by this request or an earlier one); the key lacks `orders:read`, so it is not shown */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is not a JSON object, has a field other than `reason`, or `reason` is not one of the five (`invalid_body`); a query parameter was sent (`invalid_parameter`) */
             400: {
