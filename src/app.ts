@@ -169,7 +169,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
       const api = v2 as unknown as ApiApp
       ordersV2Routes(api)
       cancelOrderV2Route(api)
-      orderEventsRoute(api, waiters)
+      orderEventsRoute(api, waiters, authenticator)
       api.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) =>
         reply.header('cache-control', 'public, max-age=300').send((v2 as unknown as Record<string, () => unknown>)[SWAGGER_V2]!()),
       )
