@@ -6,7 +6,7 @@ import { ApiError } from './errors.js'
 import type { ApiApp } from './http/api-app.js'
 import { admission } from './http/admission.js'
 import { Authenticator } from './http/authenticator.js'
-import { clientErrorResponse, registerErrorHandling, registerMethodNotAllowed, toErrorResponse } from './http/error-handling.js'
+import { clientErrorResponse, refusalReason, registerErrorHandling, registerMethodNotAllowed, toErrorResponse } from './http/error-handling.js'
 import { EventWaiters } from './http/event-waiters.js'
 import { int64ParamsValidator } from './http/int64-params.js'
 import { Metrics } from './http/metrics.js'
@@ -15,6 +15,7 @@ import { openApiDocument } from './http/openapi.js'
 import { openApiV2Document, SWAGGER_V2 } from './http/openapi-v2.js'
 import { memoryCounters, RateLimiter } from './http/rate-limiter.js'
 import { requestId } from './http/request-id.js'
+import { shorten } from './http/shorten.js'
 import { docsRoutes } from './http/routes/docs.js'
 import { healthRoutes } from './http/routes/health.js'
 import { ordersRoutes } from './http/routes/orders.js'
@@ -57,7 +58,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
     // Bad percent-encoding in the URL is caught before routing; answer it with an Error body too.
     frameworkErrors: (error, request, reply) => {
       const { body, headers } = toErrorResponse(error)
-      request.log.info({ code: body.code, reason: error.message }, 'request refused')
+      request.log.info({ code: body.code, reason: refusalReason(error) }, 'request refused')
       void (reply as FastifyReply)
         .code(body.status)
         .headers({ ...headers, ...SECURITY_HEADERS, 'x-request-id': request.id })
@@ -132,7 +133,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   metrics.register(app)
   app.addHook('onResponse', (request, reply, done) => {
     request.log.info(
-      { method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
+      { method: request.method, url: shorten(request.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
       'request',
     )
     done()
@@ -168,7 +169,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
       const api = v2 as unknown as ApiApp
       ordersV2Routes(api)
       cancelOrderV2Route(api)
-      orderEventsRoute(api, waiters)
+      orderEventsRoute(api, waiters, authenticator)
       api.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) =>
         reply.header('cache-control', 'public, max-age=300').send((v2 as unknown as Record<string, () => unknown>)[SWAGGER_V2]!()),
       )

@@ -55,6 +55,13 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>
 
+/**
+ * The problem with a variable whose value may hold a secret (DATABASE_URL, REDIS_URL: a password):
+ * such a value is never shown, not even redacted, since no redaction can be sure where a password
+ * with a space or a quote in it ends.
+ */
+const SECRET_NOT_SHOWN = 'is not a valid URL (its value is not shown: it may hold a password)'
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 export const DEFAULT_SQLITE_PATH = './data/petstore.db'
 
@@ -103,7 +110,7 @@ export function loadDatabaseConfig(env: Env = process.env): DatabaseConfig {
     try {
       new URL(url)
     } catch {
-      throw new ConfigError('DATABASE_URL', `is not a valid URL: "${url}"`)
+      throw new ConfigError('DATABASE_URL', SECRET_NOT_SHOWN)
     }
     return { kind: 'postgres', url, poolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1000) }
   }
@@ -224,7 +231,7 @@ function redisUrl(env: Env): string | undefined {
   try {
     url = new URL(value)
   } catch {
-    throw new ConfigError('REDIS_URL', `is not a valid URL: "${value}"`)
+    throw new ConfigError('REDIS_URL', SECRET_NOT_SHOWN)
   }
   if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new ConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL')
   return value

@@ -94,12 +94,8 @@ describe('Authenticator, on injected clocks', () => {
       () => clocks.monotonic,
       () => clocks.wall,
     )
-    // What admission does with a token, less the rate limits.
-    const authenticate = async (header: string, scope: Scope = 'orders:read'): Promise<ApiKey> => {
-      const token = authenticator.token(header)
-      const known = authenticator.known(token)
-      return authenticator.admit(known !== undefined && authenticator.isFresh(known) ? known : await authenticator.lookup(token), scope)
-    }
+    // What admission does with a token, less the rate limits; what a held long poll does as it wakes.
+    const authenticate = (header: string, scope: Scope = 'orders:read'): Promise<ApiKey> => authenticator.recheck(header, scope)
     return { clocks, stored, lookups, authenticate }
   }
   const refusal = (message: RegExp) => (error: unknown) => error instanceof ApiError && error.code === 'unauthorized' && message.test(error.message)

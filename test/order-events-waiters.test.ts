@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
-import { EventWaiters } from '../src/http/event-waiters.js'
+import { EventWaiters, type WaitOutcome } from '../src/http/event-waiters.js'
 
 /** A data version the test moves, counting how often it is read. */
 function version(start = 1n): { read: () => bigint; reads: () => number; bump: () => void; fail: (error?: Error) => void } {
@@ -44,19 +44,47 @@ function outcomeOf<T>(promise: Promise<T>): () => T | 'pending' {
 }
 
 describe('event feed waiters', () => {
-  it('holds at most a tenth of the limit (at least 10) for one holder; others still get theirs', async () => {
+  it('ten keys holding a tenth each fill the instance; an eleventh key still gets a slot: the oldest request of a key holding the most is answered', async () => {
     const v = version()
-    const waiters = new EventWaiters(v.read, { maxWaiting: 200, pollIntervalMs: 20 })
-    const first = Array.from({ length: 20 }, () => waiters.wait(1n, 10_000, never, 'key 1'))
-    assert.equal(await waiters.wait(1n, 10_000, never, 'key 1'), 'full', 'the 21st of one key is answered at once')
-    const second = waiters.wait(1n, 10_000, never, 'key 2')
-    assert.equal(waiters.size, 21)
+    const waiters = new EventWaiters(v.read, { maxWaiting: 100, pollIntervalMs: 20 })
+    const answered: string[] = []
+    const hold = (holder: string, name: string): Promise<WaitOutcome> =>
+      waiters.wait(1n, 10_000, never, holder).then((outcome) => {
+        answered.push(name)
+        return outcome
+      })
+    const tenths = Array.from({ length: 10 }, (_, k) => Array.from({ length: 10 }, (_, i) => hold(`key ${k}`, `key ${k} #${i}`)))
+    assert.equal(waiters.size, 100)
+    const eleventh = hold('key 10', 'key 10 #0')
+    assert.equal(await tenths[0]![0], 'full', "the oldest request of the first key holding the most makes room, answered at once")
+    assert.deepEqual(answered, ['key 0 #0'])
+    assert.equal(waiters.size, 100)
+    // A key holding one fewer than the most would only move the imbalance: it is answered at once.
+    assert.equal(await hold('key 0', 'key 0 again'), 'full')
+    const twelfth = hold('key 10', 'key 10 #1') // key 10 holds 1, the most is 10: room is made again
+    assert.equal(await tenths[1]![0], 'full')
+    assert.equal(waiters.size, 100)
+    assert.deepEqual(answered.slice(1), ['key 0 again', 'key 1 #0'])
     v.bump()
-    await Promise.all([...first, second])
+    const outcomes = await Promise.all([...tenths.flat(), eleventh, twelfth])
+    assert.equal(outcomes.filter((outcome) => typeof outcome === 'object').length, 100, 'every request still held is woken by the change')
     assert.equal(waiters.size, 0)
-    // Once answered, the key's slots are free again.
-    const again = waiters.wait(2n, 50, never, 'key 1')
-    assert.equal(await again, 'timeout')
+    waiters.close()
+  })
+
+  it('lets one key use every slot while no other key wants one, and gives a slot back to the next key', async () => {
+    const v = version()
+    const waiters = new EventWaiters(v.read, { maxWaiting: 20, pollIntervalMs: 20 })
+    const one = Array.from({ length: 20 }, () => waiters.wait(1n, 10_000, never, 'key 1'))
+    assert.equal(waiters.size, 20, 'no cap per key below the instance\'s')
+    assert.equal(await waiters.wait(1n, 10_000, never, 'key 1'), 'full', 'the 21st of the same key is answered at once')
+    const other = waiters.wait(1n, 10_000, never, 'key 2')
+    assert.equal(await one[0], 'full', 'its oldest request made room for key 2')
+    assert.equal(waiters.size, 20)
+    v.bump()
+    assert.deepEqual(await other, { changed: 2n })
+    await Promise.all(one)
+    assert.equal(waiters.size, 0)
     waiters.close()
   })
 

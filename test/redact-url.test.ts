@@ -55,17 +55,35 @@ describe('no password in what the CLI prints', () => {
     return { status: result.status, stdout: result.stdout, stderr: result.stderr }
   }
 
+  // Variables whose value may hold a password: never shown, whatever the password looks like (a
+  // space or a quote in it once ended the redaction early, and the rest of the password was printed).
+  const SPACED = 's3cret Pa55"x'
   for (const [variable, value, args] of [
     ['REDIS_URL', `redis://petstore:${SECRET}@cache:port`, ['serve']],
     ['REDIS_URL', `rediss://petstore:${SECRET}@[cache]:6379/0`, ['serve']],
+    ['REDIS_URL', `redis://petstore:${SPACED}@cache:port`, ['serve']],
     ['DATABASE_URL', `postgres://petstore:${SECRET}@db:port/petstore`, ['serve']],
     ['DATABASE_URL', `postgres://petstore:${SECRET}@db:port/petstore`, ['orders', 'import', file]],
     ['DATABASE_URL', `postgres://petstore:${SECRET}@db:port/petstore`, ['keys', 'list']],
+    ['DATABASE_URL', `postgres://petstore:${SPACED}@db:port/petstore`, ['serve']],
+    ['DATABASE_URL', `postgresql://petstore:${SPACED}@db:port/petstore`, ['keys', 'list']],
+  ] as const) {
+    it(`${args.map((arg) => (arg === file ? 'FILE' : arg)).join(' ')} with a bad ${variable}: one line naming it and the problem, not the value`, () => {
+      const { status, stdout, stderr } = run([...args], { [variable]: value })
+      assert.equal(status, 1, stderr)
+      assert.equal(stdout, '')
+      for (const part of ['s3cret', 'Pa55', 'petstore:', '@']) assert.ok(!stderr.includes(part), `a part of the value was printed: ${stderr}`)
+      assert.match(stderr, new RegExp(`^petstore-orders: ${variable}: is not a valid URL \\(its value is not shown: it may hold a password\\)\\n$`))
+    })
+  }
+
+  // Others (public URLs) may be shown, redacted.
+  for (const [variable, value, args] of [
     ['PUBLIC_BASE_URL', `https://petstore:${SECRET}@api.example/v2`, ['serve']],
     ['STAGING_BASE_URL', `https://petstore:${SECRET}@staging.example:port/v1`, ['serve']],
     ['PETS_DEPRECATION_LINK', `https://petstore:${SECRET}@docs example`, ['serve']],
   ] as const) {
-    it(`${args.map((arg) => (arg === file ? 'FILE' : arg)).join(' ')} with a bad ${variable}: one line naming it, the password replaced`, () => {
+    it(`${args.join(' ')} with a bad ${variable}: one line naming it, the password replaced`, () => {
       const { status, stdout, stderr } = run([...args], { [variable]: value })
       assert.equal(status, 1, stderr)
       assert.equal(stdout, '')

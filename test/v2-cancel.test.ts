@@ -180,6 +180,29 @@ forEachStore('v2 cancelOrder', (kind) => {
     assert.equal((await getOrder(22n)).status, 'pending')
   })
 
+  it('a key with orders:cancel but not orders:read: 204 with no body, a retry 204 again; it shows no order, not even one cancelled long ago', async () => {
+    const cancelOnly = await server.createKey({ scopes: ['orders:cancel'] })
+    async function noContent(response: Response): Promise<void> {
+      assert.equal(response.status, 204)
+      assert.equal(await response.text(), '')
+      assert.equal(response.headers.get('content-type'), null)
+    }
+    const version = await dataVersion(server)
+    await noContent(await cancel(31n, { key: cancelOnly, body: '{"reason":"duplicate"}' }))
+    const order = await getOrder(31n)
+    assert.equal(order.status, 'cancelled') // the cancel is done, with its reason
+    assert.equal(order.cancellationReason, 'duplicate')
+    assert.equal(await dataVersion(server), version + 1n)
+    await noContent(await cancel(31n, { key: cancelOnly }))
+    await noContent(await cancel(101n, { key: cancelOnly })) // imported as cancelled, long ago
+    assert.equal(await dataVersion(server), version + 1n, 'a retry changes nothing')
+    assert.deepEqual(await getOrder(31n), order)
+    // The refusals are as for any key.
+    await expectError(await cancel(100n, { key: cancelOnly }), 409, 'order_already_shipped')
+    await expectError(await cancel(99n, { key: cancelOnly }), 404, 'order_not_found')
+    await expectError(await cancel('x', { key: cancelOnly }), 400, 'invalid_order_id')
+  })
+
   it('answers OPTIONS with Allow, other methods 405 with Allow, unknown paths 404', async () => {
     const path = `${server.origin}/v2/store/orders/23/cancel`
     const options = await fetch(path, { method: 'OPTIONS' })

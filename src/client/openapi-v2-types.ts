@@ -56,7 +56,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel an order
-         * @description Cancels a pending order and returns it, with `status` `cancelled`, `cancelledAt` and the `reason` given, if any. The 200 is sent only once the cancellation is durable. Safe to retry: an order already cancelled (by this request before a lost response, by another client, or through v1) is returned as it stands, with the first cancellation's time and reason — a retry with another reason does not change them. Of any number of concurrent cancels of one order, on any number of instances, exactly one cancels it and all of them return the same `cancelledAt`. A shipped order cannot be cancelled (409). The body is optional; without one, no reason is recorded. Requires the `orders:cancel` scope.
+         * @description Cancels a pending order and returns it, with `status` `cancelled`, `cancelledAt` and the `reason` given, if any. The 200 is sent only once the cancellation is durable. Safe to retry: an order already cancelled (by this request before a lost response, by another client, or through v1) is returned as it stands, with the first cancellation's time and reason — a retry with another reason does not change them. Of any number of concurrent cancels of one order, on any number of instances, exactly one cancels it and all of them return the same `cancelledAt`. A shipped order cannot be cancelled (409). The body is optional; without one, no reason is recorded. Requires the `orders:cancel` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again).
          */
         post: operations["cancelOrder"];
         delete?: never;
@@ -76,7 +76,7 @@ export interface paths {
          * Follow the changes to orders, a page at a time
          * @description Returns the events after `after` (a `nextCursor`, or an event's `id`), at most `limit` of them, in the order their changes were committed: `order.created` and `order.updated` (imports), `order.shipped` and `order.cancelled` (through v1 or v2), each with the order as it was right after the change. `nextCursor` is always present: resume from it, and every event is received exactly once, each order's events in the order they happened, with no gap, whichever instance committed them. Without `after`, the feed starts at the oldest event still retained.
          *
-         *     Long polling: with `wait` (seconds, up to 30), a request after which no event follows yet is held until an event is committed — it is answered within about a second — or until the wait ends, with an empty `data` and the same `nextCursor`. A request may be answered before its wait ends with an empty page (the instance is shutting down or already holds as many requests as it may): ask again with the same `after`.
+         *     Long polling: with `wait` (seconds, up to 30), a request after which no event follows yet is held until an event is committed — it is answered within about a second — or until the wait ends, with an empty `data` and the same `nextCursor`. A request may be answered before its wait ends with an empty page (the instance is shutting down, or holds as many requests as it may and gives this one's slot to a key holding fewer): ask again with the same `after`. A key revoked or expiring during the hold is answered 401, not the event.
          *
          *     Events are kept for a retention period (30 days by default); a cursor older than the oldest retained event is 410 `events_expired`. Unknown, repeated or invalid query parameters are refused (400 `invalid_parameter`, naming the parameter). Experimental: the shape may still change. Requires the `orders:read` scope.
          */
@@ -444,6 +444,16 @@ export interface operations {
                     "application/json": components["schemas"]["Order"];
                 };
             };
+            /** @description The order is cancelled (by this request or an earlier one); the key lacks `orders:read`, so it is not shown */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is not a JSON object, has a field other than `reason`, or `reason` is not one of the five (`invalid_body`); a query parameter was sent (`invalid_parameter`) */
             400: {
                 headers: {
@@ -587,7 +597,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
+            /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`), also when it expires or is revoked while the request is held */
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

@@ -82,7 +82,7 @@ export class Authenticator {
     if (known === undefined) throw unauthorized('The API key is not known.')
     const key = known.key
     if (!isActive(key, this.wallNow())) {
-      throw unauthorized(key.revokedAt !== null ? 'The API key has been revoked.' : 'The API key has expired.')
+      throw key.revokedAt !== null ? unauthorized('The API key has been revoked.') : keyExpired()
     }
     if (!key.scopes.includes(scope)) {
       throw new ApiError('insufficient_scope', `The API key does not have the scope "${scope}".`, {
@@ -90,6 +90,17 @@ export class Authenticator {
       })
     }
     return key
+  }
+
+  /**
+   * The key of a request held for a while (a long poll), checked again as it wakes: read from the
+   * store again once its cache entry is stale, so a key revoked during the hold is refused within
+   * `ttlMs` as on any request; revoked or expired: 401.
+   */
+  async recheck(header: string | undefined, scope: Scope): Promise<ApiKey> {
+    const token = this.token(header)
+    const known = this.known(token)
+    return this.admit(known !== undefined && this.isFresh(known) ? known : await this.lookup(token), scope)
   }
 
   private remember(token: string, key: ApiKey | undefined): KnownKey | undefined {
@@ -112,6 +123,11 @@ function bearerToken(header: string | undefined): string {
   const token = match[1]!
   if (!looksLikeApiKey(token)) throw unauthorized('The API key is malformed.')
   return token
+}
+
+/** The 401 of a key that expired while its request was held. */
+export function keyExpired(): ApiError {
+  return unauthorized('The API key has expired.')
 }
 
 function unauthorized(description: string | undefined): ApiError {

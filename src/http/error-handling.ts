@@ -5,6 +5,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HookH
 import { ApiError, errorBody, ERRORS, type ErrorBody, type ErrorCode } from '../errors.js'
 import { StoreUnavailableError } from '../store/store.js'
 import { requestIdOf } from './request-id.js'
+import { shorten } from './shorten.js'
 
 // Errors Fastify and Node raise by themselves, mapped to our codes. Anything else ≥ 500 is internal.
 const FRAMEWORK_CODES: Record<string, ErrorCode> = {
@@ -46,6 +47,14 @@ export function toErrorResponse(error: FastifyError | Error): { body: ErrorBody;
   return { body: errorBody(code), headers: {} }
 }
 
+/**
+ * Why a request was refused, for its log line. Our own messages cut what they repeat of the
+ * request; Fastify's and Node's may hold a header or the URL whole (`Unsupported Media Type: …`).
+ */
+export function refusalReason(error: Error): string {
+  return error instanceof ApiError ? error.message : shorten(error.message)
+}
+
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const { body, headers } = toErrorResponse(error)
@@ -53,7 +62,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
     for (const name of ['content-encoding', 'etag', 'vary', 'content-length']) reply.removeHeader(name)
     reply.header('cache-control', 'no-store')
     if (body.status >= 500) request.log.error({ err: error }, 'request failed')
-    else request.log.info({ code: body.code, reason: error.message }, 'request refused')
+    else request.log.info({ code: body.code, reason: refusalReason(error) }, 'request refused')
     return reply.code(body.status).headers(headers).send(body)
   })
 
@@ -130,7 +139,7 @@ export function clientErrorResponse(this: FastifyInstance, error: NodeJS.ErrnoEx
   const body = JSON.stringify(errorBody(code))
   // The request's own id when its headers were read (the error is in its body), else a new one.
   const id = reading !== undefined ? requestIdOf(reading) : randomUUID()
-  this.log.info({ reqId: id, code, reason: error.code ?? error.message }, 'request refused')
+  this.log.info({ reqId: id, code, reason: error.code ?? shorten(error.message) }, 'request refused')
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${id}\r\nX-Content-Type-Options: nosniff\r\n` +

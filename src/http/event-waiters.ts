@@ -4,27 +4,21 @@ import type { MaybePromise } from '../maybe-async.js'
 export const POLL_INTERVAL_MS = 100
 
 /**
- * Requests one holder (an API key) may have held at once: a tenth of the instance's limit, at least
- * 10, so that one key cannot take every slot and push everyone else to polling.
- */
-export function perHolderLimit(maxWaiting: number): number {
-  return Math.max(10, Math.ceil(maxWaiting / 10))
-}
-
-/**
  * How a wait ended: the data version moved (read the feed again), the time was up, the instance is
- * shutting down, the instance already holds as many requests as it may, or the client went away.
+ * shutting down, the instance holds as many requests as it may (at once, or later to make room for
+ * another holder), or the client went away.
  */
 export type WaitOutcome = { changed: bigint } | 'timeout' | 'closing' | 'full' | 'gone'
 
 interface Waiter {
+  holder: string
   seen: bigint
   deadline: number
   finish(outcome: WaitOutcome): void
 }
 
 export interface EventWaitersOptions {
-  /** At most this many requests held at once; past it `wait` answers 'full' at once. */
+  /** At most this many requests held at once; past it a slot is made for a holder with fewer, or `wait` answers 'full'. */
   maxWaiting: number
   pollIntervalMs?: number
   /** A failed version read (the database is down): the waiters keep waiting, this is told once per outage. */
@@ -39,10 +33,16 @@ export interface EventWaitersOptions {
  * requests are held, reads the version every POLL_INTERVAL_MS (from memory on PostgreSQL, kept
  * current by LISTEN/NOTIFY; a cheap read on SQLite, which also sees other processes' commits) and
  * wakes the requests whose version it no longer is. A held request holds no database connection.
+ *
+ * Slots are shared fairly between holders (API keys): when every slot is taken, a request of a
+ * holder with fewer held than the holder with the most (by two or more) takes the slot of that
+ * holder's oldest request, which is answered at once ('full'). So a key holding none always gets a
+ * slot, one key may use every slot while no one else wants them, and a swap never reverses itself.
  */
 export class EventWaiters {
   private readonly waiting = new Set<Waiter>()
-  private readonly heldBy = new Map<string, number>()
+  /** Each holder's held requests, oldest first. */
+  private readonly heldBy = new Map<string, Set<Waiter>>()
   private readonly pollIntervalMs: number
   private timer: NodeJS.Timeout | undefined
   private polling = false
@@ -63,42 +63,56 @@ export class EventWaiters {
 
   /**
    * Holds the caller until the data version is no longer `seen`, `timeoutMs` have passed, the
-   * instance closes, or `gone` is aborted (the client disconnected). 'full' at once when the
-   * instance, or `holder`, already has as many held as it may.
+   * instance closes, or `gone` is aborted (the client disconnected). 'full' at once when every slot
+   * is taken and none can be made for `holder` (see the class), or later when its slot is given to
+   * another holder.
    */
-  wait(seen: bigint, timeoutMs: number, gone: AbortSignal, holder?: string): Promise<WaitOutcome> {
+  wait(seen: bigint, timeoutMs: number, gone: AbortSignal, holder = ''): Promise<WaitOutcome> {
     if (this.closed) return Promise.resolve('closing')
     if (gone.aborted) return Promise.resolve('gone')
     if (timeoutMs <= 0) return Promise.resolve('timeout')
-    if (this.waiting.size >= this.options.maxWaiting) return Promise.resolve('full')
-    const held = holder === undefined ? 0 : (this.heldBy.get(holder) ?? 0)
-    if (held >= perHolderLimit(this.options.maxWaiting)) return Promise.resolve('full')
-    if (holder !== undefined) this.heldBy.set(holder, held + 1)
+    if (this.waiting.size >= this.options.maxWaiting && !this.makeRoomFor(holder)) return Promise.resolve('full')
     return new Promise<WaitOutcome>((resolve) => {
       const onGone = (): void => waiter.finish('gone')
       // Its own timer too: a version read that hangs (the database unreachable) must not make the
       // answer late, past the socket's idle timeout.
       const timer = setTimeout(() => waiter.finish('timeout'), timeoutMs)
       const waiter: Waiter = {
+        holder,
         seen,
         deadline: performance.now() + timeoutMs,
         finish: (outcome) => {
           if (!this.waiting.delete(waiter)) return
           clearTimeout(timer)
-          if (holder !== undefined) {
-            const left = this.heldBy.get(holder)! - 1
-            if (left === 0) this.heldBy.delete(holder)
-            else this.heldBy.set(holder, left)
-          }
+          const held = this.heldBy.get(holder)!
+          held.delete(waiter)
+          if (held.size === 0) this.heldBy.delete(holder)
           gone.removeEventListener('abort', onGone)
           if (this.waiting.size === 0) this.stopPolling()
           resolve(outcome)
         },
       }
       this.waiting.add(waiter)
+      const held = this.heldBy.get(holder)
+      if (held === undefined) this.heldBy.set(holder, new Set([waiter]))
+      else held.add(waiter)
       gone.addEventListener('abort', onGone, { once: true })
       this.schedule()
     })
+  }
+
+  /**
+   * Every slot is taken: answers the oldest request of the holder with the most held ('full'), if
+   * `holder` holds at least two fewer, and says whether a slot is free now. (A difference of one
+   * would only move the imbalance to the other holder.)
+   */
+  private makeRoomFor(holder: string): boolean {
+    const held = this.heldBy.get(holder)?.size ?? 0
+    let most: Set<Waiter> | undefined
+    for (const requests of this.heldBy.values()) if (most === undefined || requests.size > most.size) most = requests
+    if (most === undefined || most.size < held + 2) return false
+    most.values().next().value!.finish('full')
+    return true
   }
 
   /** Shutting down: every held request is answered now, and later ones are not held. */

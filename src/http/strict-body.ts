@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { ApiError } from '../errors.js'
+import { shorten } from './shorten.js'
 
 /** The part of a TypeBox object schema a body is validated from: string properties, each a closed set. */
 export interface BodySchema {
@@ -31,9 +32,9 @@ export function strictBodyValidator(schema: BodySchema): (body: unknown) => { va
     if (typeof body !== 'object' || Array.isArray(body)) return refuse(notAnObject(body))
     for (const [name, value] of Object.entries(body)) {
       const values = allowed.get(name)
-      if (values === undefined) return refuse(`Unknown field "${name}" in the body; it may have ${names}.`)
+      if (values === undefined) return refuse(`Unknown field "${shorten(name)}" in the body; it may have ${names}.`)
       if (typeof value !== 'string' || !values.includes(value)) {
-        return refuse(`"${name}" must be one of ${values.join(', ')}; got ${JSON.stringify(value)}.`)
+        return refuse(`"${name}" must be one of ${values.join(', ')}; got ${shorten(JSON.stringify(value))}.`)
       }
     }
     for (const name of required) if (!Object.hasOwn(body, name)) return refuse(`"${name}" is required in the body.`)

@@ -1,5 +1,6 @@
 import { parseInt64 } from '../domain/int64.js'
 import { ApiError } from '../errors.js'
+import { shorten } from './shorten.js'
 
 /** The part of a TypeBox object schema a query is validated from. */
 export interface QuerySchema {
@@ -32,7 +33,7 @@ export function strictQueryValidator(schema: QuerySchema): (query: unknown) => {
     const value: Record<string, unknown> = {}
     for (const [name, given] of Object.entries(raw)) {
       const parse = parsers.get(name)
-      if (parse === undefined) return refuse(`Unknown query parameter "${name}".`)
+      if (parse === undefined) return refuse(`Unknown query parameter "${shorten(name)}".`)
       if (typeof given !== 'string') return refuse(`The query parameter "${name}" is given more than once.`)
       const parsed = parse(given)
       if ('problem' in parsed) return refuse(parsed.problem)

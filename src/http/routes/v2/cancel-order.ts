@@ -7,7 +7,9 @@ import { jsonObjectBody } from '../../strict-body.js'
 
 /**
  * v2's cancel: safe to retry. It answers with the order as it stands, the first cancellation's time
- * and reason included, whether this request cancelled it or an earlier one did.
+ * and reason included, whether this request cancelled it or an earlier one did — to a key that may
+ * read orders. A key without `orders:read` gets 204 and no body: cancelling an order must not let
+ * it read that order (nor one cancelled long ago).
  */
 export function cancelOrderV2Route(app: ApiApp): void {
   const { store, metrics } = app
@@ -28,7 +30,8 @@ export function cancelOrderV2Route(app: ApiApp): void {
           'cancellation\'s time and reason — a retry with another reason does not change them. Of any number of ' +
           'concurrent cancels of one order, on any number of instances, exactly one cancels it and all of them return ' +
           'the same `cancelledAt`. A shipped order cannot be cancelled (409). The body is optional; without one, no ' +
-          'reason is recorded. Requires the `orders:cancel` scope.',
+          'reason is recorded. Requires the `orders:cancel` scope; a key without `orders:read` too is answered 204 ' +
+          'with no body instead of 200 with the order (a retry is 204 again).',
         security: [{ bearerAuth: [] }],
         'x-stability': 'beta',
         params: OrderIdV2Params,
@@ -36,6 +39,7 @@ export function cancelOrderV2Route(app: ApiApp): void {
         body: CancelOrderBody,
         response: {
           200: { ...OrderV2Ref, description: 'The order, cancelled: by this request, or by an earlier one (then as that one left it)' },
+          204: { type: 'null', description: 'The order is cancelled (by this request or an earlier one); the key lacks `orders:read`, so it is not shown' },
           ...errorResponses({
             400:
               '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is not a JSON object, ' +
@@ -50,7 +54,7 @@ export function cancelOrderV2Route(app: ApiApp): void {
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const result = await store.orders.cancel(request.params.orderId, request.apiKey!.id, request.body?.reason ?? null).catch((error: unknown) => {
         metrics.cancelled('error')
         throw error
@@ -58,6 +62,7 @@ export function cancelOrderV2Route(app: ApiApp): void {
       metrics.cancelled(result.outcome)
       if (result.outcome === 'already_shipped') throw new ApiError('order_already_shipped')
       if (result.outcome === 'not_found') throw new ApiError('order_not_found', 'No order has this id.')
+      if (!request.apiKey!.scopes.includes('orders:read')) return reply.code(204).send(null)
       return toApiOrderV2(result.order)
     },
   )

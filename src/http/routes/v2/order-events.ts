@@ -4,6 +4,7 @@ import { errorResponses } from '../../../schemas/error.js'
 import { EVENT_POSITION_PATTERN, ListOrderEventsQuery, OrderEventPage } from '../../../schemas/order-event.js'
 import { EventsExpiredError, UnknownEventPositionError, type OrderEventsPage } from '../../../store/order-events.js'
 import type { ApiApp } from '../../api-app.js'
+import { keyExpired, type Authenticator } from '../../authenticator.js'
 import type { EventWaiters } from '../../event-waiters.js'
 import type { Run } from '../../read-ahead.js'
 
@@ -19,7 +20,7 @@ const IDLE_MARGIN_MS = 1000
  * v2's order event feed (docs/order-events.md): the changes to orders in the order they were
  * committed, a page at a time from a cursor, optionally long-polled.
  */
-export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
+export function orderEventsRoute(app: ApiApp, waiters: EventWaiters, authenticator: Authenticator): void {
   const { store, config, readAhead } = app
   // A run of pages read ahead, each under the `after` that asks for it; a full last page may have more after it.
   const pagesAfter = async (after: bigint, limit: number): Promise<Run> => {
@@ -64,7 +65,8 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
           'Long polling: with `wait` (seconds, up to 30), a request after which no event follows yet is held until an ' +
           'event is committed — it is answered within about a second — or until the wait ends, with an empty `data` and ' +
           'the same `nextCursor`. A request may be answered before its wait ends with an empty page (the instance is ' +
-          'shutting down or already holds as many requests as it may): ask again with the same `after`.\n\n' +
+          'shutting down, or holds as many requests as it may and gives this one\'s slot to a key holding fewer): ask ' +
+          'again with the same `after`. A key revoked or expiring during the hold is answered 401, not the event.\n\n' +
           'Events are kept for a retention period (30 days by default); a cursor older than the oldest retained event ' +
           'is 410 `events_expired`. Unknown, repeated or invalid query parameters are refused (400 `invalid_parameter`, ' +
           'naming the parameter). Experimental: the shape may still change. Requires the `orders:read` scope.',
@@ -77,7 +79,7 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
             400:
               'A query parameter is unknown, repeated or invalid (`invalid_parameter`); or `after` is not a cursor of ' +
               'this feed: malformed, or past its end (`invalid_cursor`)',
-            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
+            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`), also when it expires or is revoked while the request is held',
             403: 'The API key lacks the `orders:read` scope (`insufficient_scope`)',
             410: 'Events after `after` have been deleted by retention (`events_expired`): read the feed again without `after`',
           }),
@@ -97,7 +99,10 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
       const ahead = request.method === 'GET' ? await readAhead.take<OrderEventsPage>(holder, pageKey(after, limit), (page) => page.count > 0) : undefined
       let page = ahead?.page ?? (await read(after, limit))
       if (page.count === 0 && holdMs > 0) {
-        const deadline = performance.now() + holdMs
+        // A hold never outlives its key: one that expires first ends it, with a 401.
+        const keyLeftMs = (request.apiKey!.expiresAt?.getTime() ?? Infinity) - Date.now()
+        const endsWithKey = keyLeftMs <= holdMs
+        const deadline = performance.now() + Math.min(holdMs, keyLeftMs)
         const gone = new AbortController()
         const onClose = (): void => gone.abort()
         reply.raw.once('close', onClose)
@@ -107,7 +112,11 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters): void {
             const outcome = await waiters.wait(seen, deadline - performance.now(), gone.signal, holder)
             // Shutting down: the connection is closed once answered, not left idle for the drain to wait out.
             if (outcome === 'closing') reply.header('connection', 'close')
-            if (typeof outcome !== 'object') break // the time is up, or the instance is closing or full: what there is
+            if (outcome === 'closing' || outcome === 'gone') break
+            // Woken after a while: the key may have been revoked or have expired meanwhile (401).
+            if (outcome === 'timeout' && endsWithKey) throw keyExpired()
+            await authenticator.recheck(request.headers.authorization, 'orders:read')
+            if (typeof outcome !== 'object') break // the time is up, or the slot went to another key: what there is
             seen = outcome.changed
             page = await read(page.next, limit)
           }
