@@ -46,6 +46,18 @@ interface LockEntry {
   dev?: boolean
 }
 
+it(`${NAME} pins its dependencies exactly, as the lock file does`, () => {
+  const manifest = JSON.parse(readFileSync(join(PACKAGE_DIR, 'package.json'), 'utf8')) as Record<string, Record<string, string> | undefined>
+  const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, Record<string, unknown>> }
+  for (const kind of ['dependencies', 'devDependencies']) {
+    assert.deepEqual(lock.packages['packages/client']?.[kind] ?? {}, manifest[kind] ?? {}, `package-lock.json's ${kind} of the client differ: run npm install`)
+    for (const [name, version] of Object.entries(manifest[kind] ?? {})) {
+      assert.match(version, /^\d+\.\d+\.\d+$/, `${kind}.${name} is "${version}", not an exact version`)
+      assert.equal(lock.packages[`node_modules/${name}`]?.version, version, `package-lock.json locks ${name} at another version than ${version}`)
+    }
+  }
+})
+
 describe(`${NAME} packed and installed into an empty project`, () => {
   let work: string
   let project: string
