@@ -4,8 +4,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-// The package's own export, as a user imports it: the built dist/client (npm run build first).
-import { createV2Client, PetstoreApiError, type EventsRetry, type OrderEvent, type PetstoreV2Client } from 'petstore-orders/client'
+// The client's workspace package, as a user imports it: its built dist (npm run build first).
+import { createV2Client, PetstoreApiError, type EventsRetry, type OrderEvent, type PetstoreV2Client } from '@petstore-orders/client'
 import { generateApiKey, SCOPES } from '../src/domain/api-keys.js'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'

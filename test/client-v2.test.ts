@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { before, describe, it } from 'node:test'
-// The package's own export, as a user imports it: the built dist/client (npm run build first).
-import { createV2Client, type OrderFilters, type OrderV2, type PetstoreV2Client } from 'petstore-orders/client'
+// The client's workspace package, as a user imports it: its built dist (npm run build first).
+import { createV2Client, type OrderFilters, type OrderV2, type PetstoreV2Client } from '@petstore-orders/client'
 import { CLIENT_V2_TYPES_FILE, clientTypesFrom } from '../scripts/generate-client-types.js'
 import type { OrderRecord } from '../src/domain/orders.js'
 import { startTestServer, type TestServer } from './support/harness.js'
@@ -236,14 +236,14 @@ describe('TypeScript client, v2 cancelOrder against a real server', () => {
 })
 
 describe('generated client types, v2', () => {
-  it('src/client/openapi-v2-types.ts is what openapi-typescript makes of the served /v2/openapi.json', async () => {
+  it('packages/client/src/openapi-v2-types.ts is what openapi-typescript makes of the served /v2/openapi.json', async () => {
     const server = await startTestServer('sqlite') // the default configuration, as npm run generate:client uses
     const response = await fetch(`${server.origin}/v2/openapi.json`)
     assert.equal(response.status, 200)
     const expected = await clientTypesFrom((await response.json()) as object, 'v2')
     assert.ok(
       readFileSync(CLIENT_V2_TYPES_FILE, 'utf8') === expected,
-      'src/client/openapi-v2-types.ts and the served document have drifted apart: run `npm run generate:client` and review the diff',
+      'packages/client/src/openapi-v2-types.ts and the served document have drifted apart: run `npm run generate:client` and review the diff',
     )
   })
 })

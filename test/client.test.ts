@@ -3,8 +3,8 @@ import { readFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, it } from 'node:test'
-// The package's own export, as a user imports it: the built dist/client (npm run build first).
-import { createClient, type Order, type PetstoreClient } from 'petstore-orders/client'
+// The client's workspace package, as a user imports it: its built dist (npm run build first).
+import { createClient, type Order, type PetstoreClient } from '@petstore-orders/client'
 import { CLIENT_TYPES_FILE, clientTypesFrom } from '../scripts/generate-client-types.js'
 import { expectApiError } from './support/client.js'
 import { startTestServer, type TestServer } from './support/harness.js'
@@ -13,7 +13,7 @@ const MAX = 9223372036854775807n
 const TWO_53 = 2n ** 53n
 
 // The client does not depend on the store, so one store is enough.
-describe('TypeScript client (petstore-orders/client) against a real server', () => {
+describe('TypeScript client (@petstore-orders/client) against a real server', () => {
   let server: TestServer
   let client: PetstoreClient
 
@@ -128,7 +128,7 @@ describe('TypeScript client: responses that are not the API', () => {
 })
 
 describe('generated client types', () => {
-  it('src/client/openapi-types.ts is what openapi-typescript makes of the served /v1/openapi.json', async () => {
+  it('packages/client/src/openapi-types.ts is what openapi-typescript makes of the served /v1/openapi.json', async () => {
     const server = await startTestServer('sqlite') // the default configuration, as npm run generate:client uses
     const response = await fetch(`${server.origin}/v1/openapi.json`)
     assert.equal(response.status, 200)
@@ -136,7 +136,7 @@ describe('generated client types', () => {
     const committed = readFileSync(CLIENT_TYPES_FILE, 'utf8')
     assert.ok(
       committed === expected,
-      'src/client/openapi-types.ts and the served document have drifted apart: run `npm run generate:client` and review the diff',
+      'packages/client/src/openapi-types.ts and the served document have drifted apart: run `npm run generate:client` and review the diff',
     )
   })
 })

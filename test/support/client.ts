@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
-// The package's own export, as a user imports it: the built dist/client (npm run build first).
-import { PetstoreApiError } from 'petstore-orders/client'
+// The client's workspace package, as a user imports it: its built dist (npm run build first).
+import { PetstoreApiError } from '@petstore-orders/client'
 
 /** Runs `call`, expecting it to reject with a PetstoreApiError of this status and code, with a message. */
 export async function expectApiError(call: Promise<unknown>, status: number, code: string): Promise<PetstoreApiError> {

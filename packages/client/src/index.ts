@@ -1,6 +1,6 @@
 /**
  * The TypeScript client of the Petstore Orders API: `import { createClient, createV2Client } from
- * 'petstore-orders/client'`. `createClient` speaks v1 to a server URL ending in `/v1`;
+ * '@petstore-orders/client'`. `createClient` speaks v1 to a server URL ending in `/v1`;
  * `createV2Client` speaks v2 (beta) to one ending in `/v2`.
  *
  * Its types come from the OpenAPI documents the service serves (./openapi-types.ts and
