@@ -208,6 +208,7 @@ describe('TypeScript client, v2 cancelOrder against a real server', () => {
 
   it('cancels a pending order with a reason and resolves with it; a retry resolves with it as it stands', async () => {
     const cancelled = await client.cancelOrder(MAX, { reason: 'out_of_stock' })
+    assert.ok(cancelled !== undefined, 'a key with orders:read is shown the order')
     assert.equal(cancelled.id, MAX)
     assert.equal(cancelled.petId, MAX - 1n)
     assert.equal(cancelled.status, 'cancelled')
@@ -220,9 +221,22 @@ describe('TypeScript client, v2 cancelOrder against a real server', () => {
 
   it('without a reason, the order has none', async () => {
     const cancelled = await client.cancelOrder(TWO_53 + 1n)
+    assert.ok(cancelled !== undefined)
     assert.equal(cancelled.id, TWO_53 + 1n)
     assert.equal(cancelled.status, 'cancelled')
     assert.equal(cancelled.cancellationReason, undefined)
+  })
+
+  it('a key without orders:read: the cancel is done and resolves with undefined (204), a retry too; errors as for any key', async () => {
+    await server.importOrders([{ id: 41n, petId: 7n, quantity: 1, status: 'pending' }])
+    const cancelOnly = createV2Client({ baseUrl: `${server.origin}/v2`, apiKey: await server.createKey({ scopes: ['orders:cancel'] }) })
+    assert.equal(await cancelOnly.cancelOrder(41n, { reason: 'duplicate' }), undefined)
+    assert.equal(await cancelOnly.cancelOrder(41n), undefined, 'a retry')
+    const stored = await client.getOrder(41n)
+    assert.equal(stored.status, 'cancelled')
+    assert.equal(stored.cancellationReason, 'duplicate')
+    await expectApiError(cancelOnly.cancelOrder(3n), 409, 'order_already_shipped')
+    await expectApiError(cancelOnly.cancelOrder(123456789n), 404, 'order_not_found')
   })
 
   it('shipped: 409 order_already_shipped; unknown: 404 order_not_found; a bad id or reason: 400', async () => {
