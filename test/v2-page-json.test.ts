@@ -77,7 +77,7 @@ forEachStore('v2 pages as JSON written by the database', (kind) => {
           const records = await server.store.orders.page({ ...query, limit: limit + 1 })
           const page = await server.store.orders.pageJson(query)
           const what = `${JSON.stringify({ ...filters, petId: filters.petId?.toString() })}, limit ${limit}, after ${after}`
-          assert.equal(Buffer.concat(page.json).toString(), serialize(records.slice(0, limit).map(toApiOrderV2)), what)
+          assert.equal(page.json.toString(), serialize(records.slice(0, limit).map(toApiOrderV2)), what)
           assert.equal(page.more, records.length > limit, what)
           assert.equal(page.lastId, records.slice(0, limit).at(-1)?.id, what)
           if (!page.more || pages === 5) break
@@ -89,7 +89,7 @@ forEachStore('v2 pages as JSON written by the database', (kind) => {
 
   it('writes every field the serializer does: nulls omitted, reasons with and without, ids beyond 2^53', async () => {
     const all = await server.store.orders.pageJson({ filters: { statuses: [...ORDER_STATUSES] }, limit: 1000 })
-    const text = Buffer.concat(all.json).toString()
+    const text = all.json.toString()
     for (const field of ['"petId"', '"quantity"', '"shipDate"', '"cancelledAt"', '"cancellationReason"']) assert.ok(text.includes(field), field)
     assert.match(text, /"status":"cancelled"(,"petId":\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?,"cancelledAt":"[^"]+"}/)
     assert.match(text, /\{"id":-?\d{17,},"complete":(true|false)/)

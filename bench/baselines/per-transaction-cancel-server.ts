@@ -92,7 +92,6 @@ class PerTransactionCancelStore implements Store {
       import: (records, onProgress) => orders.import(records, onProgress),
       page: (query) => orders.page(query),
       pageJson: (query) => orders.pageJson(query),
-      pagesJson: (query, pages) => orders.pagesJson(query, pages),
       find: (id) => orders.find(id),
     }
     this.apiKeys = store.apiKeys

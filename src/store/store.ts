@@ -10,8 +10,8 @@ export type JsonPage = Buffer
 
 /** A v2 page as JSON text (see OrdersRepository.pageJson). */
 export interface OrderPageJson {
-  /** The page's orders as a JSON array, UTF-8, in parts to be written one after the other. */
-  json: Buffer[]
+  /** The page's orders as a JSON array, UTF-8. */
+  json: Buffer
   /** The id of the page's last order; undefined for an empty page. */
   lastId: bigint | undefined
   /** Whether at least one more matching order follows this page. */
@@ -62,12 +62,6 @@ export interface OrdersRepository {
    * order follows (the database reads `limit + 1`). test/v2-page-json.test.ts holds the bytes.
    */
   pageJson(query: OrderPageQuery): Promise<OrderPageJson>
-  /**
-   * v2: up to `pages` pages at once, for a client walking them (see http/read-ahead.ts): what
-   * `pageJson` answers for `query` and then for each next page (after the previous one's last
-   * order), up to the first that has no more after it.
-   */
-  pagesJson(query: OrderPageQuery, pages: number): Promise<OrderPageJson[]>
   /** v2: the order, whatever its status. */
   find(id: bigint): Promise<OrderV2Record | undefined>
 }
@@ -146,11 +140,4 @@ export function pendingMigrations(migrations: readonly Migration[], current: num
   const latest = migrations.at(-1)?.version ?? 0
   if (current > latest) throw new Error(`the database schema is at version ${current}, newer than this build knows (${latest})`)
   return migrations.filter((migration) => migration.version > current)
-}
-
-/** pagesJson() by one pageJson() after another, for a store whose reads cost no more one by one. */
-export async function pagesJsonOneByOne(orders: Pick<OrdersRepository, 'pageJson'>, query: OrderPageQuery, pages: number): Promise<OrderPageJson[]> {
-  const read = [await orders.pageJson(query)]
-  while (read.length < pages && read.at(-1)!.more) read.push(await orders.pageJson({ ...query, after: read.at(-1)!.lastId }))
-  return read
 }

@@ -1,6 +1,6 @@
 import { canMoveTo, type CancelResult, type OrderRecord, type OrderStatus, type ShipOutcome } from '../../domain/orders.js'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
-import { ImportConflictError, pagesJsonOneByOne, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
+import { ImportConflictError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
 import { CancelBatcher } from './cancel-batcher.js'
 import { classify, connect, type SqliteDatabase } from './database.js'
 import { BUMP_DATA_VERSION } from './migrations.js'
@@ -59,10 +59,6 @@ export class SqliteOrdersRepository implements OrdersRepository {
     } catch (error) {
       classify(error)
     }
-  }
-
-  pagesJson(query: OrderPageQuery, pages: number): Promise<OrderPageJson[]> {
-    return pagesJsonOneByOne(this, query, pages)
   }
 
   async find(id: bigint): Promise<OrderV2Record | undefined> {
