@@ -1,4 +1,4 @@
-import type { OrderFilters, OrderPageQuery } from '../domain/order-pages.js'
+import { onlyStatusFilter, type OrderFilters, type OrderPageQuery } from '../domain/order-pages.js'
 import type { OrderPageJson } from './store.js'
 
 /** What differs between the stores' SQL for a page. */
@@ -86,9 +86,10 @@ export function orderPageStatement(query: OrderPageQuery, dialect: PageDialect, 
 }
 
 /**
- * Pending and shipped orders together, with no other filter (the default list), are nearly every
- * order: only cancelled ones are left out, a small share by nature. Such a page is read straight
- * from the primary key, `id > after ORDER BY id LIMIT n`, its rows with it: one read of n rows plus
+ * Pending and shipped orders together, with no other filter (the default list; any other key of the
+ * filters, even one added later, takes the branches: onlyStatusFilter), are nearly every order: only
+ * cancelled ones are left out, a small share by nature. Such a page is read straight from the
+ * primary key, `id > after ORDER BY id LIMIT n`, its rows with it: one read of n rows plus
  * the cancelled ones among them, where the branches would read n index entries per branch and then
  * each row by id again (twice the time of the whole page). The status is tested as v1's list does,
  * `status <> 'cancelled'`, which no index serves: with `status IN ('pending', 'shipped')` PostgreSQL,
@@ -99,9 +100,7 @@ export function orderPageStatement(query: OrderPageQuery, dialect: PageDialect, 
  * by the page that crosses it, as v1's list reads it.
  */
 function isDense(filters: OrderFilters): boolean {
-  const { statuses, petId, complete, shipDateFrom, shipDateTo } = filters
-  const other = petId !== undefined || complete !== undefined || shipDateFrom !== undefined || shipDateTo !== undefined
-  return !other && statuses.includes('pending') && statuses.includes('shipped')
+  return onlyStatusFilter(filters) && filters.statuses.includes('pending') && filters.statuses.includes('shipped')
 }
 
 /**
