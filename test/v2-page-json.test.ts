@@ -6,6 +6,7 @@ import { CANCELLATION_REASONS, toApiOrderV2, type OrderFilters, type OrderPageQu
 import { ORDER_STATUSES, type OrderRecord } from '../src/domain/orders.js'
 import { OrderV2 } from '../src/schemas/order-v2.js'
 import { forEachStore, order, startTestServer, type TestServer } from './support/harness.js'
+import { pageRecords } from './support/order-pages.js'
 
 const COUNT = 3000
 
@@ -74,7 +75,7 @@ forEachStore('v2 pages as JSON written by the database', (kind) => {
         let after: bigint | undefined
         for (let pages = 0; ; pages++) {
           const query: OrderPageQuery = { filters, after, limit }
-          const records = await server.store.orders.page({ ...query, limit: limit + 1 })
+          const records = await pageRecords(server.database, { ...query, limit: limit + 1 })
           const page = await server.store.orders.pageJson(query)
           const what = `${JSON.stringify({ ...filters, petId: filters.petId?.toString() })}, limit ${limit}, after ${after}`
           assert.equal(page.json.toString(), serialize(records.slice(0, limit).map(toApiOrderV2)), what)

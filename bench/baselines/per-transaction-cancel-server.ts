@@ -90,7 +90,6 @@ class PerTransactionCancelStore implements Store {
       cancel: async (id, cancelledByKey, reason = null) => cancels.cancel(id, cancelledByKey, reason),
       ship: (id) => orders.ship(id),
       import: (records, onProgress) => orders.import(records, onProgress),
-      page: (query) => orders.page(query),
       pageJson: (query) => orders.pageJson(query),
       find: (id) => orders.find(id),
     }

@@ -15,8 +15,8 @@ export interface PageDialect {
    * readOrderPageJson) — and how many rows there are.
    */
   jsonPage(rows: string): string
-  /** A boolean literal. */
-  bool(value: boolean): string
+  /** A boolean as a parameter's value (SQLite has no boolean type: 1 or 0). */
+  bool(value: boolean): boolean | number
   /** The column, in a form no index serves (SQLite: `+column`), or the column where the planner needs no such help. */
   unindexed(column: string): string
   /** The table read through this index (SQLite: `orders INDEXED BY index`), or just the table. */
@@ -193,7 +193,11 @@ function branches(
     for (const complete of filters.complete === undefined ? [false, true] : [filters.complete]) {
       if (complete && status !== 'shipped') continue
       const shipDate = inIdOrder(wheres.length) ? dialect.unindexed('ship_date') : 'ship_date'
-      wheres.push([`${pet}status = '${status}' AND complete = ${dialect.bool(complete)}`, ...range(shipDate), ...common].join(' AND '))
+      // Parameters named by the branch's number: no value of the filters is written into the text.
+      const branch = wheres.length
+      params[`status${branch}`] = status
+      params[`complete${branch}`] = dialect.bool(complete)
+      wheres.push([`${pet}status = @status${branch} AND complete = @complete${branch}`, ...range(shipDate), ...common].join(' AND '))
     }
   }
   return { wheres, params }

@@ -53,12 +53,10 @@ export interface OrdersRepository {
    * order already cancelled keeps its first cancellation's time and reason, whatever the record says.
    */
   import(records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number>
-  /** v2: at most `limit` orders matching the filters after `after`, ascending id, each from an index. */
-  page(query: OrderPageQuery): Promise<OrderV2Record[]>
   /**
-   * v2: the same page as `page()`, as the JSON array the OrderV2 schema's serializer writes for it
-   * (fields in its order: id, complete, status, petId, quantity, shipDate, cancelledAt,
-   * cancellationReason), built by the database; the last order's id; and whether another matching
+   * v2: at most `limit` orders matching the filters after `after`, ascending id, each from an index,
+   * as the JSON array the OrderV2 schema's serializer writes for them (fields in its order: id,
+   * complete, status, petId, quantity, shipDate, cancelledAt, cancellationReason), built by the database; the last order's id; and whether another matching
    * order follows (the database reads `limit + 1`). test/v2-page-json.test.ts holds the bytes.
    */
   pageJson(query: OrderPageQuery): Promise<OrderPageJson>

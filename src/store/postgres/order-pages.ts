@@ -2,7 +2,7 @@ import type pg from 'pg'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import type { OrderStatus } from '../../domain/orders.js'
 import type { OrderPageJson } from '../store.js'
-import { orderPageJsonStatement, orderPageProbe, orderPageStatement, toPageJson, type NamedStatement, type PageDialect } from '../order-page-sql.js'
+import { orderPageJsonStatement, orderPageProbe, toPageJson, type NamedStatement, type PageDialect } from '../order-page-sql.js'
 
 /** The v2 reads of the PostgreSQL store; each takes the function that runs a read-only statement. */
 export type Read = <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<pg.QueryResult<R>>
@@ -53,7 +53,7 @@ export const POSTGRES_PAGE_DIALECT: PageDialect = {
   // (concatenating them here copies the page twice more). The ORDER BY costs next to nothing: the
   // rows come sorted.
   jsonPage: (rows) => `SELECT string_agg(json, ',' ORDER BY id) AS json, count(*) AS n FROM (${rows}) AS p`,
-  bool: (value) => (value ? 'true' : 'false'),
+  bool: (value) => value,
   through: () => 'orders',
   // A dense branch selects ids only: PostgreSQL reads them from (status, complete, id, ship_date), index-only.
   unindexed: (column) => column,
@@ -68,19 +68,6 @@ export interface OrderV2Row {
   status: OrderStatus
   cancelled_at: string | null
   cancellation_reason: CancellationReason | null
-}
-
-export async function readOrderPage(read: Read, query: OrderPageQuery): Promise<OrderV2Record[]> {
-  const probe = orderPageProbe(query, POSTGRES_PAGE_DIALECT)
-  let counts: number[] | undefined
-  if (probe !== undefined) {
-    const { sql, params } = positional(probe)
-    counts = Object.values((await read<Record<string, bigint>>(sql, params)).rows[0]!).map(Number)
-  }
-  const page = orderPageStatement(query, POSTGRES_PAGE_DIALECT, counts)
-  if (page === undefined) return []
-  const { sql, params } = positional(page)
-  return (await read<OrderV2Row>(sql, params)).rows.map(toOrderV2Record)
 }
 
 export async function readOrderPageJson(read: Read, query: OrderPageQuery): Promise<OrderPageJson> {
@@ -123,7 +110,7 @@ export async function readCursorSecret(read: Read): Promise<Buffer> {
 /** `@name` parameters as `$n`; int64 values as decimal text, never through a JS number. */
 export function positional(statement: NamedStatement): { sql: string; params: unknown[] } {
   const names: string[] = []
-  const sql = statement.sql.replace(/@([A-Za-z]+)/g, (_match, name: string) => {
+  const sql = statement.sql.replace(/@([A-Za-z][A-Za-z0-9]*)/g, (_match, name: string) => {
     if (!names.includes(name)) names.push(name)
     return `$${names.indexOf(name) + 1}`
   })

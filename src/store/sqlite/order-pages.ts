@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import type { OrderStatus } from '../../domain/orders.js'
 import type { OrderPageJson } from '../store.js'
-import { orderPageJsonStatement, orderPageProbe, orderPageStatement, toPageJson, type PageDialect } from '../order-page-sql.js'
+import { orderPageJsonStatement, orderPageProbe, toPageJson, type PageDialect } from '../order-page-sql.js'
 
 /** The v2 reads of the SQLite store; each takes the connection to read on. */
 
@@ -29,7 +29,7 @@ export const SQLITE_PAGE_DIALECT: PageDialect = {
   // aggregate, it runs as a co-routine (an ORDER BY inside group_concat would sort the page again, at
   // a third of the cost of building it). test/v2-page-json.test.ts holds the order.
   jsonPage: (rows) => `SELECT CAST('[' || coalesce(group_concat(json, ','), '') || ']' AS BLOB), count(*) FROM (${rows})`,
-  bool: (value) => (value ? '1' : '0'),
+  bool: (value) => (value ? 1 : 0),
   through: (index) => `orders INDEXED BY ${index}`,
   unindexed: (column) => `+${column}`,
 }
@@ -45,23 +45,7 @@ export interface OrderV2Row {
   cancellation_reason: CancellationReason | null
 }
 
-/** An OrderV2Row as an array, its columns in the order of SQLITE_PAGE_DIALECT.columns. */
-type RawRow = [bigint, bigint | null, bigint | null, string | null, bigint, OrderStatus, string | null, CancellationReason | null]
-
-function fromRaw([id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason]: RawRow): OrderV2Record {
-  return {
-    id,
-    petId,
-    quantity: quantity === null ? null : Number(quantity),
-    shipDate,
-    complete: complete !== 0n,
-    status,
-    cancelledAt,
-    cancellationReason,
-  }
-}
-
-// Prepared once per connection and statement text (a few dozen texts at most: see orderPageStatement).
+// Prepared once per connection and statement text (a few dozen texts at most: see orderPageStatement in ../order-page-sql.ts).
 const prepared = new WeakMap<Database.Database, Map<string, Database.Statement>>()
 
 function statement(db: Database.Database, sql: string): Database.Statement {
@@ -70,15 +54,6 @@ function statement(db: Database.Database, sql: string): Database.Statement {
   let found = statements.get(sql)
   if (found === undefined) statements.set(sql, (found = db.prepare(sql)))
   return found
-}
-
-export function readOrderPage(db: Database.Database, query: OrderPageQuery): OrderV2Record[] {
-  const probe = orderPageProbe(query, SQLITE_PAGE_DIALECT)
-  const counts = probe === undefined ? undefined : Object.values(statement(db, probe.sql).get(probe.params) as Record<string, bigint>).map(Number)
-  const page = orderPageStatement(query, SQLITE_PAGE_DIALECT, counts)
-  if (page === undefined) return []
-  // As arrays: a row object per order would cost as much as reading the rows.
-  return (statement(db, page.sql).raw(true).all(page.params) as RawRow[]).map(fromRaw)
 }
 
 export function readOrderPageJson(db: Database.Database, query: OrderPageQuery): OrderPageJson {

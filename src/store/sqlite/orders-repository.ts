@@ -5,7 +5,7 @@ import { CancelBatcher } from './cancel-batcher.js'
 import { classify, connect, type SqliteDatabase } from './database.js'
 import { BUMP_DATA_VERSION } from './migrations.js'
 import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
-import { ORDER_V2_JSON, readOrderPage, readOrderPageJson, readOrderV2 } from './order-pages.js'
+import { ORDER_V2_JSON, readOrderPageJson, readOrderV2 } from './order-pages.js'
 
 // One page of the order list as JSON text, exactly as the Order schema serializes it: fields in
 // schema order, NULLs omitted (`',"petId":' || NULL` is NULL; json_quote(NULL) is 'null', hence
@@ -44,14 +44,6 @@ export class SqliteOrdersRepository implements OrdersRepository {
   private cancels: CancelBatcher | undefined // prepared on first use: the tables exist after migrate()
 
   constructor(private readonly database: SqliteDatabase) {}
-
-  async page(query: OrderPageQuery): Promise<OrderV2Record[]> {
-    try {
-      return readOrderPage(this.database.db, query)
-    } catch (error) {
-      classify(error)
-    }
-  }
 
   async pageJson(query: OrderPageQuery): Promise<OrderPageJson> {
     try {
