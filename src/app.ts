@@ -10,7 +10,6 @@ import { clientErrorResponse, refusalReason, registerErrorHandling, registerMeth
 import { EventWaiters } from './http/event-waiters.js'
 import { int64ParamsValidator } from './http/int64-params.js'
 import { Metrics } from './http/metrics.js'
-import { ReadAhead } from './http/read-ahead.js'
 import { openApiDocument } from './http/openapi.js'
 import { openApiV2Document, SWAGGER_V2 } from './http/openapi-v2.js'
 import { memoryCounters, RateLimiter } from './http/rate-limiter.js'
@@ -107,7 +106,6 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   app.decorate('config', config)
   app.decorate('store', store)
   app.decorate('metrics', metrics)
-  app.decorate('readAhead', new ReadAhead(config.readAhead, { started: (pages) => metrics.readAheadStarted.inc(pages), used: () => metrics.readAheadUsed.inc() }))
   app.decorateRequest('apiKey', null)
   app.decorate('requireScope', admission(authenticator, limiter))
 

@@ -39,8 +39,6 @@ export interface Config {
     /** Open connections per instance; past it a new one is closed at once (Node's server.maxConnections). */
     maxConnections: number
   }
-  /** For clients walking pages (src/http/read-ahead.ts): pages held or being read at once (0: none), and reads running at once. */
-  readAhead: { pages: number; reads: number }
 }
 
 export type DatabaseConfig = { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string; poolSize: number }
@@ -75,7 +73,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxConnections: integer(env, 'HTTP_MAX_CONNECTIONS', 4096, 1, 1_000_000),
   }
   const database = loadDatabaseConfig(env)
-  // What bounds its users of pooled connections (lists, reads ahead) must stay below; SQLite has no pool.
+  // What LIST_DATABASE_STREAMS must stay below; SQLite has no pool.
   const poolSize = database.kind === 'postgres' ? database.poolSize : Infinity
   return {
     host: string(env, 'HOST', '127.0.0.1'),
@@ -89,7 +87,6 @@ export function loadConfig(env: Env = process.env): Config {
     list: listConfig(env, poolSize),
     pets: petsDeprecation(env),
     events: eventsConfig(env, http.maxConnections),
-    readAhead: readAhead(env, poolSize),
     rateLimit: {
       perKeyPerMinute: integer(env, 'RATE_LIMIT_PER_KEY', 1200, 0, 10_000_000),
       authFailuresPerMinute: integer(env, 'RATE_LIMIT_AUTH_FAILURES', 30, 0, 10_000_000),
@@ -137,17 +134,6 @@ function listConfig(env: Env, poolSize: number): Config['list'] {
     sendTimeoutMs: integer(env, 'LIST_SEND_TIMEOUT_MS', 600_000, 1000, 86_400_000),
     maxResponses: integer(env, 'LIST_MAX_RESPONSES', 64, 1, 100_000),
   }
-}
-
-/**
- * READ_AHEAD_PAGES bounds the memory of pages read ahead (each at most a page of 1,000: ~250 KB).
- * The reads ahead running at once are bounded apart from it: on PostgreSQL each holds a pooled
- * connection while it runs, so at most the pool's size less 2 (and 8), that they never take every
- * connection; SQLite's reads run on the server's thread, one at a time anyway.
- */
-function readAhead(env: Env, poolSize: number): Config['readAhead'] {
-  const pages = integer(env, 'READ_AHEAD_PAGES', 32, 0, 1000)
-  return { pages, reads: Math.max(0, Math.min(8, poolSize - 2)) }
 }
 
 /**

@@ -84,7 +84,7 @@ forEachStore('order event feed over HTTP', (kind) => {
   it('writes the store page\'s bytes between {"data": and the nextCursor, which is the last event\'s id', async () => {
     const page = await server.store.events.read(undefined, 100)
     const got = await feed(server, key)
-    assert.equal(got.text, `{"data":${Buffer.concat(page.json).toString()},"nextCursor":"${page.next}"}`)
+    assert.equal(got.text, `{"data":${page.json.toString()},"nextCursor":"${page.next}"}`)
     assert.equal(got.nextCursor, got.data.at(-1)!.id)
     for (const event of got.data) {
       assert.deepEqual(Object.keys(event), ['id', 'type', 'occurredAt', 'order'])

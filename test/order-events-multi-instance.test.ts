@@ -141,7 +141,7 @@ forEachStore('order event feed across two instances under concurrent cancels', (
     let after: bigint | undefined
     for (;;) {
       const page = await store.events.read(after, 1000)
-      all.push(...parseExact<WireEvent[]>(Buffer.concat(page.json).toString()))
+      all.push(...parseExact<WireEvent[]>(page.json.toString()))
       if (page.count === 0) break
       after = page.next
     }

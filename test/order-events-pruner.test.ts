@@ -36,7 +36,6 @@ function fakeEvents(answer: (call: number) => Promise<number> | number): OrderEv
   return {
     calls,
     read: () => assert.fail('the pruner never reads'),
-    readPages: () => assert.fail('the pruner never reads'),
     prune: async (before, batch) => {
       calls.push({ before, batch })
       return answer(calls.length)
@@ -63,7 +62,6 @@ forEachStore('event retention: the pruner on a real store', (kind) => {
     const counts: number[] = []
     const events: OrderEventsRepository = {
       read: (afterPosition, limit) => store.events.read(afterPosition, limit),
-      readPages: (afterPosition, limit, pages) => store.events.readPages(afterPosition, limit, pages),
       prune: async (before, batch) => {
         const deleted = await store.events.prune(before, batch)
         counts.push(deleted)

@@ -8,12 +8,12 @@ import pg from 'pg'
 import { demoOrders } from '../src/domain/demo-data.js'
 import type { OrderFilters, OrderPageQuery } from '../src/domain/order-pages.js'
 import { ORDER_STATUSES, type OrderStatus } from '../src/domain/orders.js'
-import { orderPageJsonRows, orderPageProbe, orderPageStatement, probeCap, type NamedStatement } from '../src/store/order-page-sql.js'
+import { orderPageJsonStatement, orderPageProbe, orderPageStatement, probeCap, type NamedStatement } from '../src/store/order-page-sql.js'
 import { runMigrations } from '../src/store/postgres/migration-runner.js'
 import { POSTGRES_MIGRATIONS } from '../src/store/postgres/migrations.js'
-import { inlined, POSTGRES_PAGE_DIALECT, positional } from '../src/store/postgres/order-pages.js'
+import { POSTGRES_PAGE_DIALECT, positional } from '../src/store/postgres/order-pages.js'
 import { PostgresStore } from '../src/store/postgres/postgres-store.js'
-import { jsonPage, SQLITE_PAGE_DIALECT } from '../src/store/sqlite/order-pages.js'
+import { SQLITE_PAGE_DIALECT } from '../src/store/sqlite/order-pages.js'
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js'
 import { createTestDatabase, postgresSkipReason, type TestDatabase } from './support/postgres.js'
 
@@ -44,17 +44,13 @@ function queries(): OrderPageQuery[] {
 /**
  * The page statement as the store builds it from the probe's counts and, after a probe, with every
  * branch dense (read in id order). A sparse branch has fewer than probeCap rows in its range; on
- * these small tables a forced "sparse" reading of a wide range would rightly prefer a scan. Each as
- * records and as JSON (pageJson reads one order more than its page: here, a page of limit - 1), the
- * JSON as the store reads it (`json`: SQLite's one-row aggregate; PostgreSQL's COPY, values inlined).
+ * these small tables a forced "sparse" reading of a wide range would rightly prefer a scan.
  */
-function variants(query: OrderPageQuery, dialect: typeof SQLITE_PAGE_DIALECT, probed: number[] | undefined, json: (rows: NamedStatement) => NamedStatement): NamedStatement[] {
+function variants(query: OrderPageQuery, dialect: typeof SQLITE_PAGE_DIALECT, probed: number[] | undefined): NamedStatement[] {
   const ways = probed === undefined ? [undefined] : [probed, probed.map(() => probeCap(query.limit))]
+  // Each as rows and as JSON (pageJson reads one order more than its page: here, a page of limit - 1).
   return ways
-    .flatMap((counts) => {
-      const rows = orderPageJsonRows(query, dialect, counts)
-      return [orderPageStatement(query, dialect, counts), rows === undefined ? undefined : json(rows)]
-    })
+    .flatMap((counts) => [orderPageStatement(query, dialect, counts), orderPageJsonStatement(query, dialect, counts)])
     .filter((s): s is NamedStatement => s !== undefined)
 }
 
@@ -82,7 +78,7 @@ describe('v2 list plans [sqlite]: every filter is served by an index, never a sc
     for (const query of queries()) {
       const probe = orderPageProbe(query, SQLITE_PAGE_DIALECT)
       const counts = probe === undefined ? undefined : Object.values(db.prepare(probe.sql).get(probe.params) as Record<string, bigint>).map(Number)
-      for (const statement of [...(probe === undefined ? [] : [probe]), ...variants(query, SQLITE_PAGE_DIALECT, counts, (rows) => ({ ...rows, sql: jsonPage(rows.sql) }))]) {
+      for (const statement of [...(probe === undefined ? [] : [probe]), ...variants(query, SQLITE_PAGE_DIALECT, counts)]) {
         const plan = (db.prepare(`EXPLAIN QUERY PLAN ${statement.sql}`).all(statement.params) as { detail: string }[]).map((row) => row.detail)
         const where = `${JSON.stringify(query, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))}\n${plan.join('\n')}`
         assert.ok(!plan.some((line) => /^SCAN orders\b/.test(line)), where)
@@ -127,7 +123,7 @@ describe('v2 list plans [postgres]: every filter is served by an index, never a 
         const { sql, params } = positional(probe)
         counts = Object.values((await client.query<Record<string, string>>(sql, params)).rows[0]!).map(Number)
       }
-      for (const statement of [...(probe === undefined ? [] : [probe]), ...variants(query, POSTGRES_PAGE_DIALECT, counts, (rows) => ({ sql: inlined(rows), params: {} }))]) {
+      for (const statement of [...(probe === undefined ? [] : [probe]), ...variants(query, POSTGRES_PAGE_DIALECT, counts)]) {
         const { sql, params } = positional(statement)
         const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`, params)
         const plan = rows.map((row) => row['QUERY PLAN']).join('\n')

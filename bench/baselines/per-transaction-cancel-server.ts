@@ -90,9 +90,7 @@ class PerTransactionCancelStore implements Store {
       cancel: async (id, cancelledByKey, reason = null) => cancels.cancel(id, cancelledByKey, reason),
       ship: (id) => orders.ship(id),
       import: (records, onProgress) => orders.import(records, onProgress),
-      page: (query) => orders.page(query),
       pageJson: (query) => orders.pageJson(query),
-      pagesJson: (query, pages) => orders.pagesJson(query, pages),
       find: (id) => orders.find(id),
     }
     this.apiKeys = store.apiKeys

@@ -11,15 +11,12 @@ import type { ApiKey, Scope } from '../domain/api-keys.js'
 import type { Config } from '../config.js'
 import type { Store } from '../store/store.js'
 import type { Metrics } from './metrics.js'
-import type { ReadAhead } from './read-ahead.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     config: Config
     store: Store
     metrics: Metrics
-    /** Pages read ahead for connections that walk pages (read-ahead.ts). */
-    readAhead: ReadAhead
     /** An onRequest hook: 401 without a valid key, 403 without `scope`; sets `request.apiKey`. */
     requireScope(scope: Scope): onRequestHookHandler
   }

@@ -40,17 +40,6 @@ export class Metrics {
     registers: [this.registry],
   })
 
-  readonly readAheadStarted = new Counter({
-    name: 'http_read_ahead_started_total',
-    help: 'Pages read ahead for a client walking pages (READ_AHEAD_PAGES)',
-    registers: [this.registry],
-  })
-  readonly readAheadUsed = new Counter({
-    name: 'http_read_ahead_used_total',
-    help: 'Pages read ahead that answered a request of the client that walked them',
-    registers: [this.registry],
-  })
-
   // The series of every method, route and status seen, for the collect above.
   private readonly series = new Map<string, Series>()
 

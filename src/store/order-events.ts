@@ -18,12 +18,10 @@ export type OrderEventType = (typeof ORDER_EVENT_TYPES)[number]
 /** One page of the feed, as the OrderEvent schema's serializer writes it. */
 export interface OrderEventsPage {
   /**
-   * The events as a JSON array, UTF-8, in parts to be written one after the other (joining them is
-   * left to the caller, which copies them once with what goes around them): each
-   * `{"id":"<position>","type":…,"occurredAt":…,"order":{…}}`, the order as v2 shows it right after
-   * the change (field order of the OrderV2 serializer).
+   * The events as a JSON array, UTF-8: each `{"id":"<position>","type":…,"occurredAt":…,"order":{…}}`,
+   * the order as v2 shows it right after the change (field order of the OrderV2 serializer).
    */
-  json: Buffer[]
+  json: Buffer
   /** How many events the page holds. */
   count: number
   /**
@@ -40,12 +38,6 @@ export interface OrderEventsRepository {
    * pruned, and UnknownEventPositionError when `after` is past every position given out.
    */
   read(after: bigint | undefined, limit: number): Promise<OrderEventsPage>
-  /**
-   * Up to `pages` pages of `limit` events at once, for a client walking the feed (see
-   * http/read-ahead.ts): what `read` answers for the first page and then for each from the previous
-   * page's `next`, up to the first that is not full. The same errors as `read`.
-   */
-  readPages(after: bigint | undefined, limit: number, pages: number): Promise<OrderEventsPage[]>
   /**
    * Deletes the oldest events that occurred before `before`, at most `batch` of them, in one short
    * transaction that never waits for a writer; oldest position first and never past an event it
@@ -73,7 +65,7 @@ export class UnknownEventPositionError extends Error {
 
 /** What a store's one read of the feed found, before the rules every store applies (`toEventsPage`). */
 export interface EventsRead {
-  json: Buffer[]
+  json: Buffer
   count: number
   /** The page's last position; null for an empty page. */
   last: bigint | null
@@ -91,13 +83,6 @@ export function toEventsPage(after: bigint | undefined, read: EventsRead): Order
     if (after > head) throw new UnknownEventPositionError()
   }
   return { json: read.json, count: read.count, next: read.last ?? after ?? head }
-}
-
-/** readPages() by one read() after another, for a store whose reads cost no more one by one. */
-export async function readPagesOneByOne(repository: OrderEventsRepository, after: bigint | undefined, limit: number, pages: number): Promise<OrderEventsPage[]> {
-  const read = [await repository.read(after, limit)]
-  while (read.length < pages && read.at(-1)!.count === limit) read.push(await repository.read(read.at(-1)!.next, limit))
-  return read
 }
 
 /** An event's JSON after its `"id":"…",`, the part stored with it: `"type":…,"occurredAt":…,"order":{…}}`. */

@@ -1,4 +1,4 @@
-import type { OrderFilters, OrderPageQuery } from '../domain/order-pages.js'
+import { onlyStatusFilter, type OrderFilters, type OrderPageQuery } from '../domain/order-pages.js'
 import type { OrderPageJson } from './store.js'
 
 /** What differs between the stores' SQL for a page. */
@@ -9,8 +9,14 @@ export interface PageDialect {
   json: string
   /** The same text as pages read it, where the store has a cheaper way to it than `json`. */
   pageJson?: string
-  /** A boolean literal. */
-  bool(value: boolean): string
+  /**
+   * The statement aggregating `rows` (id, json, in id order) into one row: their JSON objects joined
+   * by commas — a JSON array on SQLite (as bytes), without its brackets on PostgreSQL (see
+   * readOrderPageJson) — and how many rows there are.
+   */
+  jsonPage(rows: string): string
+  /** A boolean as a parameter's value (SQLite has no boolean type: 1 or 0). */
+  bool(value: boolean): boolean | number
   /** The column, in a form no index serves (SQLite: `+column`), or the column where the planner needs no such help. */
   unindexed(column: string): string
   /** The table read through this index (SQLite: `orders INDEXED BY index`), or just the table. */
@@ -80,9 +86,10 @@ export function orderPageStatement(query: OrderPageQuery, dialect: PageDialect, 
 }
 
 /**
- * Pending and shipped orders together, with no other filter (the default list), are nearly every
- * order: only cancelled ones are left out, a small share by nature. Such a page is read straight
- * from the primary key, `id > after ORDER BY id LIMIT n`, its rows with it: one read of n rows plus
+ * Pending and shipped orders together, with no other filter (the default list; any other key of the
+ * filters, even one added later, takes the branches: onlyStatusFilter), are nearly every order: only
+ * cancelled ones are left out, a small share by nature. Such a page is read straight from the
+ * primary key, `id > after ORDER BY id LIMIT n`, its rows with it: one read of n rows plus
  * the cancelled ones among them, where the branches would read n index entries per branch and then
  * each row by id again (twice the time of the whole page). The status is tested as v1's list does,
  * `status <> 'cancelled'`, which no index serves: with `status IN ('pending', 'shipped')` PostgreSQL,
@@ -93,20 +100,20 @@ export function orderPageStatement(query: OrderPageQuery, dialect: PageDialect, 
  * by the page that crosses it, as v1's list reads it.
  */
 function isDense(filters: OrderFilters): boolean {
-  const { statuses, petId, complete, shipDateFrom, shipDateTo } = filters
-  const other = petId !== undefined || complete !== undefined || shipDateFrom !== undefined || shipDateTo !== undefined
-  return !other && statuses.includes('pending') && statuses.includes('shipped')
+  return onlyStatusFilter(filters) && filters.statuses.includes('pending') && filters.statuses.includes('shipped')
 }
 
 /**
- * A page as JSON text (OrdersRepository.pageJson): the statement whose rows are the orders of `read`
- * as v2 JSON, one text each, in id order. `read` asks for one order more than the page holds (its
- * counts from its own probe); the store cuts that order off, as it only tells that more follow.
- * (Numbering the rows in the statement instead, to leave it out, costs a window over the page: as
- * much as building the page's JSON on SQLite, a third of the statement on PostgreSQL.)
+ * A page as JSON text (OrdersRepository.pageJson). `read` asks for one order more than the page
+ * holds (its counts from its own probe): the database joins every order read into one text, in id
+ * order, and counts them; toPageJson then cuts off the extra order, which only tells that more
+ * follow. Numbering the rows in the statement instead, to leave that order out of the aggregate,
+ * costs a window over the page: as much as building the page's JSON on SQLite, a third of the
+ * statement on PostgreSQL.
  */
-export function orderPageJsonRows(read: OrderPageQuery, dialect: PageDialect, counts?: number[]): NamedStatement | undefined {
-  return orderPageStatement(read, { ...dialect, columns: `${dialect.pageJson ?? dialect.json} AS json` }, counts)
+export function orderPageJsonStatement(read: OrderPageQuery, dialect: PageDialect, counts?: number[]): NamedStatement | undefined {
+  const page = orderPageStatement(read, { ...dialect, columns: `id, ${dialect.pageJson ?? dialect.json} AS json` }, counts)
+  return page === undefined ? undefined : { sql: dialect.jsonPage(page.sql), params: page.params }
 }
 
 const OBJECT_START = Buffer.from('{"id":')
@@ -114,14 +121,14 @@ const COMMA = 0x2c
 const CLOSING_BRACKET = 0x5d
 
 /**
- * The page of `limit` orders from the JSON array of the `count` orders read (SQLite's join of orderPageJsonRows:
+ * The page of `limit` orders from the JSON array of the `count` orders read (orderPageJsonStatement:
  * at most limit + 1, in id order). Every order's JSON starts with `{"id":`, which occurs nowhere else
  * in it (its other strings are statuses, reasons and instants), followed by the id and a comma. With
  * one order too many, the comma before the last `{"id":` becomes the array's `]`, in place; the
  * page's last id is read from its last order's text.
  */
 export function toPageJson(array: Buffer, count: number, limit: number): OrderPageJson {
-  if (count === 0) return { json: [array], lastId: undefined, more: false }
+  if (count === 0) return { json: array, lastId: undefined, more: false }
   let json = array
   if (count > limit) {
     const extra = array.lastIndexOf(OBJECT_START)
@@ -129,14 +136,8 @@ export function toPageJson(array: Buffer, count: number, limit: number): OrderPa
     array[extra - 1] = CLOSING_BRACKET
     json = array.subarray(0, extra)
   }
-  return { json: [json], lastId: orderIdAt(json, json.lastIndexOf(OBJECT_START)), more: count > limit }
-}
-
-/** The id of the order whose JSON starts at `at` in `json`: `{"id":<id>,…`. */
-export function orderIdAt(json: Buffer, at: number): bigint {
-  const id = at + OBJECT_START.length
-  if (at < 0 || !json.subarray(at, id).equals(OBJECT_START)) throw new Error('a page read is not a JSON array of orders')
-  return BigInt(json.toString('latin1', id, json.indexOf(COMMA, id)))
+  const id = json.lastIndexOf(OBJECT_START) + OBJECT_START.length
+  return { json, lastId: BigInt(json.toString('latin1', id, json.indexOf(COMMA, id))), more: count > limit }
 }
 
 const MIN_INT64 = -(2n ** 63n)
@@ -192,7 +193,11 @@ function branches(
     for (const complete of filters.complete === undefined ? [false, true] : [filters.complete]) {
       if (complete && status !== 'shipped') continue
       const shipDate = inIdOrder(wheres.length) ? dialect.unindexed('ship_date') : 'ship_date'
-      wheres.push([`${pet}status = '${status}' AND complete = ${dialect.bool(complete)}`, ...range(shipDate), ...common].join(' AND '))
+      // Parameters named by the branch's number: no value of the filters is written into the text.
+      const branch = wheres.length
+      params[`status${branch}`] = status
+      params[`complete${branch}`] = dialect.bool(complete)
+      wheres.push([`${pet}status = @status${branch} AND complete = @complete${branch}`, ...range(shipDate), ...common].join(' AND '))
     }
   }
   return { wheres, params }

@@ -10,8 +10,8 @@ export type JsonPage = Buffer
 
 /** A v2 page as JSON text (see OrdersRepository.pageJson). */
 export interface OrderPageJson {
-  /** The page's orders as a JSON array, UTF-8, in parts to be written one after the other. */
-  json: Buffer[]
+  /** The page's orders as a JSON array, UTF-8. */
+  json: Buffer
   /** The id of the page's last order; undefined for an empty page. */
   lastId: bigint | undefined
   /** Whether at least one more matching order follows this page. */
@@ -53,21 +53,13 @@ export interface OrdersRepository {
    * order already cancelled keeps its first cancellation's time and reason, whatever the record says.
    */
   import(records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number>
-  /** v2: at most `limit` orders matching the filters after `after`, ascending id, each from an index. */
-  page(query: OrderPageQuery): Promise<OrderV2Record[]>
   /**
-   * v2: the same page as `page()`, as the JSON array the OrderV2 schema's serializer writes for it
-   * (fields in its order: id, complete, status, petId, quantity, shipDate, cancelledAt,
-   * cancellationReason), built by the database; the last order's id; and whether another matching
+   * v2: at most `limit` orders matching the filters after `after`, ascending id, each from an index,
+   * as the JSON array the OrderV2 schema's serializer writes for them (fields in its order: id,
+   * complete, status, petId, quantity, shipDate, cancelledAt, cancellationReason), built by the database; the last order's id; and whether another matching
    * order follows (the database reads `limit + 1`). test/v2-page-json.test.ts holds the bytes.
    */
   pageJson(query: OrderPageQuery): Promise<OrderPageJson>
-  /**
-   * v2: up to `pages` pages at once, for a client walking them (see http/read-ahead.ts): what
-   * `pageJson` answers for `query` and then for each next page (after the previous one's last
-   * order), up to the first that has no more after it.
-   */
-  pagesJson(query: OrderPageQuery, pages: number): Promise<OrderPageJson[]>
   /** v2: the order, whatever its status. */
   find(id: bigint): Promise<OrderV2Record | undefined>
 }
@@ -146,11 +138,4 @@ export function pendingMigrations(migrations: readonly Migration[], current: num
   const latest = migrations.at(-1)?.version ?? 0
   if (current > latest) throw new Error(`the database schema is at version ${current}, newer than this build knows (${latest})`)
   return migrations.filter((migration) => migration.version > current)
-}
-
-/** pagesJson() by one pageJson() after another, for a store whose reads cost no more one by one. */
-export async function pagesJsonOneByOne(orders: Pick<OrdersRepository, 'pageJson'>, query: OrderPageQuery, pages: number): Promise<OrderPageJson[]> {
-  const read = [await orders.pageJson(query)]
-  while (read.length < pages && read.at(-1)!.more) read.push(await orders.pageJson({ ...query, after: read.at(-1)!.lastId }))
-  return read
 }

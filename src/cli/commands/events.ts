@@ -141,8 +141,8 @@ function cursorProblem(error: unknown, cursor: bigint | undefined, after: bigint
 }
 
 /** A page's JSON array as NDJSON: one line per event. Parsed losslessly: ids stay exact. */
-function ndjson(json: Buffer[]): string {
-  const events = parse(Buffer.concat(json).toString('utf8')) as unknown[]
+function ndjson(json: Buffer): string {
+  const events = parse(json.toString('utf8')) as unknown[]
   return events.map((event) => `${stringify(event)}\n`).join('')
 }
 

@@ -1,6 +1,6 @@
 import pg from 'pg'
 import { to as copyTo } from 'pg-copy-streams'
-import { binaryCopyRows, commaJoinedLines, type CopiedRows } from './copy-lines.js'
+import { commaJoinedLines } from './copy-lines.js'
 import { isLostConnection, toStoreError } from './errors.js'
 import { Lease, type Statement } from './lease.js'
 import { runMigrations } from './migration-runner.js'
@@ -8,27 +8,6 @@ import { POSTGRES_MIGRATIONS } from './migrations.js'
 import { LISTENER_QUERY_TIMEOUT_MS, VersionWatcher } from './version-watcher.js'
 
 const INT8_OID = 20
-
-/**
- * A value as an SQL literal, for a statement that cannot take parameters (COPY): an int64 as its
- * digits cast to bigint (exact, and typed as the column it is compared with), an integer as its
- * digits, a text quoted by pg's escapeLiteral, a boolean as a keyword. Anything else is refused.
- */
-export function literal(value: bigint | number | string | boolean): string {
-  switch (typeof value) {
-    case 'bigint':
-      return `'${value}'::bigint`
-    case 'number':
-      if (!Number.isSafeInteger(value)) throw new RangeError(`not an integer: ${value}`)
-      return `(${value})` // a negative one must not make `-` of a preceding `-` a comment
-    case 'string':
-      return pg.escapeLiteral(value)
-    case 'boolean':
-      return value ? 'true' : 'false'
-    default:
-      throw new TypeError(`no SQL literal for a ${typeof value}`)
-  }
-}
 
 /**
  * Type parsers of this store's pool only (pg's global parsers are left alone): int8 comes back as a
@@ -174,35 +153,6 @@ export class PostgresDatabase {
       },
       (lease) => lease.discard(),
     )
-  }
-
-  /**
-   * The rows of `query`, a read-only SELECT of one text column (a JSON text each), read by
-   * `COPY (query) TO STDOUT (FORMAT binary)` (see binaryCopyRows): rows arrive as the socket's bytes,
-   * verbatim, and are never decoded into strings. (A page joined by `string_agg` comes back as one
-   * big string, decoded and encoded again; the CSV format costs PostgreSQL a scan of every byte for
-   * characters to quote, a third of an event page's time.)
-   *
-   * COPY cannot take parameters: `query` must hold its values as literals (see `literal`). Retried
-   * on a lost pooled connection, as read() is.
-   */
-  async copyRows(query: string): Promise<CopiedRows> {
-    const { chunks, lease } = await this.leased(
-      async (lease) => {
-        const chunks: Buffer[] = []
-        const output = lease.client.query(copyTo(`COPY (${query}) TO STDOUT (FORMAT binary)`))
-        output.on('error', () => {}) // as in copyOut: the iteration sees the errors; pg may report one more after it
-        try {
-          for await (const chunk of output) chunks.push(chunk as Buffer)
-        } catch (error) {
-          throw this.toStoreError(error)
-        }
-        return { chunks }
-      },
-      (lease) => lease.discard(),
-    )
-    lease.release()
-    return binaryCopyRows(chunks)
   }
 
   /**

@@ -1,16 +1,5 @@
 import { toEventsPage, type OrderEventsPage, type OrderEventsRepository } from '../order-events.js'
-import { jsonPagesOf } from './copy-lines.js'
-import { literal, type PostgresDatabase } from './database.js'
-
-// Pages read by COPY (PostgresDatabase.copyRows): after `after`, or after the newest position
-// retention has deleted, and only while retention has not passed `after` — within the statement's
-// one snapshot. So a page that is not empty was read from a cursor that is neither expired nor past
-// the end, and needs no bounds. An empty one is read again by READ, which judges the cursor.
-const copyPage = (after: bigint | undefined, limit: number): string => {
-  const retained = `(SELECT pruned_through FROM event_retention WHERE id = 1)`
-  const where = after === undefined ? `position > ${retained}` : `position > ${literal(after)} AND ${literal(after)} >= ${retained}`
-  return `SELECT '{"id":"' || position || '",' || body FROM order_events WHERE ${where} ORDER BY position LIMIT ${literal(limit)}`
-}
+import type { PostgresDatabase } from './database.js'
 
 // One statement, hence one snapshot: the page, and the bounds that judge `after`. Positions become
 // visible in ascending order (see recordEvents() in orders-repository.ts), so `position > $1` never
@@ -44,25 +33,13 @@ export class PostgresOrderEventsRepository implements OrderEventsRepository {
   constructor(private readonly database: PostgresDatabase) {}
 
   async read(after: bigint | undefined, limit: number): Promise<OrderEventsPage> {
-    return (await this.readPages(after, limit, 1))[0]!
-  }
-
-  // One statement for all the pages: PostgreSQL's cost per statement, and this server's, is paid once.
-  async readPages(after: bigint | undefined, limit: number, pages: number): Promise<OrderEventsPage[]> {
-    const events = await this.database.copyRows(copyPage(after, limit * pages))
-    if (events.starts.length === 0) return [await this.readEmpty(after, limit)]
-    return jsonPagesOf(events, limit).map(({ json, count, last }) => ({ json: [json], count, next: positionOf(last) }))
-  }
-
-  /** The page after `after` when COPY found none: READ judges the cursor (or finds events committed since). */
-  private async readEmpty(after: bigint | undefined, limit: number): Promise<OrderEventsPage> {
     const { rows } = await this.database.read<{ json: string; count: number; last: bigint | null; pruned_through: bigint; newest: bigint | null }>(
       READ,
       [after?.toString() ?? null, limit],
     )
     const row = rows[0]!
     return toEventsPage(after, {
-      json: [Buffer.from(row.json)],
+      json: Buffer.from(row.json),
       count: row.count,
       last: row.last,
       prunedThrough: row.pruned_through,
@@ -74,12 +51,4 @@ export class PostgresOrderEventsRepository implements OrderEventsRepository {
     const { rows } = await this.database.write<{ deleted: number }>(PRUNE, [before.toISOString(), batch])
     return rows[0]!.deleted
   }
-}
-
-const EVENT_START = Buffer.from('{"id":"')
-
-/** The position of an event from its JSON: `{"id":"<position>",…`. */
-function positionOf(event: Buffer): bigint {
-  if (!event.subarray(0, EVENT_START.length).equals(EVENT_START)) throw new Error('a page read is not a JSON array of events')
-  return BigInt(event.toString('latin1', EVENT_START.length, event.indexOf(0x22, EVENT_START.length)))
 }

@@ -2,9 +2,7 @@ import type pg from 'pg'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import type { OrderStatus } from '../../domain/orders.js'
 import type { OrderPageJson } from '../store.js'
-import { orderIdAt, orderPageJsonRows, orderPageProbe, orderPageStatement, type NamedStatement, type PageDialect } from '../order-page-sql.js'
-import { jsonPagesOf } from './copy-lines.js'
-import { literal, type PostgresDatabase } from './database.js'
+import { orderPageJsonStatement, orderPageProbe, toPageJson, type NamedStatement, type PageDialect } from '../order-page-sql.js'
 
 /** The v2 reads of the PostgreSQL store; each takes the function that runs a read-only statement. */
 export type Read = <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<pg.QueryResult<R>>
@@ -51,7 +49,11 @@ export const POSTGRES_PAGE_DIALECT: PageDialect = {
   columns: orderV2Columns(),
   json: ORDER_V2_JSON,
   pageJson: ORDER_V2_PAGE_JSON,
-  bool: (value) => (value ? 'true' : 'false'),
+  // Without the array's brackets: they are added where the text is copied into a Buffer anyway
+  // (concatenating them here copies the page twice more). The ORDER BY costs next to nothing: the
+  // rows come sorted.
+  jsonPage: (rows) => `SELECT string_agg(json, ',' ORDER BY id) AS json, count(*) AS n FROM (${rows}) AS p`,
+  bool: (value) => value,
   through: () => 'orders',
   // A dense branch selects ids only: PostgreSQL reads them from (status, complete, id, ship_date), index-only.
   unindexed: (column) => column,
@@ -68,34 +70,30 @@ export interface OrderV2Row {
   cancellation_reason: CancellationReason | null
 }
 
-/** Each branch's matches up to probeCap, when the page needs them (see orderPageProbe). */
-async function branchCounts(read: Read, query: OrderPageQuery): Promise<number[] | undefined> {
-  const probe = orderPageProbe(query, POSTGRES_PAGE_DIALECT)
-  if (probe === undefined) return undefined
-  const { sql, params } = positional(probe)
-  return Object.values((await read<Record<string, bigint>>(sql, params)).rows[0]!).map(Number)
-}
-
-export async function readOrderPage(read: Read, query: OrderPageQuery): Promise<OrderV2Record[]> {
-  const counts = await branchCounts(read, query)
-  const page = orderPageStatement(query, POSTGRES_PAGE_DIALECT, counts)
-  if (page === undefined) return []
+export async function readOrderPageJson(read: Read, query: OrderPageQuery): Promise<OrderPageJson> {
+  const pageRead = { ...query, limit: query.limit + 1 }
+  const probe = orderPageProbe(pageRead, POSTGRES_PAGE_DIALECT)
+  let counts: number[] | undefined
+  if (probe !== undefined) {
+    const { sql, params } = positional(probe)
+    counts = Object.values((await read<Record<string, bigint>>(sql, params)).rows[0]!).map(Number)
+  }
+  const page = orderPageJsonStatement(pageRead, POSTGRES_PAGE_DIALECT, counts)
+  if (page === undefined) return { json: Buffer.from('[]'), lastId: undefined, more: false }
   const { sql, params } = positional(page)
-  return (await read<OrderV2Row>(sql, params)).rows.map(toOrderV2Record)
+  const row = (await read<{ json: string | null; n: bigint }>(sql, params)).rows[0]!
+  return toPageJson(jsonArray(row.json), Number(row.n), query.limit)
 }
 
-/**
- * Up to `pages` pages' JSON (OrdersRepository.pagesJson), their orders read by one COPY
- * (PostgresDatabase.copyRows): `pages` × `limit` orders and one more, which no page holds (it only
- * tells that more follow the last).
- */
-export async function readOrderPagesJson(database: PostgresDatabase, query: OrderPageQuery, pages: number): Promise<OrderPageJson[]> {
-  const read = { ...query, limit: pages * query.limit + 1 }
-  const statement = orderPageJsonRows(read, POSTGRES_PAGE_DIALECT, await branchCounts((sql, params) => database.read(sql, params), read))
-  const orders = statement === undefined ? undefined : await database.copyRows(inlined(statement))
-  if (orders === undefined || orders.starts.length === 0) return [{ json: [Buffer.from('[]')], lastId: undefined, more: false }]
-  const count = orders.starts.length
-  return jsonPagesOf(orders, query.limit, pages).map(({ json, last, end }) => ({ json: [json], lastId: orderIdAt(last, 0), more: count > end }))
+/** `[objects]` as UTF-8, the brackets written around the text as it is copied. */
+function jsonArray(objects: string | null): Buffer {
+  if (objects === null) return Buffer.from('[]')
+  const length = Buffer.byteLength(objects)
+  const array = Buffer.allocUnsafe(length + 2)
+  array[0] = 0x5b // [
+  array.write(objects, 1)
+  array[length + 1] = 0x5d // ]
+  return array
 }
 
 export async function readOrderV2(read: Read, id: bigint): Promise<OrderV2Record | undefined> {
@@ -109,19 +107,10 @@ export async function readCursorSecret(read: Read): Promise<Buffer> {
   return rows[0].secret
 }
 
-/** `@name` parameters as literals (see `literal`), for COPY, which takes no parameters. */
-export function inlined(statement: NamedStatement): string {
-  return statement.sql.replace(/@([A-Za-z]+)/g, (_match, name: string) => {
-    const value = statement.params[name]
-    if (!['bigint', 'number', 'string', 'boolean'].includes(typeof value)) throw new TypeError(`no value for @${name}`)
-    return literal(value as bigint | number | string | boolean)
-  })
-}
-
 /** `@name` parameters as `$n`; int64 values as decimal text, never through a JS number. */
 export function positional(statement: NamedStatement): { sql: string; params: unknown[] } {
   const names: string[] = []
-  const sql = statement.sql.replace(/@([A-Za-z]+)/g, (_match, name: string) => {
+  const sql = statement.sql.replace(/@([A-Za-z][A-Za-z0-9]*)/g, (_match, name: string) => {
     if (!names.includes(name)) names.push(name)
     return `$${names.indexOf(name) + 1}`
   })

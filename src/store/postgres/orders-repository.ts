@@ -4,7 +4,7 @@ import { ImportConflictError, StoreUnavailableError, type ImportProgress, type O
 import { CancelBatcher, type BatchOutcome, type CancelRequest } from './cancel-batcher.js'
 import type { PostgresDatabase } from './database.js'
 import type { OrderEventType } from '../order-events.js'
-import { ORDER_V2_JSON, orderV2Columns, readOrderPage, readOrderPagesJson, readOrderV2, toOrderV2Record, utc, type OrderV2Row } from './order-pages.js'
+import { ORDER_V2_JSON, orderV2Columns, readOrderPageJson, readOrderV2, toOrderV2Record, utc, type OrderV2Row } from './order-pages.js'
 import { boolArray, consumeInBatches, int8, intArray, textArray } from './import.js'
 import { VERSION_CHANNEL } from './version-watcher.js'
 
@@ -157,16 +157,8 @@ export class PostgresOrdersRepository implements OrdersRepository {
     )
   }
 
-  page(query: OrderPageQuery): Promise<OrderV2Record[]> {
-    return readOrderPage((sql, params) => this.database.read(sql, params), query)
-  }
-
-  async pageJson(query: OrderPageQuery): Promise<OrderPageJson> {
-    return (await readOrderPagesJson(this.database, query, 1))[0]!
-  }
-
-  pagesJson(query: OrderPageQuery, pages: number): Promise<OrderPageJson[]> {
-    return readOrderPagesJson(this.database, query, pages)
+  pageJson(query: OrderPageQuery): Promise<OrderPageJson> {
+    return readOrderPageJson((sql, params) => this.database.read(sql, params), query)
   }
 
   find(id: bigint): Promise<OrderV2Record | undefined> {

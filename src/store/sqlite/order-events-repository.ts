@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3'
-import { eventBody, readPagesOneByOne, toEventsPage, type OrderEventType, type OrderEventsPage, type OrderEventsRepository } from '../order-events.js'
+import { eventBody, toEventsPage, type OrderEventType, type OrderEventsPage, type OrderEventsRepository } from '../order-events.js'
 import { classify, type SqliteDatabase } from './database.js'
 
 // One statement, hence one snapshot: the page, and the bounds that judge `after`. The rows
@@ -42,11 +42,7 @@ export class SqliteOrderEventsRepository implements OrderEventsRepository {
       classify(error)
     }
     const [json, count, last, prunedThrough, newest] = row
-    return toEventsPage(after, { json: [json], count: Number(count), last, prunedThrough, newest })
-  }
-
-  readPages(after: bigint | undefined, limit: number, pages: number): Promise<OrderEventsPage[]> {
-    return readPagesOneByOne(this, after, limit, pages)
+    return toEventsPage(after, { json, count: Number(count), last, prunedThrough, newest })
   }
 
   async prune(before: Date, batch = 1000): Promise<number> {

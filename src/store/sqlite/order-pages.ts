@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import type { OrderStatus } from '../../domain/orders.js'
 import type { OrderPageJson } from '../store.js'
-import { orderPageJsonRows, orderPageProbe, orderPageStatement, toPageJson, type PageDialect } from '../order-page-sql.js'
+import { orderPageJsonStatement, orderPageProbe, toPageJson, type PageDialect } from '../order-page-sql.js'
 
 /** The v2 reads of the SQLite store; each takes the connection to read on. */
 
@@ -24,7 +24,12 @@ export const ORDER_V2_JSON = `'{"id":' || id || iif(complete, ',"complete":true'
 export const SQLITE_PAGE_DIALECT: PageDialect = {
   columns: ORDER_V2_COLUMNS,
   json: ORDER_V2_JSON,
-  bool: (value) => (value ? '1' : '0'),
+  // As a BLOB: the page reaches JavaScript as its UTF-8 bytes (see JSON_PAGE in orders-repository.ts).
+  // The rows reach group_concat in id order: a subquery with ORDER BY is not flattened into an
+  // aggregate, it runs as a co-routine (an ORDER BY inside group_concat would sort the page again, at
+  // a third of the cost of building it). test/v2-page-json.test.ts holds the order.
+  jsonPage: (rows) => `SELECT CAST('[' || coalesce(group_concat(json, ','), '') || ']' AS BLOB), count(*) FROM (${rows})`,
+  bool: (value) => (value ? 1 : 0),
   through: (index) => `orders INDEXED BY ${index}`,
   unindexed: (column) => `+${column}`,
 }
@@ -40,23 +45,7 @@ export interface OrderV2Row {
   cancellation_reason: CancellationReason | null
 }
 
-/** An OrderV2Row as an array, its columns in the order of SQLITE_PAGE_DIALECT.columns. */
-type RawRow = [bigint, bigint | null, bigint | null, string | null, bigint, OrderStatus, string | null, CancellationReason | null]
-
-function fromRaw([id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason]: RawRow): OrderV2Record {
-  return {
-    id,
-    petId,
-    quantity: quantity === null ? null : Number(quantity),
-    shipDate,
-    complete: complete !== 0n,
-    status,
-    cancelledAt,
-    cancellationReason,
-  }
-}
-
-// Prepared once per connection and statement text (a few dozen texts at most: see orderPageStatement).
+// Prepared once per connection and statement text (a few dozen texts at most: see orderPageStatement in ../order-page-sql.ts).
 const prepared = new WeakMap<Database.Database, Map<string, Database.Statement>>()
 
 function statement(db: Database.Database, sql: string): Database.Statement {
@@ -67,31 +56,13 @@ function statement(db: Database.Database, sql: string): Database.Statement {
   return found
 }
 
-export function readOrderPage(db: Database.Database, query: OrderPageQuery): OrderV2Record[] {
-  const probe = orderPageProbe(query, SQLITE_PAGE_DIALECT)
-  const counts = probe === undefined ? undefined : Object.values(statement(db, probe.sql).get(probe.params) as Record<string, bigint>).map(Number)
-  const page = orderPageStatement(query, SQLITE_PAGE_DIALECT, counts)
-  if (page === undefined) return []
-  // As arrays: a row object per order would cost as much as reading the rows.
-  return (statement(db, page.sql).raw(true).all(page.params) as RawRow[]).map(fromRaw)
-}
-
-/**
- * The page's rows (orderPageJsonRows) joined into one JSON array, as a BLOB (the page reaches
- * JavaScript as its UTF-8 bytes), and how many there are. The rows reach group_concat in id order: a
- * subquery with ORDER BY is not flattened into an aggregate, it runs as a co-routine (an ORDER BY
- * inside group_concat would sort the page again, at a third of the cost of building it).
- * test/v2-page-json.test.ts holds the order.
- */
-export const jsonPage = (rows: string): string => `SELECT CAST('[' || coalesce(group_concat(json, ','), '') || ']' AS BLOB), count(*) FROM (${rows})`
-
 export function readOrderPageJson(db: Database.Database, query: OrderPageQuery): OrderPageJson {
   const read = { ...query, limit: query.limit + 1 }
   const probe = orderPageProbe(read, SQLITE_PAGE_DIALECT)
   const counts = probe === undefined ? undefined : Object.values(statement(db, probe.sql).get(probe.params) as Record<string, bigint>).map(Number)
-  const page = orderPageJsonRows(read, SQLITE_PAGE_DIALECT, counts)
-  if (page === undefined) return { json: [Buffer.from('[]')], lastId: undefined, more: false }
-  const [json, count] = statement(db, jsonPage(page.sql)).raw(true).get(page.params) as [Buffer, bigint]
+  const page = orderPageJsonStatement(read, SQLITE_PAGE_DIALECT, counts)
+  if (page === undefined) return { json: Buffer.from('[]'), lastId: undefined, more: false }
+  const [json, count] = statement(db, page.sql).raw(true).get(page.params) as [Buffer, bigint]
   return toPageJson(json, Number(count), query.limit)
 }
 

@@ -1,11 +1,11 @@
 import { canMoveTo, type CancelResult, type OrderRecord, type OrderStatus, type ShipOutcome } from '../../domain/orders.js'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
-import { ImportConflictError, pagesJsonOneByOne, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
+import { ImportConflictError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
 import { CancelBatcher } from './cancel-batcher.js'
 import { classify, connect, type SqliteDatabase } from './database.js'
 import { BUMP_DATA_VERSION } from './migrations.js'
 import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
-import { ORDER_V2_JSON, readOrderPage, readOrderPageJson, readOrderV2 } from './order-pages.js'
+import { ORDER_V2_JSON, readOrderPageJson, readOrderV2 } from './order-pages.js'
 
 // One page of the order list as JSON text, exactly as the Order schema serializes it: fields in
 // schema order, NULLs omitted (`',"petId":' || NULL` is NULL; json_quote(NULL) is 'null', hence
@@ -45,24 +45,12 @@ export class SqliteOrdersRepository implements OrdersRepository {
 
   constructor(private readonly database: SqliteDatabase) {}
 
-  async page(query: OrderPageQuery): Promise<OrderV2Record[]> {
-    try {
-      return readOrderPage(this.database.db, query)
-    } catch (error) {
-      classify(error)
-    }
-  }
-
   async pageJson(query: OrderPageQuery): Promise<OrderPageJson> {
     try {
       return readOrderPageJson(this.database.db, query)
     } catch (error) {
       classify(error)
     }
-  }
-
-  pagesJson(query: OrderPageQuery, pages: number): Promise<OrderPageJson[]> {
-    return pagesJsonOneByOne(this, query, pages)
   }
 
   async find(id: bigint): Promise<OrderV2Record | undefined> {

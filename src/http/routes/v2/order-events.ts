@@ -6,7 +6,6 @@ import { EventsExpiredError, UnknownEventPositionError, type OrderEventsPage } f
 import type { ApiApp } from '../../api-app.js'
 import { keyExpired, type Authenticator } from '../../authenticator.js'
 import type { EventWaiters } from '../../event-waiters.js'
-import type { Run } from '../../read-ahead.js'
 
 const INT64_MAX = 2n ** 63n - 1n
 const POSITION = new RegExp(EVENT_POSITION_PATTERN)
@@ -21,18 +20,7 @@ const IDLE_MARGIN_MS = 1000
  * committed, a page at a time from a cursor, optionally long-polled.
  */
 export function orderEventsRoute(app: ApiApp, waiters: EventWaiters, authenticator: Authenticator): void {
-  const { store, config, readAhead } = app
-  // A run of pages read ahead, each under the `after` that asks for it; a full last page may have more after it.
-  const pagesAfter = async (after: bigint, limit: number): Promise<Run> => {
-    const pages = await store.events.readPages(after, limit, readAhead.pagesPerRun)
-    const { count, next } = pages.at(-1)!
-    return {
-      pages: pages.map((page, i) => ({ key: pageKey(i === 0 ? after : pages[i - 1]!.next, limit), page })),
-      readNext: count === limit ? readFrom(next, limit) : undefined,
-    }
-  }
-  // Its own scope, so that a run held for its `readNext` does not keep the pages already answered.
-  const readFrom = (after: bigint, limit: number) => () => pagesAfter(after, limit)
+  const { store, config } = app
   const longestHoldMs = Math.max(0, config.http.idleTimeoutMs - IDLE_MARGIN_MS)
 
   const read = async (after: bigint | undefined, limit: number): Promise<OrderEventsPage> => {
@@ -93,11 +81,7 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters, authenticat
       const holdMs = Math.min((query.wait ?? 0) * 1000, longestHoldMs)
       // The version is read before the feed: a commit after it either is in the page or moves it.
       let seen = holdMs > 0 ? await store.orders.dataVersion() : 0n
-      // A page read ahead is used only when it has events (events never change once committed): an
-      // empty one is read again, and judged.
-      const holder = String(request.apiKey!.id)
-      const ahead = request.method === 'GET' ? await readAhead.take<OrderEventsPage>(holder, pageKey(after, limit), (page) => page.count > 0) : undefined
-      let page = ahead?.page ?? (await read(after, limit))
+      let page = await read(after, limit)
       if (page.count === 0 && holdMs > 0) {
         // A hold never outlives its key: one that expires first ends it, with a 401.
         const keyLeftMs = (request.apiKey!.expiresAt?.getTime() ?? Infinity) - Date.now()
@@ -109,7 +93,7 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters, authenticat
         if (request.raw.socket?.destroyed !== false) gone.abort() // it went while the feed was read
         try {
           while (page.count === 0) {
-            const outcome = await waiters.wait(seen, deadline - performance.now(), gone.signal, holder)
+            const outcome = await waiters.wait(seen, deadline - performance.now(), gone.signal, String(request.apiKey!.id))
             // Shutting down: the connection is closed once answered, not left idle for the drain to wait out.
             if (outcome === 'closing') reply.header('connection', 'close')
             if (outcome === 'closing' || outcome === 'gone') break
@@ -124,18 +108,10 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters, authenticat
           reply.raw.off('close', onClose)
         }
       }
-      sendPage(reply, page)
-      // A full page of a walk (from a cursor): the client is catching up, and asks for the next one next.
-      if (after !== undefined && page.count === limit && request.method === 'GET') {
-        const next = page.next
-        readAhead.start(holder, pageKey(next, limit), () => pagesAfter(next, limit), ahead?.after)
-      }
-      return reply
+      return sendPage(reply, page)
     },
   )
 }
-
-const pageKey = (after: bigint | undefined, limit: number): string => `events ${after} ${limit}`
 
 /** `after`: a position this feed wrote (a nextCursor or an event's id); anything else is invalid_cursor. */
 function parsePosition(text: string): bigint {
@@ -150,5 +126,5 @@ const DATA = Buffer.from('{"data":')
 
 function sendPage(reply: FastifyReply, page: OrderEventsPage): FastifyReply {
   const end = Buffer.from(`,"nextCursor":"${page.next}"}`)
-  return reply.type('application/json; charset=utf-8').send(Buffer.concat([DATA, ...page.json, end]))
+  return reply.type('application/json; charset=utf-8').send(Buffer.concat([DATA, page.json, end]))
 }

@@ -5,9 +5,7 @@ import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
 import { ListOrdersQuery, NoQuery, OrderIdV2Params, OrderPage, OrderV2Ref } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
-import type { Run } from '../../read-ahead.js'
 import { Cursors } from '../../cursor.js'
-import type { OrderPageJson } from '../../../store/store.js'
 
 // An OrderPage around the data array, as its serializer writes it (data first, nextCursor last).
 const DATA = Buffer.from('{"data":')
@@ -16,28 +14,9 @@ const END = Buffer.from('}')
 const UNAUTHORIZED = 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)'
 const NO_READ_SCOPE = 'The API key lacks the `orders:read` scope (`insufficient_scope`)'
 
-const pageKey = (cursor: string | undefined, limit: number): string => `orders ${cursor} ${limit}`
-
 /** v2's reads: pages of orders with filters, and one order, each with its status. */
 export function ordersV2Routes(app: ApiApp): void {
-  const { store, readAhead } = app
-  // A page read ahead is used only while no order has changed since (the data version it was read
-  // at is still the current one): a walk then never sees a page older than a change it could know of.
-  type PageAhead = { version: bigint; page: OrderPageJson }
-  // A run of pages read ahead, each under the cursor that asks for it (the one that names the order before it).
-  const pagesAfter = async (filters: OrderFilters, after: bigint, limit: number): Promise<Run> => {
-    const version = await store.orders.dataVersion() // before the pages: a change after it moves it
-    const pages = await store.orders.pagesJson({ filters, after, limit }, readAhead.pagesPerRun)
-    const cursors = await getCursors()
-    const { more, lastId } = pages.at(-1)!
-    return {
-      pages: pages.map((page, i) => ({ key: pageKey(cursors.encode(filters, i === 0 ? after : pages[i - 1]!.lastId!), limit), page: { version, page } })),
-      readNext: more ? readFrom(filters, lastId!, limit) : undefined,
-    }
-  }
-  // Its own scope, so that a run held for its `readNext` does not keep the pages already answered.
-  const readFrom = (filters: OrderFilters, after: bigint, limit: number) => () => pagesAfter(filters, after, limit)
-  const isCurrent = async (ahead: PageAhead): Promise<boolean> => ahead.version === (await store.orders.dataVersion())
+  const { store } = app
   // The secret never changes once migrated: read on first use, again only after a failed read.
   let cursors: Promise<Cursors> | undefined
   const getCursors = (): Promise<Cursors> =>
@@ -87,20 +66,11 @@ export function ordersV2Routes(app: ApiApp): void {
       const limit = query.limit ?? 100
       // The database writes the page's JSON, byte for byte what the OrderPage schema's serializer
       // would (test/v2-page-json.test.ts), and tells whether another matching order follows.
-      const holder = String(request.apiKey!.id)
-      const ahead = request.method === 'GET' ? await readAhead.take<PageAhead>(holder, pageKey(query.cursor, limit), isCurrent) : undefined
-      const page = ahead?.page.page ?? (await store.orders.pageJson({ filters, after, limit }))
-      if (!page.more) return sendJson(reply, Buffer.concat([DATA, ...page.json, END]))
+      const page = await store.orders.pageJson({ filters, after, limit })
+      if (!page.more) return sendJson(reply, Buffer.concat([DATA, page.json, END]))
       const nextCursor = cursors.encode(filters, page.lastId!)
       reply.header('link', `<${nextPageUrl(request, nextCursor)}>; rel="next"`)
-      sendJson(reply, Buffer.concat([DATA, ...page.json, Buffer.from(`,"nextCursor":${JSON.stringify(nextCursor)}}`)]))
-      // A walk (this page came from a cursor) asks for the next page next. The cursor is bound to the
-      // filters (a request with others is refused above), so it and the limit name that page.
-      if (query.cursor !== undefined && request.method === 'GET') {
-        const lastId = page.lastId!
-        readAhead.start(holder, pageKey(nextCursor, limit), () => pagesAfter(filters, lastId, limit), ahead?.after)
-      }
-      return reply
+      return sendJson(reply, Buffer.concat([DATA, page.json, Buffer.from(`,"nextCursor":${JSON.stringify(nextCursor)}}`)]))
     },
   )
 
