@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { Progress } from '../src/cli/progress.js'
 import { hashApiKey } from '../src/domain/api-keys.js'
+import { demoKeyPath } from '../src/domain/demo-key-file.js'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
 import type { Order } from '../src/schemas/order.js'
@@ -529,26 +530,41 @@ function commandTests(kind: StoreKind): void {
     assert.equal(more.stdout, `seeded 10 orders (ids ${MAX - 9n} to ${MAX}) and 3 pets (ids 1 to 3) with seed 8\n`)
   })
 
-  test('serve --demo: seeds an empty store, creates a demo key, prints a working curl line; exits 0 on SIGTERM', async () => {
+  test('serve --demo: seeds an empty store; keeps its demo key (0600) across restarts, replaces a revoked one; exits 0 on SIGTERM', async () => {
     const { database, env } = await fresh()
-    const first = await startDemo(env)
+    const cwd = mkdtempSync(join(tmpdir(), 'petstore-demo-cwd-')) // where a PostgreSQL database's key is kept
+    cleanups.push(async () => rmSync(cwd, { recursive: true, force: true }))
+    const keyFile = demoKeyPath(database.config, cwd)
+    const first = await startDemo(env, cwd)
     assert.match(first.output, /1000 demo orders seeded/)
-    assert.doesNotMatch(first.output, /revoked/)
+    assert.match(first.output, new RegExp(`\\(new, kept in ${escape(keyFile)} and printed at each start\\)`))
     const response = await fetch(first.url, { headers: bearer(first.key) })
     assert.equal(response.status, 200)
     const listed = (await response.json()) as unknown[]
     assert.ok(listed.length > 800 && listed.length < 1000, `${listed.length} orders`)
     assert.equal(await first.stop(), 0)
+    assert.equal(statSync(keyFile).mode & 0o777, 0o600)
+    assert.equal(readFileSync(keyFile, 'utf8'), `${first.key}\n`)
 
-    // Orders present: kept as they are. A new key each time, and the earlier demo key revoked:
-    // one working demo key, not one more on every start.
-    const second = await startDemo(env)
+    // Orders present: kept as they are. The same key, still working: a KEY= in a shell survives a restart.
+    const second = await startDemo(env, cwd)
     assert.match(second.output, /orders: the ones already in the database/)
-    assert.match(second.output, /the earlier demo key is revoked/)
-    assert.notEqual(second.key, first.key)
+    assert.match(second.output, /the same as the last start/)
+    assert.equal(second.key, first.key)
     assert.equal((await fetch(second.url, { headers: bearer(second.key) })).status, 200)
-    assert.equal((await fetch(second.url, { headers: bearer(first.key) })).status, 401)
     assert.equal(await second.stop(), 0)
+
+    // The stored key revoked: the next start makes a new one, works, and keeps it instead.
+    assertOk(await cli(['keys', 'revoke', first.key.slice(0, 12)], env))
+    chmodSync(keyFile, 0o644)
+    const third = await startDemo(env, cwd)
+    assert.notEqual(third.key, first.key)
+    assert.match(third.output, /\(new, kept in/)
+    assert.equal((await fetch(third.url, { headers: bearer(third.key) })).status, 200)
+    assert.equal((await fetch(third.url, { headers: bearer(first.key) })).status, 401)
+    assert.equal(await third.stop(), 0)
+    assert.equal(readFileSync(keyFile, 'utf8'), `${third.key}\n`)
+    assert.equal(statSync(keyFile).mode & 0o777, 0o600)
     await withStore(database, async (store) => {
       const keys = await store.apiKeys.list()
       assert.deepEqual(
@@ -562,10 +578,15 @@ function commandTests(kind: StoreKind): void {
   })
 }
 
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+}
+
 /** `serve --demo` on a free port; resolves with the key and URL of its curl line once it is printed. */
-async function startDemo(env: Record<string, string>): Promise<{ key: string; url: string; output: string; stop(): Promise<number | null> }> {
+async function startDemo(env: Record<string, string>, cwd: string): Promise<{ key: string; url: string; output: string; stop(): Promise<number | null> }> {
   const port = await freePort()
   const child = spawn(process.execPath, [BIN, 'serve', '--demo'], {
+    cwd,
     env: { ...process.env, ...env, PORT: String(port), LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
