@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { spawn, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -12,7 +12,8 @@ import type { Store } from '../src/store/store.js'
 import type { Order } from '../src/schemas/order.js'
 import { bearer, createDatabase, forEachStore, listedOrders, type StoreKind, type TestDatabaseHandle } from './support/harness.js'
 import { assertOk, assertOneLineError, cli } from './support/cli.js'
-import { BIN, freePort } from './support/server-process.js'
+import { startDemo } from './support/demo.js'
+import { BIN } from './support/server-process.js'
 
 const MAX = 9223372036854775807n
 const BEYOND_2_53 = 9007199254740993n // 2^53 + 1: a JS number cannot hold it
@@ -580,45 +581,4 @@ function commandTests(kind: StoreKind): void {
 
 function escape(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
-}
-
-/** `serve --demo` on a free port; resolves with the key and URL of its curl line once it is printed. */
-async function startDemo(env: Record<string, string>, cwd: string): Promise<{ key: string; url: string; output: string; stop(): Promise<number | null> }> {
-  const port = await freePort()
-  const child = spawn(process.execPath, [BIN, 'serve', '--demo'], {
-    cwd,
-    env: { ...process.env, ...env, PORT: String(port), LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let stdout = ''
-  let stderr = ''
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
-  const curl = await new Promise<RegExpExecArray>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL')
-      reject(new Error(`no curl line in 20 s; stdout: ${stdout}; stderr: ${stderr}`))
-    }, 20_000)
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString()
-      const match = /curl -H "Authorization: Bearer (pso_[0-9A-Za-z]+)" (http:\/\/\S+\/v1\/store\/orders)\n/.exec(stdout)
-      if (match !== null) {
-        clearTimeout(timer)
-        resolve(match)
-      }
-    })
-    void exited.then((code) => reject(new Error(`serve --demo exited with ${code}: ${stdout} ${stderr}`)))
-  })
-  assert.equal(curl[2], `http://127.0.0.1:${port}/v1/store/orders`)
-  assert.match(stdout, new RegExp(`listening on http://127\\.0\\.0\\.1:${port}/v1\\n`))
-  assert.match(stdout, new RegExp(`demo API key: ${curl[1]}\\n`))
-  return {
-    key: curl[1]!,
-    url: curl[2]!,
-    output: stdout,
-    async stop() {
-      child.kill('SIGTERM')
-      return exited
-    },
-  }
 }
