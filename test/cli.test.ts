@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -13,7 +13,7 @@ import type { Order } from '../src/schemas/order.js'
 import { bearer, createDatabase, forEachStore, listedOrders, type StoreKind, type TestDatabaseHandle } from './support/harness.js'
 import { assertOk, assertOneLineError, cli } from './support/cli.js'
 import { startDemo } from './support/demo.js'
-import { BIN } from './support/server-process.js'
+import { BIN, freePort, spawnServer } from './support/server-process.js'
 
 const MAX = 9223372036854775807n
 const BEYOND_2_53 = 9007199254740993n // 2^53 + 1: a JS number cannot hold it
@@ -50,6 +50,8 @@ async function withStore<T>(database: TestDatabaseHandle, work: (store: Store) =
     await store.close()
   }
 }
+
+const hasScript = spawnSync('script', ['--version']).status === 0
 
 const COMMANDS = ['serve', 'migrate', 'keys create', 'keys list', 'keys revoke', 'orders import', 'orders ship', 'pets import', 'seed', 'events tail']
 
@@ -191,7 +193,6 @@ describe('progress line', () => {
     assert.deepEqual(piped, [])
   })
 
-  const hasScript = spawnSync('script', ['--version']).status === 0
   test('import and seed show it on a terminal (a pseudo-terminal from script(1))', { skip: hasScript ? false : 'script(1) is not installed' }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'petstore-cli-tty-'))
     try {
@@ -215,6 +216,104 @@ describe('progress line', () => {
   })
 })
 
+describe('a command that creates the SQLite database says so', () => {
+  test('on stderr, with the full path, once: run from another folder, DATABASE_URL unset', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'petstore-cli-cwd-'))
+    try {
+      const created = join(cwd, 'data', 'petstore.db')
+      const first = await cli(['keys', 'list'], { DATABASE_URL: undefined }, cwd)
+      assertOk(first)
+      assert.equal(first.stderr, `petstore-orders: created a new SQLite database at ${created} (DATABASE_URL is unset)\n`)
+      assert.equal(first.stdout, '')
+      const second = await cli(['keys', 'list'], { DATABASE_URL: undefined }, cwd)
+      assertOk(second)
+      assert.equal(second.stderr, '')
+      const named = join(cwd, 'other.db')
+      const third = await cli(['migrate'], { DATABASE_URL: 'sqlite:other.db' }, cwd)
+      assertOk(third)
+      assert.equal(third.stderr, `petstore-orders: created a new SQLite database at ${named} (named by DATABASE_URL)\n`)
+    } finally {
+      rmSync(cwd, { recursive: true, force: true })
+    }
+  })
+})
+
+describe('on a terminal (a pseudo-terminal from script(1))', { skip: hasScript ? false : 'script(1) is not installed' }, () => {
+  test('keys list aligns its columns under a header', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'petstore-cli-tty-'))
+    try {
+      const env = { DATABASE_URL: `sqlite:${join(dir, 'x.db')}` }
+      assertOk(await cli(['keys', 'create', '--name', 'billing'], env))
+      const shown = inTerminal('keys list', env)
+      assert.match(shown, /^ID +NAME +PREFIX +SCOPES +CREATED +EXPIRES +REVOKED\r?\n1 +billing +pso_\w{8} +orders:read,orders:cancel,pets:read +\S+ +- +-\r?\n$/m)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('serve prints its URL and /docs in one line on stderr; the log stays JSON on stdout', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'petstore-cli-tty-'))
+    const port = await freePort()
+    // stderr alone on the terminal (stdout to a file), as in `serve > log.ndjson`.
+    const log = join(dir, 'log.ndjson')
+    // script(1) runs the command in a session of its own: the shell writes the pid to stop.
+    const pidFile = join(dir, 'pid')
+    const command = `echo $$ > ${JSON.stringify(pidFile)}; exec timeout 60 ${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} serve > ${JSON.stringify(log)}`
+    const child = spawn('script', ['-qfec', command, '/dev/null'], {
+      env: { ...process.env, DATABASE_URL: `sqlite:${join(dir, 'x.db')}`, PORT: String(port) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    const stop = (signal: NodeJS.Signals): void => {
+      if (existsSync(pidFile)) process.kill(Number(readFileSync(pidFile, 'utf8')), signal) // timeout(1) passes it on
+    }
+    try {
+      let shown = ''
+      const line = `petstore-orders: listening on http://127.0.0.1:${port}/v1; API reference: http://127.0.0.1:${port}/docs`
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no URL line in 30 s: ${JSON.stringify(shown)}`)), 30_000)
+        child.stdout.on('data', (chunk: Buffer) => {
+          shown += chunk.toString()
+          if (shown.includes(line)) {
+            clearTimeout(timer)
+            resolve()
+          }
+        })
+      })
+      assert.match(shown, /created a new SQLite database at/)
+      const exited = new Promise((resolve) => child.on('exit', resolve))
+      stop('SIGTERM')
+      await exited
+      assert.doesNotMatch(shown, /"level"/) // the JSON log went to stdout, not to the terminal
+      const first = readFileSync(log, 'utf8').split('\n')[0]!
+      assert.equal(typeof JSON.parse(first), 'object', first)
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) stop('SIGKILL')
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('serve, piped: no URL line on stderr', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'petstore-cli-pipe-'))
+    try {
+      const server = await spawnServer(`sqlite:${join(dir, 'x.db')}`)
+      server.child.kill('SIGTERM')
+      await server.exited
+      assert.doesNotMatch(server.output(), /listening on http/)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
+
+/** What `petstore-orders ARGS` shows on a terminal (stdout and stderr both). */
+function inTerminal(args: string, env: Record<string, string>): string {
+  return spawnSync('script', ['-qfec', `${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} ${args}`, '/dev/null'], {
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+    timeout: 60_000,
+  }).stdout
+}
+
 forEachStore('petstore-orders CLI', (kind: StoreKind) => {
   // Each test has a database of its own: they run side by side.
   describe('commands', { concurrency: 4 }, () => commandTests(kind))
@@ -224,6 +323,8 @@ function commandTests(kind: StoreKind): void {
   /** A fresh database for one test; `env` points the CLI at it. */
   async function fresh(): Promise<{ database: TestDatabaseHandle; env: Record<string, string> }> {
     const database = await createDatabase(kind)
+    // An empty file is an empty SQLite database: the commands under test do not create it (and say so).
+    if (database.config.kind === 'sqlite') writeFileSync(database.config.path, '')
     cleanups.push(() => database.dispose())
     return { database, env: { DATABASE_URL: database.url } }
   }
