@@ -511,19 +511,38 @@ function commandTests(kind: StoreKind): void {
       1,
       /line 1, column 22: malformed JSON: unexpected end of file; nothing was imported$/,
     )
+    // Cut short after a comma: the parser's own capitalised words became the message, without a place.
+    assertOneLineError(
+      await cli(['orders', 'import', file('[{"id": 1},')], env),
+      1,
+      /\.json: line 1, column 12: malformed JSON: unexpected end of file; nothing was imported$/,
+    )
     assertOneLineError(await cli(['orders', 'import', file('not json\n')], env), 1, /line 1, column 1: malformed JSON/)
     assert.deepEqual(await listOrders(database), [])
   })
 
-  test('orders import: a status that would move back aborts the import; an empty file imports nothing', async () => {
+  test('orders import: a status that would move back aborts the import, naming the record; unchanged records are said; an empty file imports nothing', async () => {
     const { database, env } = await fresh()
     assertOk(await cli(['orders', 'import', file('[{"id": 1, "status": "cancelled"}, {"id": 2, "status": "shipped"}]')], env))
+    // The error names the record, as a bad record's does.
     assertOneLineError(
       await cli(['orders', 'import', file(ndjson([{ id: 5 }, { id: 1, status: 'pending' }, { id: 6 }]), 'ndjson')], env),
       1,
-      /: order 1 is cancelled and cannot become pending; nothing was imported$/,
+      /\.ndjson: line 2: order 1 is cancelled and cannot become pending; nothing was imported$/,
+    )
+    assertOneLineError(
+      await cli(['orders', 'import', file(JSON.stringify([{ id: 5 }, { id: 6 }, { id: 2, status: 'pending' }]))], env),
+      1,
+      /\.json: record 3: order 2 is shipped and cannot become pending; nothing was imported$/,
     )
     assert.deepEqual((await listOrders(database)).map((o) => o.id), [2n])
+    // A re-import of records the database already holds as they are: said, not hidden.
+    const same = file(ndjson([{ id: 2, status: 'shipped' }]), 'ndjson')
+    const unchanged = await cli(['orders', 'import', same], env)
+    assertOk(unchanged)
+    assert.equal(unchanged.stdout, `imported 1 order from ${same}: all unchanged, the database already held them as they are\n`)
+    const changed = await cli(['orders', 'import', file(ndjson([{ id: 2, status: 'shipped' }, { id: 7 }]), 'ndjson')], env)
+    assert.match(changed.stdout, /^imported 2 orders from \S+\n$/)
     const empty = await cli(['orders', 'import', file('')], env)
     assertOk(empty)
     assert.match(empty.stdout, /^imported 0 orders from /)
