@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
+import { assertOk, cli } from './support/cli.js'
 import { startDemo } from './support/demo.js'
 
 const README = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
@@ -49,8 +50,21 @@ test("the README's first curl example answers as the README says, on the demo da
       const answer = command.includes(' -i ') ? run.stdout.split('\r\n')[0]! : run.stdout.trim()
       assert.match(answer, pattern(expected[0]!), `${command}\n  answered: ${answer.slice(0, 300)}`)
     }
-  } finally {
     assert.equal(await demo.stop(), 0)
+
+    // Then seeding more, as the README's Operator CLI says: the demo ids are taken (one cancelled
+    // just now), so a plain seed is refused, naming --first-id; the README's line works.
+    const env = { DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` }
+    const plain = await cli(['seed', '--orders', '1000'], env)
+    assert.equal(plain.code, 1)
+    assert.match(plain.stderr, /use --first-id/)
+    const line = /`(seed --orders \d+ --first-id \d+)`/.exec(README)?.[1]
+    assert.ok(line !== undefined, 'the README names no seed --first-id example')
+    const seeded = await cli(line.split(' '), env)
+    assertOk(seeded)
+    assert.match(seeded.stdout, /^seeded 1000 orders \(ids 1001 to 2000\)/)
+  } finally {
+    await demo.stop()
     rmSync(dir, { recursive: true, force: true })
   }
 })
