@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
@@ -696,6 +696,17 @@ function commandTests(kind: StoreKind): void {
         ],
       )
     })
+  })
+
+  test('serve --demo: a key that cannot be kept is still printed and works, and says it was not kept', async () => {
+    const { database, env } = await fresh()
+    const cwd = mkdtempSync(join(tmpdir(), 'petstore-demo-cwd-'))
+    cleanups.push(async () => rmSync(cwd, { recursive: true, force: true }))
+    mkdirSync(demoKeyPath(database.config, cwd), { recursive: true }) // a directory where the file would go
+    const demo = await startDemo(env, cwd)
+    assert.match(demo.output, /\(new, not kept: the next start makes another\)/)
+    assert.equal((await fetch(demo.url, { headers: bearer(demo.key) })).status, 200)
+    assert.equal(await demo.stop(), 0)
   })
 }
 

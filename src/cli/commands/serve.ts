@@ -65,7 +65,8 @@ Examples:
         if (demo.notStored !== undefined) sayNotice(io, `the demo key could not be kept in ${keyFile}: ${oneLine(demo.notStored)}`)
       },
       onListening: (url) => {
-        const { secret, created, seeded } = demo!
+        const { secret, created, seeded, notStored } = demo!
+        const kept = notStored !== undefined ? 'new, not kept: the next start makes another' : `${created ? 'new, kept' : 'the same as the last start, kept'} in ${keyFile} and printed at each start`
         const base = apiBase(url)
         io.stdout.write(
           [
@@ -73,7 +74,7 @@ Examples:
             `Petstore Orders (demo) is listening on ${base}`,
             seeded === undefined ? '  orders: the ones already in the database' : `  orders: ${seeded} demo orders seeded`,
             `  demo API key: ${secret}`,
-            `  (${created ? 'new, kept' : 'the same as the last start, kept'} in ${keyFile} and printed at each start)`,
+            `  (${kept})`,
             `  API reference: ${origin(url)}/docs`,
             '',
             `  curl -H "Authorization: Bearer ${secret}" ${base}/store/orders`,
