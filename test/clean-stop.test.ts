@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, it } from 'node:test'
@@ -84,6 +84,8 @@ forEachStore('a clean stop writes every log line', (kind) => {
       const signal = run % 4 < 2 ? 'SIGTERM' : 'SIGINT'
       let database = shared
       if (database === undefined) databases.push((database = await createDatabase(kind))) // a fresh SQLite file each run
+      // An empty file, an empty database: serve does not create it, so says nothing on stderr about it.
+      if (database.config.kind === 'sqlite') writeFileSync(database.config.path, '')
       const { lines, text, stderr, exit } = await serveOneRequest(database.url, stdout, signal, dir)
       const access = lines.some((line) => line.msg === 'request' && line.url === '/v1/store/orders' && line.status === 401)
       const shuttingDown = lines.some((line) => line.msg === 'shutting down' && line.signal === signal)

@@ -1,17 +1,19 @@
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { Progress } from '../src/cli/progress.js'
 import { hashApiKey } from '../src/domain/api-keys.js'
+import { demoKeyPath } from '../src/domain/demo-key-file.js'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
 import type { Order } from '../src/schemas/order.js'
 import { bearer, createDatabase, forEachStore, listedOrders, type StoreKind, type TestDatabaseHandle } from './support/harness.js'
 import { assertOk, assertOneLineError, cli } from './support/cli.js'
-import { BIN, freePort } from './support/server-process.js'
+import { startDemo } from './support/demo.js'
+import { BIN, freePort, spawnServer } from './support/server-process.js'
 
 const MAX = 9223372036854775807n
 const BEYOND_2_53 = 9007199254740993n // 2^53 + 1: a JS number cannot hold it
@@ -48,6 +50,8 @@ async function withStore<T>(database: TestDatabaseHandle, work: (store: Store) =
     await store.close()
   }
 }
+
+const hasScript = spawnSync('script', ['--version']).status === 0
 
 const COMMANDS = ['serve', 'migrate', 'keys create', 'keys list', 'keys revoke', 'orders import', 'orders ship', 'pets import', 'seed', 'events tail']
 
@@ -189,7 +193,6 @@ describe('progress line', () => {
     assert.deepEqual(piped, [])
   })
 
-  const hasScript = spawnSync('script', ['--version']).status === 0
   test('import and seed show it on a terminal (a pseudo-terminal from script(1))', { skip: hasScript ? false : 'script(1) is not installed' }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'petstore-cli-tty-'))
     try {
@@ -213,6 +216,104 @@ describe('progress line', () => {
   })
 })
 
+describe('a command that creates the SQLite database says so', () => {
+  test('on stderr, with the full path, once: run from another folder, DATABASE_URL unset', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'petstore-cli-cwd-'))
+    try {
+      const created = join(cwd, 'data', 'petstore.db')
+      const first = await cli(['keys', 'list'], { DATABASE_URL: undefined }, cwd)
+      assertOk(first)
+      assert.equal(first.stderr, `petstore-orders: created a new SQLite database at ${created} (DATABASE_URL is unset)\n`)
+      assert.equal(first.stdout, '')
+      const second = await cli(['keys', 'list'], { DATABASE_URL: undefined }, cwd)
+      assertOk(second)
+      assert.equal(second.stderr, '')
+      const named = join(cwd, 'other.db')
+      const third = await cli(['migrate'], { DATABASE_URL: 'sqlite:other.db' }, cwd)
+      assertOk(third)
+      assert.equal(third.stderr, `petstore-orders: created a new SQLite database at ${named} (named by DATABASE_URL)\n`)
+    } finally {
+      rmSync(cwd, { recursive: true, force: true })
+    }
+  })
+})
+
+describe('on a terminal (a pseudo-terminal from script(1))', { skip: hasScript ? false : 'script(1) is not installed' }, () => {
+  test('keys list aligns its columns under a header', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'petstore-cli-tty-'))
+    try {
+      const env = { DATABASE_URL: `sqlite:${join(dir, 'x.db')}` }
+      assertOk(await cli(['keys', 'create', '--name', 'billing'], env))
+      const shown = inTerminal('keys list', env)
+      assert.match(shown, /^ID +NAME +PREFIX +SCOPES +CREATED +EXPIRES +REVOKED\r?\n1 +billing +pso_\w{8} +orders:read,orders:cancel,pets:read +\S+ +- +-\r?\n$/m)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('serve prints its URL and /docs in one line on stderr; the log stays JSON on stdout', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'petstore-cli-tty-'))
+    const port = await freePort()
+    // stderr alone on the terminal (stdout to a file), as in `serve > log.ndjson`.
+    const log = join(dir, 'log.ndjson')
+    // script(1) runs the command in a session of its own: the shell writes the pid to stop.
+    const pidFile = join(dir, 'pid')
+    const command = `echo $$ > ${JSON.stringify(pidFile)}; exec timeout 60 ${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} serve > ${JSON.stringify(log)}`
+    const child = spawn('script', ['-qfec', command, '/dev/null'], {
+      env: { ...process.env, DATABASE_URL: `sqlite:${join(dir, 'x.db')}`, PORT: String(port) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    const stop = (signal: NodeJS.Signals): void => {
+      if (existsSync(pidFile)) process.kill(Number(readFileSync(pidFile, 'utf8')), signal) // timeout(1) passes it on
+    }
+    try {
+      let shown = ''
+      const line = `petstore-orders: listening on http://127.0.0.1:${port}/v1; API reference: http://127.0.0.1:${port}/docs`
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no URL line in 30 s: ${JSON.stringify(shown)}`)), 30_000)
+        child.stdout.on('data', (chunk: Buffer) => {
+          shown += chunk.toString()
+          if (shown.includes(line)) {
+            clearTimeout(timer)
+            resolve()
+          }
+        })
+      })
+      assert.match(shown, /created a new SQLite database at/)
+      const exited = new Promise((resolve) => child.on('exit', resolve))
+      stop('SIGTERM')
+      await exited
+      assert.doesNotMatch(shown, /"level"/) // the JSON log went to stdout, not to the terminal
+      const first = readFileSync(log, 'utf8').split('\n')[0]!
+      assert.equal(typeof JSON.parse(first), 'object', first)
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) stop('SIGKILL')
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('serve, piped: no URL line on stderr', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'petstore-cli-pipe-'))
+    try {
+      const server = await spawnServer(`sqlite:${join(dir, 'x.db')}`)
+      server.child.kill('SIGTERM')
+      await server.exited
+      assert.doesNotMatch(server.output(), /listening on http/)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
+
+/** What `petstore-orders ARGS` shows on a terminal (stdout and stderr both). */
+function inTerminal(args: string, env: Record<string, string>): string {
+  return spawnSync('script', ['-qfec', `${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} ${args}`, '/dev/null'], {
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+    timeout: 60_000,
+  }).stdout
+}
+
 forEachStore('petstore-orders CLI', (kind: StoreKind) => {
   // Each test has a database of its own: they run side by side.
   describe('commands', { concurrency: 4 }, () => commandTests(kind))
@@ -222,6 +323,8 @@ function commandTests(kind: StoreKind): void {
   /** A fresh database for one test; `env` points the CLI at it. */
   async function fresh(): Promise<{ database: TestDatabaseHandle; env: Record<string, string> }> {
     const database = await createDatabase(kind)
+    // An empty file is an empty SQLite database: the commands under test do not create it (and say so).
+    if (database.config.kind === 'sqlite') writeFileSync(database.config.path, '')
     cleanups.push(() => database.dispose())
     return { database, env: { DATABASE_URL: database.url } }
   }
@@ -408,19 +511,38 @@ function commandTests(kind: StoreKind): void {
       1,
       /line 1, column 22: malformed JSON: unexpected end of file; nothing was imported$/,
     )
+    // Cut short after a comma: the parser's own capitalised words became the message, without a place.
+    assertOneLineError(
+      await cli(['orders', 'import', file('[{"id": 1},')], env),
+      1,
+      /\.json: line 1, column 12: malformed JSON: unexpected end of file; nothing was imported$/,
+    )
     assertOneLineError(await cli(['orders', 'import', file('not json\n')], env), 1, /line 1, column 1: malformed JSON/)
     assert.deepEqual(await listOrders(database), [])
   })
 
-  test('orders import: a status that would move back aborts the import; an empty file imports nothing', async () => {
+  test('orders import: a status that would move back aborts the import, naming the record; unchanged records are said; an empty file imports nothing', async () => {
     const { database, env } = await fresh()
     assertOk(await cli(['orders', 'import', file('[{"id": 1, "status": "cancelled"}, {"id": 2, "status": "shipped"}]')], env))
+    // The error names the record, as a bad record's does.
     assertOneLineError(
       await cli(['orders', 'import', file(ndjson([{ id: 5 }, { id: 1, status: 'pending' }, { id: 6 }]), 'ndjson')], env),
       1,
-      /: order 1 is cancelled and cannot become pending; nothing was imported$/,
+      /\.ndjson: line 2: order 1 is cancelled and cannot become pending; nothing was imported$/,
+    )
+    assertOneLineError(
+      await cli(['orders', 'import', file(JSON.stringify([{ id: 5 }, { id: 6 }, { id: 2, status: 'pending' }]))], env),
+      1,
+      /\.json: record 3: order 2 is shipped and cannot become pending; nothing was imported$/,
     )
     assert.deepEqual((await listOrders(database)).map((o) => o.id), [2n])
+    // A re-import of records the database already holds as they are: said, not hidden.
+    const same = file(ndjson([{ id: 2, status: 'shipped' }]), 'ndjson')
+    const unchanged = await cli(['orders', 'import', same], env)
+    assertOk(unchanged)
+    assert.equal(unchanged.stdout, `imported 1 order from ${same}: all unchanged, the database already held them as they are\n`)
+    const changed = await cli(['orders', 'import', file(ndjson([{ id: 2, status: 'shipped' }, { id: 7 }]), 'ndjson')], env)
+    assert.match(changed.stdout, /^imported 2 orders from \S+\n$/)
     const empty = await cli(['orders', 'import', file('')], env)
     assertOk(empty)
     assert.match(empty.stdout, /^imported 0 orders from /)
@@ -529,26 +651,41 @@ function commandTests(kind: StoreKind): void {
     assert.equal(more.stdout, `seeded 10 orders (ids ${MAX - 9n} to ${MAX}) and 3 pets (ids 1 to 3) with seed 8\n`)
   })
 
-  test('serve --demo: seeds an empty store, creates a demo key, prints a working curl line; exits 0 on SIGTERM', async () => {
+  test('serve --demo: seeds an empty store; keeps its demo key (0600) across restarts, replaces a revoked one; exits 0 on SIGTERM', async () => {
     const { database, env } = await fresh()
-    const first = await startDemo(env)
+    const cwd = mkdtempSync(join(tmpdir(), 'petstore-demo-cwd-')) // where a PostgreSQL database's key is kept
+    cleanups.push(async () => rmSync(cwd, { recursive: true, force: true }))
+    const keyFile = demoKeyPath(database.config, cwd)
+    const first = await startDemo(env, cwd)
     assert.match(first.output, /1000 demo orders seeded/)
-    assert.doesNotMatch(first.output, /revoked/)
+    assert.match(first.output, new RegExp(`\\(new, kept in ${escape(keyFile)} and printed at each start\\)`))
     const response = await fetch(first.url, { headers: bearer(first.key) })
     assert.equal(response.status, 200)
     const listed = (await response.json()) as unknown[]
     assert.ok(listed.length > 800 && listed.length < 1000, `${listed.length} orders`)
     assert.equal(await first.stop(), 0)
+    assert.equal(statSync(keyFile).mode & 0o777, 0o600)
+    assert.equal(readFileSync(keyFile, 'utf8'), `${first.key}\n`)
 
-    // Orders present: kept as they are. A new key each time, and the earlier demo key revoked:
-    // one working demo key, not one more on every start.
-    const second = await startDemo(env)
+    // Orders present: kept as they are. The same key, still working: a KEY= in a shell survives a restart.
+    const second = await startDemo(env, cwd)
     assert.match(second.output, /orders: the ones already in the database/)
-    assert.match(second.output, /the earlier demo key is revoked/)
-    assert.notEqual(second.key, first.key)
+    assert.match(second.output, /the same as the last start/)
+    assert.equal(second.key, first.key)
     assert.equal((await fetch(second.url, { headers: bearer(second.key) })).status, 200)
-    assert.equal((await fetch(second.url, { headers: bearer(first.key) })).status, 401)
     assert.equal(await second.stop(), 0)
+
+    // The stored key revoked: the next start makes a new one, works, and keeps it instead.
+    assertOk(await cli(['keys', 'revoke', first.key.slice(0, 12)], env))
+    chmodSync(keyFile, 0o644)
+    const third = await startDemo(env, cwd)
+    assert.notEqual(third.key, first.key)
+    assert.match(third.output, /\(new, kept in/)
+    assert.equal((await fetch(third.url, { headers: bearer(third.key) })).status, 200)
+    assert.equal((await fetch(third.url, { headers: bearer(first.key) })).status, 401)
+    assert.equal(await third.stop(), 0)
+    assert.equal(readFileSync(keyFile, 'utf8'), `${third.key}\n`)
+    assert.equal(statSync(keyFile).mode & 0o777, 0o600)
     await withStore(database, async (store) => {
       const keys = await store.apiKeys.list()
       assert.deepEqual(
@@ -560,44 +697,19 @@ function commandTests(kind: StoreKind): void {
       )
     })
   })
+
+  test('serve --demo: a key that cannot be kept is still printed and works, and says it was not kept', async () => {
+    const { database, env } = await fresh()
+    const cwd = mkdtempSync(join(tmpdir(), 'petstore-demo-cwd-'))
+    cleanups.push(async () => rmSync(cwd, { recursive: true, force: true }))
+    mkdirSync(demoKeyPath(database.config, cwd), { recursive: true }) // a directory where the file would go
+    const demo = await startDemo(env, cwd)
+    assert.match(demo.output, /\(new, not kept: the next start makes another\)/)
+    assert.equal((await fetch(demo.url, { headers: bearer(demo.key) })).status, 200)
+    assert.equal(await demo.stop(), 0)
+  })
 }
 
-/** `serve --demo` on a free port; resolves with the key and URL of its curl line once it is printed. */
-async function startDemo(env: Record<string, string>): Promise<{ key: string; url: string; output: string; stop(): Promise<number | null> }> {
-  const port = await freePort()
-  const child = spawn(process.execPath, [BIN, 'serve', '--demo'], {
-    env: { ...process.env, ...env, PORT: String(port), LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let stdout = ''
-  let stderr = ''
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
-  const curl = await new Promise<RegExpExecArray>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL')
-      reject(new Error(`no curl line in 20 s; stdout: ${stdout}; stderr: ${stderr}`))
-    }, 20_000)
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString()
-      const match = /curl -H "Authorization: Bearer (pso_[0-9A-Za-z]+)" (http:\/\/\S+\/v1\/store\/orders)\n/.exec(stdout)
-      if (match !== null) {
-        clearTimeout(timer)
-        resolve(match)
-      }
-    })
-    void exited.then((code) => reject(new Error(`serve --demo exited with ${code}: ${stdout} ${stderr}`)))
-  })
-  assert.equal(curl[2], `http://127.0.0.1:${port}/v1/store/orders`)
-  assert.match(stdout, new RegExp(`listening on http://127\\.0\\.0\\.1:${port}/v1\\n`))
-  assert.match(stdout, new RegExp(`demo API key: ${curl[1]}\\n`))
-  return {
-    key: curl[1]!,
-    url: curl[2]!,
-    output: stdout,
-    async stop() {
-      child.kill('SIGTERM')
-      return exited
-    },
-  }
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 }

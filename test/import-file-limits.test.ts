@@ -16,6 +16,7 @@ describe('orders import and pets import: empty and oversized files', () => {
 
   function cli(args: string[]): { status: number | null; stdout: string; stderr: string; path: string } {
     const path = join(dir, `petstore-${databases++}.db`)
+    writeFileSync(path, '') // an empty SQLite database: the import does not create it (and say so)
     const result = spawnSync(process.execPath, [BIN, ...args], {
       env: { ...process.env, DATABASE_URL: `sqlite:${path}` },
       encoding: 'utf8',

@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util'
 import { loadDatabaseConfig } from '../config.js'
 import type { Store } from '../store/store.js'
+import { databaseCreatedNotice, databaseToCreate } from './new-database.js'
 
 export const PROGRAM = 'petstore-orders'
 
@@ -118,19 +119,26 @@ export function stringOption(values: OptionValues, name: string): string | undef
 
 /**
  * Opens the store DATABASE_URL names (a bad value is a ConfigError), migrates it, runs `work`
- * and closes the store whatever happens.
+ * and closes the store whatever happens. A SQLite file it creates is said on stderr.
  */
 export async function withStore<T>(io: Io, work: (store: Store) => Promise<T>, options: { migrate?: boolean } = {}): Promise<T> {
   const database = loadDatabaseConfig(io.env)
   // Loaded when a command needs it: `--help` and usage errors stay fast.
   const { openStore } = await import('../store/open-store.js')
+  const toCreate = databaseToCreate(database)
   const store = await openStore(database)
+  sayNotice(io, databaseCreatedNotice(io.env, toCreate))
   try {
     if (options.migrate !== false) await store.migrate()
     return await work(store)
   } finally {
     await store.close()
   }
+}
+
+/** A `petstore-orders: …` line on stderr, when there is something to say. */
+export function sayNotice(io: Io, notice: string | undefined): void {
+  if (notice !== undefined) io.stderr.write(`${PROGRAM}: ${notice}\n`)
 }
 
 /** One line: the error message of a thrown value, newlines folded. */

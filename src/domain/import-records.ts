@@ -193,7 +193,8 @@ function markNumber(token: Token): Token | { name: 'numberValue'; value: JsonNum
 }
 
 function isParserError(error: unknown): error is Error {
-  return error instanceof Error && (error as NodeJS.ErrnoException).code === undefined && /cannot parse input/i.test(error.message)
+  // "Parser cannot parse input: …" mid-file, "Parser has expected a value" at a file cut short.
+  return error instanceof Error && (error as NodeJS.ErrnoException).code === undefined && /cannot parse input|^parser has expected/i.test(error.message)
 }
 
 /**
@@ -332,6 +333,17 @@ export async function* readValidated<T>(
 
 export function readOrderRecords(source: ImportSource, onRecord?: (position: string) => void): AsyncGenerator<OrderRecord> {
   return readValidated(source, validateOrderRecord, onRecord)
+}
+
+/**
+ * Where the order `id` is in the file: the position of its last record (the one an import keeps),
+ * or undefined. A second pass, made only to name the record a store refused.
+ */
+export async function locateOrder(source: ImportSource, id: bigint): Promise<string | undefined> {
+  let position: string | undefined
+  let found: string | undefined
+  for await (const record of readOrderRecords(source, (at) => (position = at))) if (record.id === id) found = position
+  return found
 }
 
 export function readPetRecords(source: ImportSource, onRecord?: (position: string) => void): AsyncGenerator<Pet> {

@@ -1,28 +1,33 @@
 import { ImportConflictError, type Store } from '../store/store.js'
+import { hashApiKey, isActive } from './api-keys.js'
 import { createKey } from './create-key.js'
+import { readDemoKey, writeDemoKey } from './demo-key-file.js'
 import { seedDemoData, type SeedProgress } from './seed-demo-data.js'
 
 export const DEMO_ORDERS = 1000
-/** The name of the key `serve --demo` creates; the keys of earlier demo starts are revoked. */
+/** The name of the key `serve --demo` creates. */
 export const DEMO_KEY_NAME = 'demo'
 
 export interface DemoPreparation {
-  /** The new demo key, shown once. */
+  /** The demo key: the stored one while it is valid, else a new one. */
   secret: string
+  /** Whether the key was made by this start (none stored, or the stored one no longer valid). */
+  created: boolean
+  /** Why the new key could not be stored (it still works; the next start makes another). */
+  notStored?: string
   /** How many demo orders were seeded; undefined when orders were already listed. */
   seeded: number | undefined
   /** Why seeding was skipped, when it was refused (every order cancelled, demo ids among them). */
   notSeeded?: string
-  /** How many keys of earlier demo starts were revoked. */
-  revoked: number
 }
 
 /**
- * For `serve --demo`: demo data when no order is listed, and a fresh full-scope key named "demo".
- * The raw key is shown only at its creation, so an earlier demo key cannot be shown again: it is
- * revoked instead, and one working demo key exists at a time (not one more on every start).
+ * For `serve --demo`: demo data when no order is listed, and the demo key kept in `keyFile`
+ * (demo-key-file.ts). The stored key is reused while the store still holds it valid (found by its
+ * hash, neither revoked nor expired); otherwise a full-scope key named "demo" is created and stored.
+ * No key is revoked: another instance's clients may be using theirs.
  */
-export async function prepareDemo(store: Store, progress?: SeedProgress): Promise<DemoPreparation> {
+export async function prepareDemo(store: Store, keyFile: string, progress?: SeedProgress): Promise<DemoPreparation> {
   let seeded: number | undefined
   let notSeeded: string | undefined
   if (!(await store.orders.hasAny())) {
@@ -34,12 +39,17 @@ export async function prepareDemo(store: Store, progress?: SeedProgress): Promis
       notSeeded = error.message
     }
   }
-  let revoked = 0
-  for (const key of await store.apiKeys.list()) {
-    if (key.name !== DEMO_KEY_NAME || key.revokedAt !== null) continue
-    await store.apiKeys.revoke(key.id.toString())
-    revoked++
+  const stored = await readDemoKey(keyFile).catch(() => undefined) // unreadable: replaced, as a missing one
+  if (stored !== undefined) {
+    const key = await store.apiKeys.findByHash(hashApiKey(stored))
+    if (key !== undefined && isActive(key, Date.now())) return { secret: stored, created: false, seeded, notSeeded }
   }
   const { secret } = await createKey(store.apiKeys, { name: DEMO_KEY_NAME })
-  return { secret, seeded, notSeeded, revoked }
+  let notStored: string | undefined
+  try {
+    await writeDemoKey(keyFile, secret)
+  } catch (error) {
+    notStored = (error as Error).message
+  }
+  return { secret, created: true, notStored, seeded, notSeeded }
 }

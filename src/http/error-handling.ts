@@ -6,6 +6,7 @@ import { ApiError, errorBody, ERRORS, type ErrorBody, type ErrorCode } from '../
 import { StoreUnavailableError } from '../store/store.js'
 import { requestIdOf } from './request-id.js'
 import { shorten } from './shorten.js'
+import { BODY_MUST_BE_JSON } from './strict-body.js'
 
 // Errors Fastify and Node raise by themselves, mapped to our codes. Anything else ≥ 500 is internal.
 const FRAMEWORK_CODES: Record<string, ErrorCode> = {
@@ -40,6 +41,8 @@ export function toErrorResponse(error: FastifyError | Error): { body: ErrorBody;
   }
   const fastifyError = error as FastifyError
   const mapped = fastifyError.code === undefined ? undefined : FRAMEWORK_CODES[fastifyError.code]
+  // A body of a type no parser takes (a form, XML…): say which one is, as for text/plain.
+  if (fastifyError.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return { body: errorBody('unsupported_media_type', BODY_MUST_BE_JSON), headers: {} }
   if (mapped !== undefined) return { body: errorBody(mapped), headers: {} }
   if (error instanceof SyntaxError && fastifyError.statusCode === 400) return { body: errorBody('invalid_body'), headers: {} }
   const status = fastifyError.statusCode ?? 500

@@ -50,6 +50,9 @@ function closedSet(name: string, property: PropertySchema): readonly string[] {
   return values
 }
 
+/** The 415 message for a body of any media type but JSON (text/plain here, the others in error-handling.ts). */
+export const BODY_MUST_BE_JSON = 'The request body must be JSON, sent with Content-Type: application/json.'
+
 /**
  * A preValidation hook for a route whose body is an optional JSON object: a body of JSON `null` is
  * 400 `invalid_body` (a validator cannot tell it from no body), and a body that is not JSON at all
@@ -60,7 +63,7 @@ export function jsonObjectBody(request: FastifyRequest, _reply: FastifyReply, do
   // A JSON string is a string too: only the text parser's output is told apart, by its media type.
   if (typeof request.body !== 'string' || JSON_MEDIA_TYPE.test(request.headers['content-type'] ?? '')) return done()
   if (request.body !== '') {
-    return done(new ApiError('unsupported_media_type', 'The request body must be JSON, sent with Content-Type: application/json.'))
+    return done(new ApiError('unsupported_media_type', BODY_MUST_BE_JSON))
   }
   request.body = undefined // an empty text body: no body
   done()

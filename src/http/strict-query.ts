@@ -75,12 +75,25 @@ function parserFor(name: string, property: PropertySchema): (text: string) => Pa
   }
   if (property.type === 'string' && property.pattern !== undefined) {
     const pattern = new RegExp(property.pattern)
-    return (text) => (pattern.test(text) ? { value: text } : { problem: `${name} has an invalid value.` })
+    const problem = enumProblem(name, property.pattern) ?? `${name} has an invalid value.`
+    return (text) => (pattern.test(text) ? { value: text } : { problem })
   }
   // A string with neither a pattern nor a format is passed on as it is: its route checks it and
   // answers with a code of its own (the event feed's `after`: 400 invalid_cursor).
   if (property.type === 'string' && property.format === undefined) return (text) => ({ value: text })
   throw new Error(`query parameter "${name}": no strict parser for this schema`)
+}
+
+/**
+ * The message for a parameter whose pattern is a closed set of words, one (`^(a|b)$`) or a comma
+ * list (`^(a|b)(,(a|b))*$`): it names the values, which the pattern alone does not tell a client.
+ */
+function enumProblem(name: string, pattern: string): string | undefined {
+  const one = /^\^\(([a-z_]+(?:\|[a-z_]+)*)\)\$$/.exec(pattern)
+  if (one !== null) return `${name} must be one of ${one[1]!.split('|').join(', ')}.`
+  const list = /^\^\(([a-z_]+(?:\|[a-z_]+)*)\)\(,\(\1\)\)\*\$$/.exec(pattern)
+  if (list !== null) return `${name} must be one or more of ${list[1]!.split('|').join(', ')}, separated by commas.`
+  return undefined
 }
 
 // A space before the offset stands for `+`: an unencoded `+` in a query string reads as a space.

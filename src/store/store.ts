@@ -110,9 +110,12 @@ export interface Store {
 
 /** An import record that breaks a rule the database enforces (e.g. a cancelled order revived). */
 export class ImportConflictError extends Error {
-  constructor(message: string) {
+  /** The order refused, for the importer to name its record. */
+  readonly orderId: bigint | undefined
+  constructor(message: string, orderId?: bigint) {
     super(message)
     this.name = 'ImportConflictError'
+    this.orderId = orderId
   }
 }
 

@@ -9,10 +9,11 @@ export interface Result {
   stderr: string
 }
 
-/** Runs the real binary to its end, stdin closed, stdout and stderr piped. */
-export function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<Result> {
+/** Runs the real binary to its end, stdin closed, stdout and stderr piped; in `cwd` when given. */
+export function cli(args: string[], env: Record<string, string | undefined> = {}, cwd?: string): Promise<Result> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], {
+      cwd,
       env: { ...process.env, PETSTORE_DEBUG: undefined, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     })

@@ -1,7 +1,7 @@
 import { constants, createReadStream, type ReadStream } from 'node:fs'
 import { access, stat } from 'node:fs/promises'
 import { ConfigError, loadDatabaseConfig } from '../../config.js'
-import { ImportFileError, type ImportSource } from '../../domain/import-records.js'
+import { ImportFileError, locateOrder, type ImportSource } from '../../domain/import-records.js'
 import { ImportConflictError, type Store } from '../../store/store.js'
 import { CommandError, oneLine, PROGRAM, withStore, type Io } from '../command.js'
 import { formatCount, percent, Progress } from '../progress.js'
@@ -52,18 +52,33 @@ export async function importFile<T>(
   }
   progress.update(`importing ${what} from ${file}…`, true)
   let count: number
+  let unchanged = false
   try {
-    count = await withStore(io, (store) => write(store, counted(), show))
+    count = await withStore(io, async (store) => {
+      // Orders bump the data version whenever an import writes one: the same version after means
+      // none was written (another writer's change in between only loses the remark).
+      const before = what === 'orders' ? await store.orders.dataVersion() : undefined
+      const written = await write(store, counted(), show)
+      unchanged = before !== undefined && (await store.orders.dataVersion()) === before
+      return written
+    })
   } catch (error) {
     progress.clear()
     if (error instanceof ConfigError) throw error
+    if (error instanceof ImportConflictError && error.orderId !== undefined) {
+      // The store names the order; the file's reader names where it is (a second pass, only now).
+      const position = await locateOrder(source, error.orderId).catch(() => undefined)
+      throw new CommandError(`${file}: ${position === undefined ? '' : `${position}: `}${oneLine(error.message)}; nothing was imported`)
+    }
     if (error instanceof ImportFileError || error instanceof ImportConflictError) {
       throw new CommandError(`${file}: ${oneLine(error.message)}; nothing was imported`)
     }
     throw new CommandError(`${oneLine((error as Error).message)}; nothing was imported`, { cause: error })
   }
   progress.clear()
-  io.stdout.write(`imported ${count} ${count === 1 ? what.slice(0, -1) : what} from ${file}\n`)
+  const records = `${count} ${count === 1 ? what.slice(0, -1) : what}`
+  if (unchanged && count > 0) io.stdout.write(`imported ${records} from ${file}: all unchanged, the database already held them as they are\n`)
+  else io.stdout.write(`imported ${records} from ${file}\n`)
   // Not an error (exit 0): an export with nothing new in it is a normal file. But an empty file
   // is also what a wrong path or a failed export leaves behind, so it is said.
   if (recordsRead === 0) io.stderr.write(`${PROGRAM}: warning: ${file} holds no ${what} (it is empty, blank, or an empty array)\n`)

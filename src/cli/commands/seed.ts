@@ -1,4 +1,5 @@
 import { MAX_DEMO_ORDERS } from '../../domain/demo-data.js'
+import { DEMO_ORDERS } from '../../domain/prepare-demo.js'
 import { INT64_MAX, parseInt64 } from '../../domain/int64.js'
 import { seedDemoData, type SeedProgress, type SeedResult } from '../../domain/seed-demo-data.js'
 import { ImportConflictError } from '../../store/store.js'
@@ -41,7 +42,9 @@ months; complete once a few days old) and 10% cancelled; quantities are 1 to 10.
 The same --seed gives the same orders (ship dates are counted from the start of the current UTC
 day), so running the same seed again changes nothing. Orders already shipped or cancelled in the
 database are never moved back: if the generated orders would do that, nothing is written — pick
-other ids with --first-id. Do not run it against data you care about: it replaces the pets and
+other ids with --first-id. So on a database that already has orders ('serve --demo' seeds ids 1
+to ${DEMO_ORDERS} with seed 1, and some get cancelled as you try the API), seed past them:
+'seed --orders 1000 --first-id ${DEMO_ORDERS + 1}'. Do not run it against data you care about: it replaces the pets and
 pending orders with those ids.
 
 Shows progress on stderr when stderr is a terminal. A million orders take about a minute and
@@ -56,7 +59,8 @@ Options:
 Examples:
   ${PROGRAM} seed --orders 1000
   ${PROGRAM} seed --orders 1000000 --seed 42
-  ${PROGRAM} seed --orders 500 --first-id 1000001`,
+  ${PROGRAM} seed --orders 500 --first-id 1000001
+  ${PROGRAM} seed --orders 1000 --first-id ${DEMO_ORDERS + 1}   # beside the demo orders`,
   async run({ values }, io) {
     const orders = integerOption(stringOption(values, 'orders'), 'orders', 1, MAX_DEMO_ORDERS)
     const seedValue = integerOption(stringOption(values, 'seed'), 'seed', 0, 4_294_967_295, 1)

@@ -1,6 +1,8 @@
 import { loadConfig } from '../../config.js'
 import { DEMO_ORDERS, prepareDemo, type DemoPreparation } from '../../domain/prepare-demo.js'
-import { PROGRAM, oneLine, type Command } from '../command.js'
+import { demoKeyPath } from '../../domain/demo-key-file.js'
+import { PROGRAM, oneLine, sayNotice, type Command } from '../command.js'
+import { databaseCreatedNotice, databaseToCreate } from '../new-database.js'
 import { Progress } from '../progress.js'
 import { seedProgress } from './seed.js'
 
@@ -15,13 +17,16 @@ export const serve: Command = {
 
 Runs the HTTP API until SIGTERM or SIGINT, then stops accepting connections, finishes the
 requests in flight, closes the database and exits 0. Migrates the database first. Logs are JSON
-lines on stdout. Configuration comes from the environment (PORT, default 8080; HOST, default
+lines on stdout; when stderr is a terminal, one line there also says the address and where the
+API reference is. Configuration comes from the environment (PORT, default 8080; HOST, default
 127.0.0.1; LOG_LEVEL; KEY_CACHE_TTL_MS; … — see the README); a bad value stops it at start with
 a message naming the variable.
 
 Options:
   --demo       for a first look: when the database has no orders, seed ${DEMO_ORDERS} demo orders
-               and their pets; revoke the keys named "demo" and create a new one; once
+               and their pets; reuse the demo key kept beside the database while it is
+               valid, else create one named "demo" and keep it (a SQLite database's key in
+               DATABASE.demo-key, mode 0600; a PostgreSQL database's in ./data/); once
                listening, print the address, the key and a curl command to try it (what
                'npm start' runs)
   -h, --help   show this help
@@ -33,32 +38,44 @@ Examples:
   async run({ values }, io) {
     const config = loadConfig(io.env)
     const { serve: runServer } = await import('../../server.js') // the HTTP stack, only when serving
+    const toCreate = databaseToCreate(config.database)
     if (values.demo !== true) {
-      await runServer(config)
+      await runServer(config, {
+        prepare: async () => sayNotice(io, databaseCreatedNotice(io.env, toCreate)),
+        // For a person at a terminal, one line on stderr; the JSON log on stdout is for machines.
+        onListening: (url) => {
+          if (io.stderr.isTTY === true) sayNotice(io, `listening on ${apiBase(url)}; API reference: ${origin(url)}/docs`)
+        },
+      })
       return
     }
     // On the server's own store, migrated, before it listens: the database is opened once.
     let demo: DemoPreparation | undefined
+    const keyFile = demoKeyPath(config.database)
     await runServer(config, {
       prepare: async (store) => {
+        sayNotice(io, databaseCreatedNotice(io.env, toCreate))
         const progress = new Progress(io.stderr)
         try {
-          demo = await prepareDemo(store, seedProgress(progress, DEMO_ORDERS))
+          demo = await prepareDemo(store, keyFile, seedProgress(progress, DEMO_ORDERS))
         } finally {
           progress.clear()
         }
-        if (demo.notSeeded !== undefined) io.stderr.write(`${PROGRAM}: demo orders not seeded: ${oneLine(demo.notSeeded)}\n`)
+        if (demo.notSeeded !== undefined) sayNotice(io, `demo orders not seeded: ${oneLine(demo.notSeeded)}`)
+        if (demo.notStored !== undefined) sayNotice(io, `the demo key could not be kept in ${keyFile}: ${oneLine(demo.notStored)}`)
       },
       onListening: (url) => {
-        const { secret, seeded, revoked } = demo!
-        const base = `${url.replace(/\/+$/, '')}/v1`
+        const { secret, created, seeded, notStored } = demo!
+        const kept = notStored !== undefined ? 'new, not kept: the next start makes another' : `${created ? 'new, kept' : 'the same as the last start, kept'} in ${keyFile} and printed at each start`
+        const base = apiBase(url)
         io.stdout.write(
           [
             '',
             `Petstore Orders (demo) is listening on ${base}`,
             seeded === undefined ? '  orders: the ones already in the database' : `  orders: ${seeded} demo orders seeded`,
             `  demo API key: ${secret}`,
-            ...(revoked > 0 ? [`  (the earlier demo key${revoked > 1 ? 's are' : ' is'} revoked: only this one works)`] : []),
+            `  (${kept})`,
+            `  API reference: ${origin(url)}/docs`,
             '',
             `  curl -H "Authorization: Bearer ${secret}" ${base}/store/orders`,
             '',
@@ -68,4 +85,12 @@ Examples:
       },
     })
   },
+}
+
+function origin(url: string): string {
+  return url.replace(/\/+$/, '')
+}
+
+function apiBase(url: string): string {
+  return `${origin(url)}/v1`
 }

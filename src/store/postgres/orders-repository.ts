@@ -244,7 +244,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
         // Rows the upsert did not write: unchanged, or refused.
         const { rows } = await lease.query<{ id: bigint; current: OrderStatus; wanted: OrderStatus }>(FIRST_REFUSED, [ids, statuses])
         const refused = rows[0]
-        if (refused !== undefined) throw new ImportConflictError(`order ${refused.id} is ${refused.current} and cannot become ${refused.wanted}`)
+        if (refused !== undefined) throw new ImportConflictError(`order ${refused.id} is ${refused.current} and cannot become ${refused.wanted}`, BigInt(refused.id))
       })
       if (written === 0) return { count, version: undefined }
       const version = (await lease.query<{ version: bigint }>(RECORD_IMPORT_EVENTS)).rows[0]!.version

@@ -158,7 +158,7 @@ export class SqliteOrdersRepository implements OrdersRepository {
           insertEvent.run(...orderEvent(before === undefined ? 'order.created' : 'order.updated', now, record.id, json))
           changed++
         } else if (!canMoveTo(before!, record.status)) {
-          throw new ImportConflictError(`order ${record.id} is ${before} and cannot become ${record.status}`)
+          throw new ImportConflictError(`order ${record.id} is ${before} and cannot become ${record.status}`, record.id)
         }
         count++
         if (onProgress !== undefined && count % 10_000 === 0) onProgress(count)
