@@ -40,10 +40,11 @@ const UPSERT = `
       OR orders.complete IS NOT excluded.complete OR orders.status IS NOT excluded.status)
   RETURNING ${ORDER_V2_JSON} AS json`
 
-// An order the database does not hold yet: a plain insert, its event's JSON made here (newOrderJson).
-const INSERT = `
+// Tried first: an order the database does not hold yet is inserted (its event's JSON made here, by
+// newOrderJson); one it holds is left to UPSERT.
+const INSERT_NEW = `
   INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 
 /**
  * What ORDER_V2_JSON gives for an order just inserted from `record`: the same text, without asking
@@ -167,7 +168,7 @@ export class SqliteOrdersRepository implements OrdersRepository {
   async import(records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number> {
     const db = this.database.db
     const upsert = db.prepare(UPSERT).pluck()
-    const insert = db.prepare(INSERT)
+    const insertNew = db.prepare(INSERT_NEW)
     const statusOf = db.prepare('SELECT status FROM orders WHERE id = ?').pluck()
     const insertEvent = db.prepare(INSERT_EVENT)
     return this.database.inTransaction(async () => {
@@ -175,16 +176,17 @@ export class SqliteOrdersRepository implements OrdersRepository {
       let changed = 0
       const now = new Date().toISOString()
       for await (const record of records) {
-        const before = statusOf.get(record.id) as OrderStatus | undefined
         const cancelledAt = record.status === 'cancelled' ? (record.cancelledAt ?? now) : null
         const cancellationReason = record.status === 'cancelled' ? (record.cancellationReason ?? null) : null
         const quantity = record.quantity === null ? null : BigInt(record.quantity)
+        const complete = record.complete ? 1n : 0n
+        let before: OrderStatus | undefined
         let json: string | undefined
-        if (before === undefined) {
-          insert.run(record.id, record.petId, quantity, record.shipDate, record.complete ? 1n : 0n, record.status, cancelledAt, cancellationReason)
+        if (insertNew.run(record.id, record.petId, quantity, record.shipDate, complete, record.status, cancelledAt, cancellationReason).changes === 1) {
           json = newOrderJson(record, cancelledAt, cancellationReason)
         } else {
-          json = upsert.get({ id: record.id, petId: record.petId, quantity, shipDate: record.shipDate, complete: record.complete ? 1n : 0n, status: record.status, cancelledAt, cancellationReason }) as
+          before = statusOf.get(record.id) as OrderStatus
+          json = upsert.get({ id: record.id, petId: record.petId, quantity, shipDate: record.shipDate, complete, status: record.status, cancelledAt, cancellationReason }) as
             | string
             | undefined
         }
