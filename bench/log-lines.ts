@@ -2,9 +2,9 @@
  * What one access line costs the server, per log destination: the process's CPU time (every
  * thread, so the writes count too) per pino line, logged a few lines per turn of the event loop as
  * requests would be. Each variant runs in a process of its own, rounds alternate, the median is
- * shown. `batched` is the server's (src/log-destination.ts); `sonic-*` are pino.destination()
- * with its own buffering (minLength 4096, flushed every 250 ms), asynchronous and synchronous;
- * `noop` throws the lines away: what pino itself costs.
+ * shown. `server` is the server's (`logDestination()` in src/server.ts: pino.destination() with
+ * minLength 4096, flushed every 250 ms); `sonic-*` are pino.destination() without buffering,
+ * asynchronous and synchronous; `noop` throws the lines away: what pino itself costs.
  *
  *   node --import tsx bench/log-lines.ts [TARGET] [ROUNDS]   TARGET: /dev/null (default), a file, or - (stdout)
  */
@@ -13,7 +13,7 @@ import { openSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import pino from 'pino'
 
-const VARIANTS = ['batched', 'sonic-min4k', 'sonic-async', 'sonic-sync', 'noop'] as const
+const VARIANTS = ['server', 'sonic-async', 'sonic-sync', 'noop'] as const
 const LINES = 200_000
 const WARMUP = 50_000
 const PER_TICK = 8
@@ -21,11 +21,10 @@ const PER_TICK = 8
 async function measure(variant: string, target: string): Promise<number> {
   const fd = target === '-' ? 1 : openSync(target, 'a')
   let destination: pino.DestinationStream
-  if (variant === 'batched') {
-    const { BatchedDestination } = await import('../src/log-destination.js')
-    destination = new BatchedDestination(fd)
+  if (variant === 'server') {
+    const { logDestination } = await import('../src/server.js')
+    destination = logDestination(fd)
   } else if (variant === 'noop') destination = { write: () => {} }
-  else if (variant === 'sonic-min4k') destination = pino.destination({ dest: fd, sync: false, minLength: 4096, periodicFlush: 250 })
   else if (variant === 'sonic-async') destination = pino.destination({ dest: fd, sync: false })
   else if (variant === 'sonic-sync') destination = pino.destination({ dest: fd, sync: true })
   else throw new Error(`unknown variant ${variant}`)

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { request as httpRequest } from 'node:http'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -11,6 +11,7 @@ import { openStore } from '../src/store/open-store.js'
 import { IN_MEMORY_MAX_BYTES } from '../src/http/list-cache.js'
 import { VERSION_RECHECK_MS } from '../src/store/sqlite/database.js'
 import { bearer, createDatabase, forEachStore, records, order, startTestServer, within, type TestServer } from './support/harness.js'
+import { BIN, freePort } from './support/server-process.js'
 
 forEachStore('listOrders caching and compression', (kind) => {
   let server: TestServer
@@ -134,9 +135,12 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
   let directory: string
   let restoreTmpdir: () => void
   const list = () => fetch(`${server.origin}/v1/store/orders`, { headers: { ...bearer(key), 'accept-encoding': 'identity' } })
-  const bodies = (): string[] => (readdirSync(directory, { recursive: true }) as string[]).filter((name) => name.endsWith('.body'))
   const cancel = async (id: number) =>
     assert.equal((await fetch(`${server.origin}/v1/store/orders/${id}`, { method: 'DELETE', headers: bearer(key) })).status, 204)
+  /** Cache files this process holds open: unlinked, so only /proc/self/fd still shows them. */
+  const cacheFiles = (): string[] => openUnlinkedFiles(directory)
+  // (A SQLite test database is in TMPDIR too.)
+  const onDisk = (): string[] => (readdirSync(directory, { recursive: true }) as string[]).filter((name) => name.includes('petstore-orders-list-'))
 
   before(async () => {
     // The cache's files go to os.tmpdir(), which follows TMPDIR: a directory of this test's own.
@@ -152,10 +156,10 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
     rmSync(directory, { recursive: true, force: true })
   })
 
-  it('keeps a list over 1 MiB in a file and sends the same bytes from it', async () => {
+  it('keeps a list over 1 MiB in a file that is unlinked once open, and sends the same bytes from it', async () => {
     const streamed = Buffer.from(await (await list()).arrayBuffer())
     assert.ok(streamed.length > IN_MEMORY_MAX_BYTES, `${streamed.length} bytes`)
-    await within(5000, 'the cache file', () => bodies().length === 1, 20)
+    await within(5000, 'the cache file', () => cacheFiles().length === 1, 20)
     // The file is in the cache once completely written: until then a GET streams from the database.
     let served = await list()
     for (const deadline = Date.now() + 5000; served.headers.get('content-length') === null && Date.now() < deadline; served = await list()) {
@@ -163,10 +167,9 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
       await sleep(20)
     }
     assert.deepEqual(Buffer.from(await served.arrayBuffer()), streamed)
-    // Readable by the service's user only: order data must not leak to other local users.
-    const [file] = bodies()
-    assert.equal(statSync(join(directory, file!)).mode & 0o777, 0o600)
-    assert.equal(statSync(dirname(join(directory, file!))).mode & 0o777, 0o700)
+    assert.deepEqual(onDisk(), [], 'nothing of the cache has a name in TMPDIR')
+    // Readable by the service's user only, for the moment it had a name.
+    assert.equal(statSync(cacheFiles()[0]!).mode & 0o777, 0o600)
     for (let round = 0; round < 3; round++) {
       const cached = await list()
       assert.equal(cached.headers.get('content-length'), String(streamed.length))
@@ -179,19 +182,23 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
     assert.deepEqual(Buffer.from(await (await list()).arrayBuffer()), streamed) // the connection is still good
   })
 
-  it('replaces the file when the list changes', async () => {
-    const [before] = bodies()
+  it('replaces the file when the list changes, and closes the old one', async () => {
+    const [before] = cacheFiles().map((file) => statSync(file).ino)
     await cancel(7)
     const text = await (await list()).text()
     assert.ok(!text.includes('"id":7,'))
-    await within(5000, 'the new cache file', () => bodies().length === 1 && bodies()[0] !== before, 20)
+    await within(5000, 'the new cache file alone', () => {
+      const files = cacheFiles()
+      return files.length === 1 && statSync(files[0]!).ino !== before
+    }, 20)
     assert.equal(await (await list()).text(), text)
+    assert.deepEqual(onDisk(), [])
   })
 
   it('caches a list whose client went away (the list is read whatever the client does), and keeps serving', async () => {
     await cancel(8) // a new version: the next GET fills from the database
     await readSomeThenLeave(server.origin, key)
-    await within(5000, 'the cache file', () => bodies().length === 1, 20)
+    await within(5000, 'the cache file', () => cacheFiles().length === 1, 20)
     const served = await list()
     assert.ok(served.headers.get('content-length') !== null, 'served from the cache')
     assert.ok(!(await served.text()).includes('"id":8,'))
@@ -200,35 +207,40 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
     assert.ok(!(await (await list()).text()).includes('"id":8,'))
   })
 
-  it("removes the directories of servers that were killed, and leaves live ones' alone", async () => {
-    const dead = spawnSync(process.execPath, ['-e', '']).pid! // exited: its pid names a stale directory
-    const stale = join(directory, `petstore-orders-list-${dead}-x1`)
-    const live = join(directory, `petstore-orders-list-${process.ppid}-x2`)
-    mkdirSync(stale)
-    mkdirSync(live)
-    const other = await startTestServer(kind, { database: server.database })
+  it('leaves no file behind when the server is killed (SIGKILL) with a large list cached', async () => {
+    const port = await freePort()
+    const child = spawn(process.execPath, [BIN, 'serve'], {
+      env: { ...process.env, DATABASE_URL: server.database.url, PORT: String(port), TMPDIR: directory, LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    })
+    let stderr = ''
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    const exited = new Promise((resolve) => child.on('close', resolve))
     try {
-      await cancel(9) // a new version: the other server writes a file, making its own directory
-      await (await fetch(`${other.origin}/v1/store/orders`, { headers: { ...bearer(key), 'accept-encoding': 'identity' } })).arrayBuffer()
-      await within(5000, 'the stale directory removed', () => !existsSync(stale), 20)
-      assert.ok(existsSync(live), "a live process's directory was removed")
+      const other = `http://127.0.0.1:${port}/v1/store/orders`
+      await within(15_000, `the server to start (${stderr})`, () => fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false), 50)
+      const get = () => fetch(other, { headers: { ...bearer(key), 'accept-encoding': 'identity' } })
+      let served = await get()
+      for (const deadline = Date.now() + 10_000; served.headers.get('content-length') === null && Date.now() < deadline; served = await get()) {
+        await served.arrayBuffer()
+        await sleep(50)
+      }
+      assert.ok(served.headers.get('content-length') !== null, 'the other server cached the large list')
+      assert.ok((await served.arrayBuffer()).byteLength > IN_MEMORY_MAX_BYTES)
+      assert.deepEqual(onDisk(), [])
     } finally {
-      await other.close()
-      rmSync(live, { recursive: true, force: true })
+      child.kill('SIGKILL')
+      await exited
     }
+    assert.deepEqual(onDisk(), [], 'a killed server left files in TMPDIR')
   })
 
-  it('streams from the database when the file has gone', async () => {
-    const expected = await (await list()).text()
-    for (const name of bodies()) rmSync(join(directory, name))
-    assert.equal(await (await list()).text(), expected)
-  })
-
-  it('removes its files when the server closes', async () => {
+  it('closes its files when the server closes', async () => {
     await list()
-    await within(5000, 'the cache file', () => bodies().length === 1, 20)
+    await within(5000, 'the cache file', () => cacheFiles().length === 1, 20)
     await server.close()
-    assert.deepEqual(bodies(), [])
+    await within(5000, 'the cache files closed', () => cacheFiles().length === 0, 20)
+    assert.deepEqual(onDisk(), [])
   })
 })
 
@@ -259,6 +271,22 @@ forEachStore('listOrders caching without a usable temporary directory', (kind) =
 })
 
 /** Points os.tmpdir(), which follows TMPDIR, at `path`; returns what puts it back. */
+/** The descriptors of this process open on unlinked files that were in `directory`, as /proc/self/fd paths. */
+function openUnlinkedFiles(directory: string): string[] {
+  const files: string[] = []
+  for (const fd of readdirSync('/proc/self/fd')) {
+    const target = (() => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`)
+      } catch {
+        return '' // closed meanwhile (the listing's own descriptor, say)
+      }
+    })()
+    if (target.startsWith(`${directory}/`) && target.endsWith(' (deleted)')) files.push(`/proc/self/fd/${fd}`)
+  }
+  return files
+}
+
 function useTmpdir(path: string): () => void {
   const saved = process.env.TMPDIR
   process.env.TMPDIR = path

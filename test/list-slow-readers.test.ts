@@ -1,9 +1,5 @@
 import assert from 'node:assert/strict'
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { spawnSync } from 'node:child_process'
 import { after, before, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Database from 'better-sqlite3'
@@ -139,79 +135,6 @@ it('a list response not sent within LIST_SEND_TIMEOUT_MS is cut off, and LIST_MA
   } finally {
     for (const { socket } of readers) socket.destroy()
   }
-})
-
-/** A temporary directory of the test's own as TMPDIR for a server started in `run`. */
-async function withTmpdir(run: (directory: string) => Promise<void>): Promise<void> {
-  const directory = mkdtempSync(join(tmpdir(), 'list-tmp-test-'))
-  const saved = process.env.TMPDIR
-  process.env.TMPDIR = directory
-  try {
-    await run(directory)
-  } finally {
-    if (saved === undefined) delete process.env.TMPDIR
-    else process.env.TMPDIR = saved
-    spawnSync('chmod', ['-R', 'u+rwx', directory])
-    rmSync(directory, { recursive: true, force: true })
-  }
-}
-
-/** Serves a large list twice; asserts the second came from the cache (a Content-Length) with the same bytes. */
-async function assertCached(directory: string): Promise<void> {
-  const database = await createDatabase('sqlite')
-  const server = await startTestServer('sqlite', { database })
-  try {
-    const key = await server.createKey()
-    await server.importOrders(Array.from({ length: 40_000 }, (_, i) => ({ id: BigInt(i + 1), quantity: 1 })))
-    const list = () => fetch(`${server.origin}/v1/store/orders`, { headers: { ...bearer(key), 'accept-encoding': 'identity' } })
-    const first = await (await list()).text()
-    let cached = await list()
-    for (const deadline = Date.now() + 5000; cached.headers.get('content-length') === null && Date.now() < deadline; cached = await list()) {
-      await cached.arrayBuffer()
-      await sleep(20)
-    }
-    assert.ok(cached.headers.get('content-length') !== null, 'the large list is not cached')
-    assert.equal(await cached.text(), first)
-    assert.ok(readdirSync(directory).some((name) => name.startsWith(`petstore-orders-list-${process.pid}-`)), 'no private directory made')
-  } finally {
-    await server.close()
-    await database.dispose()
-  }
-}
-
-const deadPid = (): number => spawnSync(process.execPath, ['-e', '']).pid!
-
-it('the cleanup of a dead server’s directory never follows a symlink planted in its place', async () => {
-  await withTmpdir(async (directory) => {
-    const victim = mkdtempSync(join(tmpdir(), 'list-victim-'))
-    try {
-      writeFileSync(join(victim, 'precious'), 'keep me')
-      mkdirSync(join(victim, 'sub'))
-      writeFileSync(join(victim, 'sub', 'precious'), 'keep me too')
-      const planted = join(directory, `petstore-orders-list-${deadPid()}-x1`)
-      symlinkSync(victim, planted)
-      await assertCached(directory)
-      await sleep(200) // the cleanup is not awaited by the cache
-      assert.ok(existsSync(join(victim, 'precious')) && existsSync(join(victim, 'sub', 'precious')), 'files outside were deleted')
-    } finally {
-      rmSync(victim, { recursive: true, force: true })
-    }
-  })
-})
-
-it('a planted directory that is not the service’s, or cannot be removed, leaves the cache working', async () => {
-  await withTmpdir(async (directory) => {
-    const planted = join(directory, `petstore-orders-list-${deadPid()}-x2`)
-    mkdirSync(join(planted, 'locked'), { recursive: true })
-    writeFileSync(join(planted, 'locked', 'file'), 'x')
-    if (process.getuid?.() === 0) chownSync(planted, 65534, 65534) // another user's: root could remove it, must not
-    else chmodSync(join(planted, 'locked'), 0o500) // its contents cannot be removed
-    await assertCached(directory)
-    await sleep(200)
-    if (process.getuid?.() === 0) assert.ok(existsSync(join(planted, 'locked', 'file')), "another user's directory was removed")
-    // And with a second server (the cleanup runs again): still cached.
-    await assertCached(directory)
-  })
 })
 
 it('the list settings are validated at start, LIST_DATABASE_STREAMS below the PostgreSQL pool', () => {

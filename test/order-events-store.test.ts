@@ -109,6 +109,23 @@ forEachStore('order events: the outbox', (kind) => {
     )
   })
 
+  it("an imported order's event holds the order exactly as v2 writes it, whatever fields it has", async () => {
+    const start = (await drain(store)).next
+    const records = [
+      order(30n, { petId: null, quantity: null, shipDate: null }),
+      order(31n, { status: 'shipped', complete: true, shipDate: '0099-01-02T03:04:05.006Z' }),
+      order(32n, { status: 'cancelled', cancelledAt: '2026-11-20T08:15:00.123Z', cancellationReason: 'out_of_stock' }),
+      order(33n, { status: 'cancelled', petId: 2n ** 63n - 2n, quantity: 2147483647 }),
+    ]
+    await store.orders.import(from(records))
+    const created = await drain(store, start)
+    assert.deepEqual(created.events.map((e) => e.type), records.map(() => 'order.created'))
+    for (const [i, { id }] of records.entries()) {
+      const found = await store.orders.find(id)
+      assert.equal(orderBytes(created.raw.join(''), created.events[i]!.id), serializeOrder(toApiOrderV2(found!)), `order ${id}`)
+    }
+  })
+
   it('records order.shipped and order.cancelled, once per order actually changed; cancelledAt is the event time', async () => {
     await store.orders.import(from([order(10n), order(11n), order(12n)]))
     const start = (await drain(store)).next

@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs'
 import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import pino from 'pino'
-import { BatchedDestination } from '../../src/log-destination.js'
+import { logDestination } from '../../src/server.js'
 import { failed, onShutdown, tell } from '../lib/child-side.js'
 
 try {
@@ -18,7 +18,7 @@ try {
   const logging = process.env.LOG_EACH_REQUEST === '1'
   const app: FastifyInstance = logging
     ? (Fastify({
-        loggerInstance: pino({}, new BatchedDestination(1)),
+        loggerInstance: pino({}, logDestination()),
         logController: new LogController({ disableRequestLogging: true }),
       }) as unknown as FastifyInstance)
     : Fastify({ logger: false })

@@ -11,8 +11,7 @@ import Database from 'better-sqlite3'
 import pino from 'pino'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
-import { BatchedDestination } from '../../src/log-destination.js'
-import { SERVER_SQLITE_OPTIONS } from '../../src/server.js'
+import { logDestination, SERVER_SQLITE_OPTIONS } from '../../src/server.js'
 import type { CancellationReason } from '../../src/domain/order-pages.js'
 import type { CancelResult } from '../../src/domain/orders.js'
 import { openStore } from '../../src/store/open-store.js'
@@ -121,7 +120,7 @@ try {
   const store = new PerTransactionCancelStore(inner, new PerTransactionCancels(config.database.path, SERVER_SQLITE_OPTIONS.busyTimeoutMs))
   const logger = pino(
     { level: config.logLevel, redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' } },
-    new BatchedDestination(1),
+    logDestination(),
   )
   const app = await buildApp({ config, store, logger, processMetrics: true })
   const url = await app.listen({ host: config.host, port: config.port })

@@ -1,5 +1,11 @@
-import { fmt, verdict } from '../lib/report.js'
+import type { BenchDatabase } from '../lib/databases.js'
+import { Child } from '../lib/processes.js'
+import { fmt, pairedRounds, roundRatios, verdict } from '../lib/report.js'
 import { bigDataset, createDatabase, seed, type StoreContext } from './context.js'
+
+/** Orders per paired round against the plain peer, and the rounds: a fresh database each time. */
+const PEER_ORDERS = 200_000
+const PEER_ROUNDS = 3
 
 /**
  * How much more the 10× bigger import's peak RSS may be and still count as flat. Holding the orders
@@ -49,5 +55,50 @@ export async function importOrders(context: StoreContext): Promise<void> {
   }
   section.notes.push(
     `Records come from a generator (no parsing); the time is importOrders alone (migration, pets and key excluded). The importer is a process of its own: its RSS includes Node.js itself (${fmt.mib(result.rssBefore)} before the import).`,
+  )
+  if (context.kind === 'sqlite') await againstPeer(context, section)
+}
+
+/**
+ * The project's import against a plain better-sqlite3 program that inserts each order and its event
+ * row by row in one transaction (baselines/import-peer.ts), in paired rounds on fresh databases:
+ * order records per second, project over peer (≥ 1× is as fast).
+ */
+async function againstPeer(context: StoreContext, section: ReturnType<StoreContext['report']['section']>): Promise<void> {
+  const orders = Math.min(PEER_ORDERS, context.orders)
+  const fresh = async <T>(run: (database: BenchDatabase) => Promise<T>): Promise<T> => {
+    const database = await createDatabase(context.kind)
+    try {
+      return await run(database)
+    } finally {
+      await database.drop()
+    }
+  }
+  const { baseline, project } = await pairedRounds(
+    PEER_ROUNDS,
+    () =>
+      fresh(async (database) => {
+        const child = new Child('import peer', 'baselines/import-peer.ts', { env: { DATABASE_URL: database.url }, args: [String(orders)] })
+        try {
+          return (await child.next<{ type: 'imported'; importSeconds: number }>('imported', 600_000)).importSeconds
+        } finally {
+          await child.exited
+        }
+      }),
+    () => fresh(async (database) => (await seed(database, orders, { pets: 0, key: false })).importSeconds),
+  )
+  // Rates: the peer's seconds over the project's.
+  const ratios = roundRatios(project, baseline, (p, b) => b / p)
+  const rate = (seconds: number[]): string => fmt.rate(orders / [...seconds].sort((a, b) => a - b)[Math.floor(seconds.length / 2)]!, 'orders/s')
+  section.rows.push({
+    measure: `import ${fmt.count(orders)} orders, against a plain row-by-row peer (${PEER_ROUNDS} paired rounds)`,
+    project: rate(project),
+    baseline: `peer ${rate(baseline)}`,
+    ratio: fmt.rounds(ratios),
+    target: '≥ 1×',
+    result: verdict(ratios.median >= 1),
+  })
+  section.notes.push(
+    `Against the peer, per round (s): project ${project.map((s) => s.toFixed(2)).join(', ')}; peer ${baseline.map((s) => s.toFixed(2)).join(', ')}; ratios ${fmt.roundList(ratios)}.`,
   )
 }

@@ -20,6 +20,7 @@ import type { StreamBaseOptions } from 'stream-json/streamers/stream-base.js'
 import withParser from 'stream-json/utils/with-parser.js'
 import verifier from 'stream-json/utils/verifier.js'
 import type { Pet } from '../schemas/pet.js'
+import { parseDateTime } from './date-time.js'
 import { INT64_MAX, parseInt64 } from './int64.js'
 import { CANCELLATION_REASONS, type CancellationReason } from './order-pages.js'
 import { ORDER_STATUSES, type OrderRecord, type OrderStatus } from './orders.js'
@@ -475,47 +476,9 @@ function boundedString(value: unknown, field: string, max: number, required: boo
   return value
 }
 
-// YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM), RFC 3339 §5.6 (T and Z in either case).
-const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/
-
-/**
- * An RFC 3339 date-time with a timezone, as the same instant in UTC in `toISOString()` form
- * (`2026-11-25T10:00:00.000Z`). Digits past milliseconds are dropped; leap seconds are refused
- * (a JS Date cannot hold them).
- */
-export function normalizeDateTime(text: string): string | undefined {
-  const m = RFC3339.exec(text)
-  if (m === null) return undefined
-  const [year, month, day, hour, minute, second] = [m[1], m[2], m[3], m[4], m[5], m[6]].map(Number) as [
-    number, number, number, number, number, number,
-  ]
-  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) return undefined
-  if (hour > 23 || minute > 59 || second > 59) return undefined
-  let offsetMinutes = 0
-  if (m[8] === undefined) {
-    const offsetHours = Number(m[10])
-    const offsetMins = Number(m[11])
-    if (offsetHours > 23 || offsetMins > 59) return undefined
-    offsetMinutes = (m[9] === '-' ? -1 : 1) * (offsetHours * 60 + offsetMins)
-  }
-  const millis = m[7] === undefined ? 0 : Number(m[7].slice(0, 3).padEnd(3, '0'))
-  const date = new Date(0)
-  date.setUTCFullYear(year, month - 1, day) // not Date.UTC: it maps years 0–99 to 1900–1999
-  date.setUTCHours(hour, minute, second, millis)
-  const instant = new Date(date.getTime() - offsetMinutes * 60_000)
-  const utcYear = instant.getUTCFullYear()
-  if (utcYear < 1 || utcYear > 9999) return undefined
-  return instant.toISOString()
-}
-
-function daysInMonth(year: number, month: number): number {
-  if (month === 2) return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28
-  return [4, 6, 9, 11].includes(month) ? 30 : 31
-}
-
 function optionalDateTime(value: unknown, field: string): string | null {
   if (isAbsent(value)) return null
-  const normalized = typeof value === 'string' ? normalizeDateTime(value) : undefined
+  const normalized = typeof value === 'string' ? parseDateTime(value) : undefined
   if (normalized === undefined) {
     throw new InvalidRecordError(
       `${field} must be an RFC 3339 date-time with a timezone, such as 2026-11-25T10:00:00Z, got ${describe(value)}`,

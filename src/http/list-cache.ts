@@ -1,4 +1,5 @@
-import { lstat, mkdtemp, open, readdir, rename, rm, unlink, type FileHandle } from 'node:fs/promises'
+import { randomUUID } from 'node:crypto'
+import { open, unlink, type FileHandle } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { MaybePromise } from '../maybe-async.js'
@@ -6,16 +7,18 @@ import type { MaybePromise } from '../maybe-async.js'
 /** Bodies up to this size are kept in memory as one buffer; larger ones in a file. */
 export const IN_MEMORY_MAX_BYTES = 1024 * 1024
 
-/** A cached list, ready to send: a buffer, or the file it was written to, open (see sendBody). */
-export type CachedBody = { bytes: number; buffer: Buffer } | { bytes: number; file: FileHandle }
+/** A cached list, ready to send: a buffer, or the finished fill whose file holds it, joined (the caller releases it). */
+export type CachedBody = { bytes: number; buffer: Buffer } | { bytes: number; fill: ListFill }
 
-type Entry = { version: bigint; bytes: number } & ({ buffer: Buffer } | { path: string })
+type Entry = { version: bigint; bytes: number } & ({ buffer: Buffer } | { fill: ListFill })
 
 /**
  * A list body being written from the database at the database's pace, whatever its readers do.
- * Responses follow it as it grows (`read`), each at its own pace, from a file in the cache's private
- * directory (from memory when no file can be made). A reader must `release()` it when done; the file
- * is closed when the fill and all its readers are.
+ * Responses follow it as it grows (`read`), each at its own pace, from its file (from memory when no
+ * file can be made). The file has no name: it was unlinked as soon as it was open, so the system
+ * frees it when it is closed, or when the process ends however it ends. A reader (and the cache, for
+ * a fill it keeps) must `release()` it when done; the file is closed when the fill and all its
+ * readers are.
  */
 export class ListFill {
   written = 0
@@ -28,14 +31,14 @@ export class ListFill {
 
   constructor(
     readonly version: bigint,
-    readonly file: { path: string; handle: FileHandle } | undefined,
+    readonly file: FileHandle | undefined,
   ) {}
 
   /** Appends the bytes of `parts`; resolves once they are written (the fill's backpressure). */
   async append(parts: Buffer[]): Promise<void> {
     let bytes = 0
     for (const part of parts) bytes += part.length
-    if (this.file !== undefined) await this.file.handle.writev(parts, this.written)
+    if (this.file !== undefined) await this.file.writev(parts, this.written)
     if (this.held !== undefined) {
       this.held.push(...parts)
       if (this.file !== undefined && this.written + bytes > IN_MEMORY_MAX_BYTES) this.held = undefined
@@ -72,7 +75,7 @@ export class ListFill {
       return 0
     }
     const length = Math.min(buffer.length, this.written - position)
-    if (this.file !== undefined) return (await this.file.handle.read(buffer, 0, length, position)).bytesRead
+    if (this.file !== undefined) return (await this.file.read(buffer, 0, length, position)).bytesRead
     let offset = 0
     let copied = 0
     for (const chunk of this.held!) {
@@ -95,7 +98,7 @@ export class ListFill {
   }
 
   release(): void {
-    if (--this.users === 0 && this.file !== undefined) void this.file.handle.close().catch(() => {})
+    if (--this.users === 0 && this.file !== undefined) void this.file.close().catch(() => {})
   }
 
   private changed(): Promise<void> {
@@ -123,16 +126,15 @@ export type ListSource = () => AsyncIterable<Buffer[]>
  * follows it. A slow client therefore holds a file descriptor and its send buffers, never a database
  * connection or snapshot; at most `maxFills` fills read the database at once (the others wait their
  * turn). Small lists are cached in memory; a large one (1,000,000 orders are ~90 MB) stays in its
- * file, in a private directory (mode 0700, made by mkdtemp) under TMPDIR, sent from there: the page
- * cache keeps it warm without counting against the process. A dropped file may still be open for a
- * response in flight; the system frees it when that response ends.
+ * fill's file under TMPDIR, unlinked as soon as it was created and read from the open descriptor:
+ * the page cache keeps it warm without counting against the process, and nothing is left on disk
+ * after the process, even after a SIGKILL. A dropped entry's file may still be read by a response in
+ * flight; it is closed when that response ends.
  */
 export class ListCache {
   private readonly entries = new Map<string, Entry>()
   private readonly fills = new Map<string, ListFill>()
   private bytes = 0
-  private directory: Promise<string> | undefined
-  private files = 0
   private closed = false
   private running = 0
   private readonly queue: (() => void)[] = []
@@ -142,16 +144,12 @@ export class ListCache {
     readonly maxFills: number,
   ) {}
 
-  /** The cached body of this version and encoding, or undefined (also when its file is gone). */
+  /** The cached body of this version and encoding, or undefined. */
   get(version: bigint, encoding: string): MaybePromise<CachedBody | undefined> {
     const entry = this.entries.get(encoding)
     if (entry === undefined || entry.version !== version) return undefined
     if ('buffer' in entry) return { bytes: entry.bytes, buffer: entry.buffer }
-    // Opened before anything is sent, so a file dropped meanwhile is a miss, not a cut body.
-    return open(entry.path, 'r').then(
-      (file): CachedBody => ({ bytes: entry.bytes, file }),
-      () => undefined,
-    )
+    return { bytes: entry.bytes, fill: entry.fill.join() }
   }
 
   /**
@@ -164,7 +162,7 @@ export class ListCache {
     const file = await this.newFile()
     const again = this.fills.get(encoding) // another miss may have started it meanwhile
     if (again !== undefined && again.version === version) {
-      if (file !== undefined) void file.handle.close().then(() => rm(file.path, { force: true }))
+      void file?.close().catch(() => {})
       return again.join()
     }
     const fill = new ListFill(version, file)
@@ -173,13 +171,10 @@ export class ListCache {
     return fill.join()
   }
 
-  /** Drops every entry and removes the files' directory (the app is closing); running fills stop. */
+  /** Drops every entry, closing its file once no response reads it (the app is closing); running fills stop. */
   async close(): Promise<void> {
     this.closed = true
     for (const key of [...this.entries.keys()]) this.drop(key)
-    const directory = await this.directory?.catch(() => undefined)
-    if (directory !== undefined) await rm(directory, { recursive: true, force: true }).catch(() => {})
-    this.directory = undefined
   }
 
   private async fill(fill: ListFill, encoding: string, source: ListSource): Promise<void> {
@@ -200,7 +195,6 @@ export class ListCache {
       this.running--
       this.queue.shift()?.()
       if (this.fills.get(encoding) === fill) this.fills.delete(encoding)
-      if (fill.file !== undefined && !this.holds(fill.file.path)) void rm(fill.file.path, { force: true })
       fill.release()
     }
   }
@@ -211,23 +205,21 @@ export class ListCache {
     this.running++
   }
 
-  private holds(path: string): boolean {
-    for (const entry of this.entries.values()) if ('path' in entry && entry.path === path) return true
-    return false
-  }
-
-  /** A new file in this process's private directory, or undefined if none can be made (full or read-only disk). */
-  private async newFile(): Promise<{ path: string; handle: FileHandle } | undefined> {
+  /**
+   * A new file, already unlinked, or undefined if none can be made (full or read-only disk). Created
+   * exclusively (never through a planted link), readable by this user only, under an unguessable
+   * name that exists only until the unlink a moment later.
+   */
+  private async newFile(): Promise<FileHandle | undefined> {
     if (this.closed) return undefined
+    const path = join(tmpdir(), `petstore-orders-list-${randomUUID()}.body`)
+    let file: FileHandle | undefined
     try {
-      this.directory ??= mkdtemp(join(tmpdir(), `${DIRECTORY_PREFIX}${process.pid}-`)).then((directory) => {
-        void removeStaleDirectories(directory) // best effort: the cache never depends on it
-        return directory
-      })
-      const path = join(await this.directory, `${++this.files}.body`)
-      return { path, handle: await open(path, 'wx+', 0o600) }
+      file = await open(path, 'wx+', 0o600)
+      await unlink(path)
+      return file
     } catch {
-      this.directory = undefined // tried again by the next miss
+      await file?.close().catch(() => {})
       return undefined
     }
   }
@@ -236,11 +228,11 @@ export class ListCache {
     if (this.closed || fill.written > this.maxBytes) return
     const buffer = fill.written <= IN_MEMORY_MAX_BYTES ? fill.buffer() : undefined
     if (buffer === undefined && fill.file === undefined) return // no file could be made: not cached
-    const entry: Entry = buffer !== undefined ? { version: fill.version, bytes: fill.written, buffer } : { version: fill.version, bytes: fill.written, path: fill.file!.path }
     for (const [key, held] of this.entries) {
-      if (held.version > entry.version) return // a newer list is already here
-      if (held.version < entry.version || key === encoding) this.drop(key)
+      if (held.version > fill.version) return // a newer list is already here
+      if (held.version < fill.version || key === encoding) this.drop(key)
     }
+    const entry: Entry = buffer !== undefined ? { version: fill.version, bytes: fill.written, buffer } : { version: fill.version, bytes: fill.written, fill: fill.join() }
     // Nothing over maxBytes is stored, so evicting the others always makes room.
     while (this.bytes + entry.bytes > this.maxBytes && this.entries.size > 0) this.drop(this.entries.keys().next().value!)
     this.entries.set(encoding, entry)
@@ -252,47 +244,6 @@ export class ListCache {
     if (entry === undefined) return
     this.bytes -= entry.bytes
     this.entries.delete(key)
-    if ('path' in entry) void rm(entry.path, { force: true })
-  }
-}
-
-const DIRECTORY_PREFIX = 'petstore-orders-list-'
-
-/**
- * Removes the directories of servers that are gone (killed before they could remove their own),
- * recognised by the process id in their name. Only a real directory (lstat: a symlink is never
- * followed) owned by this user is touched, and it is first renamed into `own`, this process's
- * private directory, so that it cannot be swapped for something else while it is being removed.
- * Whatever cannot be removed is left where it is.
- */
-async function removeStaleDirectories(own: string): Promise<void> {
-  const name = new RegExp(`^${DIRECTORY_PREFIX}(\\d+)-`)
-  const uid = process.getuid?.()
-  try {
-    for (const entry of await readdir(tmpdir())) {
-      const pid = Number(name.exec(entry)?.[1] ?? NaN)
-      if (!Number.isSafeInteger(pid) || pid === process.pid || isAlive(pid)) continue
-      const path = join(tmpdir(), entry)
-      if (!isOurDirectory(await lstat(path).catch(() => undefined), uid)) continue
-      const moved = join(own, `stale-${entry}`)
-      if (!(await rename(path, moved).then(() => true, () => false))) continue
-      if (isOurDirectory(await lstat(moved).catch(() => undefined), uid)) await rm(moved, { recursive: true, force: true }).catch(() => {})
-      else await unlink(moved).catch(() => {}) // swapped for a link after the check: the link alone goes
-    }
-  } catch {
-    // a temporary directory that cannot be listed: nothing to clean
-  }
-}
-
-function isOurDirectory(stat: { isDirectory(): boolean; uid: number } | undefined, uid: number | undefined): boolean {
-  return stat !== undefined && stat.isDirectory() && (uid === undefined || stat.uid === uid)
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM' // alive, another user's
+    if ('fill' in entry) entry.fill.release()
   }
 }

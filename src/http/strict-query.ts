@@ -1,3 +1,4 @@
+import { parseDateTime } from '../domain/date-time.js'
 import { parseInt64 } from '../domain/int64.js'
 import { ApiError } from '../errors.js'
 import { shorten } from './shorten.js'
@@ -69,7 +70,8 @@ function parserFor(name: string, property: PropertySchema): (text: string) => Pa
   }
   if (property.type === 'string' && property.format === 'date-time') {
     return (text) => {
-      const value = parseDateTime(text)
+      // A space before the offset stands for `+`: an unencoded `+` in a query string reads as a space.
+      const value = parseDateTime(text.replace(/ (?=\d{2}:\d{2}$)/, '+'))
       return value === undefined ? { problem: `${name} must be an RFC 3339 date-time, such as 2026-11-25T10:00:00Z.` } : { value }
     }
   }
@@ -94,31 +96,4 @@ function enumProblem(name: string, pattern: string): string | undefined {
   const list = /^\^\(([a-z_]+(?:\|[a-z_]+)*)\)\(,\(\1\)\)\*\$$/.exec(pattern)
   if (list !== null) return `${name} must be one or more of ${list[1]!.split('|').join(', ')}, separated by commas.`
   return undefined
-}
-
-// A space before the offset stands for `+`: an unencoded `+` in a query string reads as a space.
-const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+ -])(\d{2}):(\d{2}))$/
-
-/**
- * An RFC 3339 date-time as the instant `Date#toISOString()` writes (how ship dates are stored), or
- * undefined. Stored instants have milliseconds: a finer fraction is rounded up, which keeps both
- * `>= from` and `< to` exact against them. Leap seconds (`:60`) are refused.
- */
-export function parseDateTime(text: string): string | undefined {
-  const match = DATE_TIME.exec(text)
-  if (match === null) return undefined
-  const [, year, month, day, hour, minute, second, fraction = '', , sign, offsetHours, offsetMinutes] = match
-  const [y, mo, d, h, mi, s] = [year, month, day, hour, minute, second].map(Number) as [number, number, number, number, number, number]
-  if (mo < 1 || mo > 12 || d < 1 || d > new Date(Date.UTC(y, mo, 0)).getUTCDate() || h > 23 || mi > 59 || s > 59) return undefined
-  let offset = 0
-  if (sign !== undefined) {
-    if (Number(offsetHours) > 23 || Number(offsetMinutes) > 59) return undefined
-    offset = (sign === '-' ? -1 : 1) * (Number(offsetHours) * 60 + Number(offsetMinutes)) * 60_000
-  }
-  const millis = Number(fraction.slice(0, 3).padEnd(3, '0')) + (/[1-9]/.test(fraction.slice(3)) ? 1 : 0)
-  const date = new Date(0)
-  date.setUTCFullYear(y, mo - 1, d) // not Date.UTC, which reads years 0–99 as 1900–1999
-  date.setUTCHours(h, mi, s, millis)
-  const iso = new Date(date.getTime() - offset).toISOString()
-  return /^\d{4}-/.test(iso) ? iso : undefined
 }

@@ -11,7 +11,7 @@ import type { ApiApp } from '../api-app.js'
 import type { JsonPage } from '../../store/store.js'
 import { ListCache } from '../list-cache.js'
 import { then, type MaybePromise } from '../../maybe-async.js'
-import { limitSendTime, sendBody, type BodySource } from '../send-file.js'
+import { limitSendTime, sendBody } from '../send-file.js'
 
 export function ordersRoutes(app: ApiApp): void {
   const { store, metrics } = app
@@ -66,7 +66,7 @@ export function ordersRoutes(app: ApiApp): void {
         return undefined
       }
       if (responses >= maxResponses) {
-        void cached?.file.close().catch(() => {})
+        if (cached !== undefined) cached.fill.release()
         throw new ApiError('service_unavailable', 'Too many lists are being sent; retry shortly.', { 'retry-after': '5' })
       }
       responses++
@@ -74,13 +74,8 @@ export function ordersRoutes(app: ApiApp): void {
       if (cached === undefined) return followFill(reply, version, encoding)
       if (encoding !== 'identity') reply.header('content-encoding', encoding)
       reply.header('content-length', cached.bytes)
-      const { file, bytes } = cached
-      const source: BodySource = {
-        bytes,
-        read: async (buffer, position) => (await file.read(buffer, 0, Math.min(buffer.length, bytes - position), position)).bytesRead,
-        close: () => void file.close().catch(() => {}),
-      }
-      sendBody(reply, source, sendTimeoutMs)
+      const { fill, bytes } = cached
+      sendBody(reply, { bytes, read: (buffer, position) => fill.read(buffer, position), close: () => fill.release() }, sendTimeoutMs)
       return undefined
     })
   }
