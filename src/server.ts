@@ -110,17 +110,18 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
 
 /** `petstore-orders serve`: run until SIGTERM or SIGINT, then shut down gracefully and exit 0. */
 export async function serve(config: Config, options: ServerOptions = {}): Promise<void> {
-  const server = await startServer(config, options)
-  await new Promise<void>((resolve) => {
-    const stop = (signal: NodeJS.Signals): void => {
-      server.app.log.info({ signal }, 'shutting down')
-      process.off('SIGTERM', stop)
-      process.off('SIGINT', stop)
-      resolve()
-    }
-    process.on('SIGTERM', stop)
-    process.on('SIGINT', stop)
-  })
+  // Listened for before starting: once "listening" is printed, a signal must stop the server
+  // gracefully, and one that came during start-up stops it as soon as it has started.
+  let stop!: (signal: NodeJS.Signals) => void
+  const signalled = new Promise<NodeJS.Signals>((resolve) => (stop = resolve))
+  process.once('SIGTERM', stop).once('SIGINT', stop)
+  let server: RunningServer
+  try {
+    server = await startServer(config, options)
+    server.app.log.info({ signal: await signalled }, 'shutting down')
+  } finally {
+    process.off('SIGTERM', stop).off('SIGINT', stop)
+  }
   await server.close()
   server.app.log.info('stopped')
   // Written before returning: the process then ends with nothing left to write (the exit
