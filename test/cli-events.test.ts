@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -35,6 +35,32 @@ function tail(databaseUrl: string, args: string[] = []): Tail {
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
   const ended = new Promise<Result>((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })))
   return { child, lines: () => stdout.split('\n').slice(0, -1), stderr: () => stderr, ended }
+}
+
+/**
+ * Waits until the tail has its database open: a TCP connection (to PostgreSQL) or the SQLite file
+ * among its descriptors (its stdio are Unix sockets, so a socket alone tells nothing). Its signal
+ * handlers are installed before that: a signal sent earlier may find Node still starting and end it
+ * unhandled, which no fixed sleep rules out on a loaded machine.
+ */
+async function databaseOpened(running: Tail): Promise<void> {
+  const fds = `/proc/${running.child.pid}/fd`
+  const opened = (): boolean => {
+    const tcp = new Set(
+      ['/proc/net/tcp', '/proc/net/tcp6']
+        .flatMap((table) => readFileSync(table, 'utf8').split('\n').slice(1))
+        .map((line) => line.trim().split(/\s+/)[9]),
+    )
+    return readdirSync(fds).some((fd) => {
+      try {
+        const target = readlinkSync(`${fds}/${fd}`)
+        return target.endsWith('.db') || tcp.has(/^socket:\[(\d+)\]$/.exec(target)?.[1])
+      } catch {
+        return false // closed meanwhile
+      }
+    })
+  }
+  await within(10_000, 'the tail to open its database', opened, 20)
 }
 
 /** Stops a tail with `signal`; it exits 0, having printed whole lines and the resume line; returns its cursor. */
@@ -137,7 +163,8 @@ forEachStore('petstore-orders events tail', (kind) => {
 
     // Stopped while waiting with nothing new: it resumes from where it was.
     const idle = tail(database.url, ['--after', second.cursor])
-    await sleep(800)
+    await databaseOpened(idle)
+    await sleep(300) // and, most likely, waiting for new events: the stop must find it either way
     const idleStop = await stop(idle, 'SIGINT')
     assert.deepEqual(idleStop, { lines: [], cursor: second.cursor })
   })
