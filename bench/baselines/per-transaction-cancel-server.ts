@@ -5,7 +5,9 @@
  * CancelBatcher runs for a batch, for one cancel: BEGIN IMMEDIATE, the conditional UPDATE, the
  * data-version bump, COMMIT. Its connection is opened exactly as the store opens its own (WAL,
  * synchronous=FULL, the server's busy_timeout, foreign_keys, safe integers): every COMMIT syncs the WAL before the
- * 204 is sent, so durability is identical. Child process of bench/run.ts; SQLite only.
+ * 204 is sent, so durability is identical. With BASELINE_SYNCHRONOUS=OFF it commits without syncing
+ * at all: durability switched off, the peer a group commit is held to where fsync is so cheap that
+ * the durable peer is bound by its CPU. Child process of bench/run.ts; SQLite only.
  */
 import Database from 'better-sqlite3'
 import pino from 'pino'
@@ -26,11 +28,11 @@ class PerTransactionCancels {
   private readonly db: Database.Database
   private readonly commitOne: Database.Transaction<(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null) => CancelResult>
 
-  constructor(path: string, busyTimeoutMs: number) {
+  constructor(path: string, busyTimeoutMs: number, synchronous: 'FULL' | 'OFF') {
     const db = new Database(path)
     db.pragma(`busy_timeout = ${busyTimeoutMs}`)
     db.pragma('journal_mode = WAL')
-    db.pragma('synchronous = FULL')
+    db.pragma(`synchronous = ${synchronous}`)
     db.pragma('foreign_keys = ON')
     db.defaultSafeIntegers(true)
     // The statements of the project's batcher: RETURNING the order cancelled (and its JSON for its
@@ -117,7 +119,7 @@ try {
   if (config.database.kind !== 'sqlite') throw new Error('the per-transaction cancel baseline is for SQLite')
   const inner = await openStore(config.database, SERVER_SQLITE_OPTIONS)
   await inner.migrate()
-  const store = new PerTransactionCancelStore(inner, new PerTransactionCancels(config.database.path, SERVER_SQLITE_OPTIONS.busyTimeoutMs))
+  const store = new PerTransactionCancelStore(inner, new PerTransactionCancels(config.database.path, SERVER_SQLITE_OPTIONS.busyTimeoutMs, synchronousSetting()))
   const logger = pino(
     { level: config.logLevel, redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' } },
     logDestination(),
@@ -131,4 +133,10 @@ try {
   tell({ type: 'ready', url })
 } catch (error) {
   failed(error)
+}
+
+function synchronousSetting(): 'FULL' | 'OFF' {
+  const setting = process.env.BASELINE_SYNCHRONOUS ?? 'FULL'
+  if (setting !== 'FULL' && setting !== 'OFF') throw new Error(`BASELINE_SYNCHRONOUS must be FULL or OFF, got ${setting}`)
+  return setting
 }
