@@ -49,12 +49,14 @@ async function databaseOpened(running: Tail): Promise<void> {
     const tcp = new Set(
       ['/proc/net/tcp', '/proc/net/tcp6']
         .flatMap((table) => readFileSync(table, 'utf8').split('\n').slice(1))
+        .filter((line) => line.trim() !== '') // the tables end with a newline
         .map((line) => line.trim().split(/\s+/)[9]),
     )
     return readdirSync(fds).some((fd) => {
       try {
         const target = readlinkSync(`${fds}/${fd}`)
-        return target.endsWith('.db') || tcp.has(/^socket:\[(\d+)\]$/.exec(target)?.[1])
+        const socket = /^socket:\[(\d+)\]$/.exec(target)?.[1]
+        return target.endsWith('.db') || (socket !== undefined && tcp.has(socket))
       } catch {
         return false // closed meanwhile
       }
