@@ -1,8 +1,10 @@
 import { createHash, randomInt } from 'node:crypto'
 
-/** Scopes an API key can carry; a new key has all of them unless told otherwise. */
-export const SCOPES = ['orders:read', 'orders:cancel', 'pets:read'] as const
+/** Scopes an API key can carry. */
+export const SCOPES = ['orders:read', 'orders:cancel', 'orders:write', 'pets:read'] as const
 export type Scope = (typeof SCOPES)[number]
+/** A new key's scopes unless told otherwise: every scope but `orders:write` (placing, shipping, completing). */
+export const DEFAULT_SCOPES: readonly Scope[] = ['orders:read', 'orders:cancel', 'pets:read']
 
 export const KEY_PREFIX = 'pso_'
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'

@@ -1,5 +1,5 @@
 import type { ApiKeysRepository } from '../store/store.js'
-import { generateApiKey, SCOPES, type ApiKey, type Scope } from './api-keys.js'
+import { DEFAULT_SCOPES, generateApiKey, type ApiKey, type Scope } from './api-keys.js'
 
 export interface CreatedKey {
   key: ApiKey
@@ -16,7 +16,7 @@ export async function createKey(
     name: options.name,
     hash: generated.hash,
     displayPrefix: generated.displayPrefix,
-    scopes: options.scopes ?? [...SCOPES],
+    scopes: options.scopes ?? [...DEFAULT_SCOPES],
     expiresAt: options.expiresAt ?? null,
   })
   return { key, secret: generated.secret }

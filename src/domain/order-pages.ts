@@ -9,6 +9,10 @@ export type CancellationReason = (typeof CANCELLATION_REASONS)[number]
 export interface OrderV2Record extends Omit<OrderRecord, 'cancelledAt' | 'cancellationReason'> {
   cancelledAt: string | null
   cancellationReason: CancellationReason | null
+  /** When it was shipped through the API or the CLI (RFC 3339 UTC, milliseconds); null: not known (an import). */
+  shippedAt: string | null
+  /** When it was completed through the API or the CLI; null: not known or not complete. */
+  completedAt: string | null
 }
 
 /** The filters of a v2 list. Every order of a page matches all of them. */
@@ -55,6 +59,10 @@ export function toApiOrderV2(record: OrderV2Record): OrderV2 {
   if (record.petId !== null) order.petId = record.petId
   if (record.quantity !== null) order.quantity = record.quantity
   if (record.shipDate !== null) order.shipDate = record.shipDate
+  if (record.status === 'shipped') {
+    if (record.shippedAt !== null) order.shippedAt = record.shippedAt
+    if (record.complete && record.completedAt !== null) order.completedAt = record.completedAt
+  }
   if (record.status === 'cancelled') {
     if (record.cancelledAt !== null) order.cancelledAt = record.cancelledAt
     if (record.cancellationReason !== null) order.cancellationReason = record.cancellationReason

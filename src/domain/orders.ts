@@ -31,7 +31,73 @@ export type CancelResult =
   | { outcome: 'already_shipped' }
   | { outcome: 'not_found' }
 export type CancelOutcome = CancelResult['outcome']
-export type ShipOutcome = 'shipped' | 'already_shipped' | 'cancelled' | 'not_found'
+
+/**
+ * What one ship found. `shipped`: this request shipped the order (pending → shipped, `shippedAt`
+ * set). `already_shipped`: it was shipped before, and is returned as it stands (a retry is safe).
+ * `order` is the order as it now stands.
+ */
+export type ShipResult =
+  | { outcome: 'shipped'; order: OrderV2Record }
+  | { outcome: 'already_shipped'; order: OrderV2Record }
+  | { outcome: 'cancelled' }
+  | { outcome: 'not_found' }
+export type ShipOutcome = ShipResult['outcome']
+
+/**
+ * What one complete found. `completed`: this request completed the shipped order (`complete` true,
+ * `completedAt` set). `already_complete`: it was complete before, returned as it stands.
+ */
+export type CompleteResult =
+  | { outcome: 'completed'; order: OrderV2Record }
+  | { outcome: 'already_complete'; order: OrderV2Record }
+  | { outcome: 'not_shipped' }
+  | { outcome: 'cancelled' }
+  | { outcome: 'not_found' }
+export type CompleteOutcome = CompleteResult['outcome']
+
+/** An order a client places (placeOrder): the server gives it its id, `pending`, not complete. */
+export interface NewOrder {
+  petId: bigint
+  /** 1–1000. */
+  quantity: number
+  /** RFC 3339 in UTC, as `Date#toISOString()` writes it; null: none given. */
+  shipDate: string | null
+}
+
+/**
+ * An Idempotency-Key of a place, scoped to the API key that sent it. `fingerprint` identifies the
+ * request's body (the same body, however it is spelled, gives the same fingerprint).
+ */
+export interface IdempotencyClaim {
+  apiKeyId: bigint
+  /** 1–255 visible ASCII characters. */
+  key: string
+  /** SHA-256 of the canonical body, hex. */
+  fingerprint: string
+  /** The record is kept until then; after it, the key may be used again. */
+  expiresAt: Date
+}
+
+export interface PlaceRequest {
+  order: NewOrder
+  idempotency?: IdempotencyClaim
+}
+
+/**
+ * What one place found. `placed`: this request placed `order` (and stored its key, if it had one,
+ * in the same transaction). `replayed`: the key was used before with the same body, within its
+ * lifetime; nothing was placed, and the first response is given again (`orderId` and `body`, the
+ * Order JSON that response carried). `key_reused`: the key was used before with another body.
+ * `key_in_use`: a request with the key is being processed (here or on another instance).
+ * `ids_exhausted`: the store holds the id 9223372036854775807, so no id above every id is left.
+ */
+export type PlaceResult =
+  | { outcome: 'placed'; order: OrderV2Record }
+  | { outcome: 'replayed'; orderId: bigint; status: number; body: string }
+  | { outcome: 'key_reused' }
+  | { outcome: 'key_in_use' }
+  | { outcome: 'ids_exhausted' }
 
 /** The state rule import and ship share: a status only moves forward, and cancelled is final. */
 export function canMoveTo(from: OrderStatus, to: OrderStatus): boolean {

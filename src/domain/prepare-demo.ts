@@ -1,5 +1,5 @@
 import { ImportConflictError, type Store } from '../store/store.js'
-import { hashApiKey, isActive } from './api-keys.js'
+import { hashApiKey, isActive, SCOPES } from './api-keys.js'
 import { createKey } from './create-key.js'
 import { readDemoKey, writeDemoKey } from './demo-key-file.js'
 import { seedDemoData, type SeedProgress } from './seed-demo-data.js'
@@ -42,9 +42,11 @@ export async function prepareDemo(store: Store, keyFile: string, progress?: Seed
   const stored = await readDemoKey(keyFile).catch(() => undefined) // unreadable: replaced, as a missing one
   if (stored !== undefined) {
     const key = await store.apiKeys.findByHash(hashApiKey(stored))
-    if (key !== undefined && isActive(key, Date.now())) return { secret: stored, created: false, seeded, notSeeded }
+    // A key kept from a build that had fewer scopes is replaced: the demo key has every scope.
+    const everyScope = key !== undefined && SCOPES.every((scope) => key.scopes.includes(scope))
+    if (key !== undefined && everyScope && isActive(key, Date.now())) return { secret: stored, created: false, seeded, notSeeded }
   }
-  const { secret } = await createKey(store.apiKeys, { name: DEMO_KEY_NAME })
+  const { secret } = await createKey(store.apiKeys, { name: DEMO_KEY_NAME, scopes: [...SCOPES] })
   let notStored: string | undefined
   try {
     await writeDemoKey(keyFile, secret)

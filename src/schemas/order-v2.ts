@@ -4,8 +4,9 @@ import { ORDER_STATUSES } from '../domain/orders.js'
 import { Int64 } from './primitives.js'
 
 /**
- * The v2 Order: the v1 fields, `status` (always), and on a cancelled order `cancelledAt` and, when
- * one was given, `cancellationReason`. An unknown value is omitted, never null.
+ * The v2 Order: the v1 fields, `status` (always); on a shipped order `shippedAt` and on a complete one
+ * `completedAt`, when known; on a cancelled order `cancelledAt` and, when one was given,
+ * `cancellationReason`. An unknown value is omitted, never null.
  */
 export const OrderV2 = Type.Object(
   {
@@ -15,6 +16,18 @@ export const OrderV2 = Type.Object(
     shipDate: Type.Optional(Type.String({ format: 'date-time', description: 'Expected or actual ship date (RFC 3339, UTC)' })),
     complete: Type.Boolean({ description: 'Whether the order has been fulfilled (only ever true for a shipped order)' }),
     status: Type.String({ enum: [...ORDER_STATUSES], description: 'Where the order stands: pending, shipped or cancelled' }),
+    shippedAt: Type.Optional(
+      Type.String({
+        format: 'date-time',
+        description: 'When the order was shipped (RFC 3339, UTC); shipped orders only, and only when known (not for imported ones)',
+      }),
+    ),
+    completedAt: Type.Optional(
+      Type.String({
+        format: 'date-time',
+        description: 'When the order was completed (RFC 3339, UTC); complete orders only, and only when known (not for imported ones)',
+      }),
+    ),
     cancelledAt: Type.Optional(
       Type.String({ format: 'date-time', description: 'When the order was cancelled (RFC 3339, UTC); cancelled orders only' }),
     ),

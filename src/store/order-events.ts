@@ -12,7 +12,7 @@
  * Every transaction that writes events also bumps the data version, so a change of
  * `orders.dataVersion()` is the signal to read the feed again (the long poll's wakeup).
  */
-export const ORDER_EVENT_TYPES = ['order.created', 'order.updated', 'order.shipped', 'order.cancelled'] as const
+export const ORDER_EVENT_TYPES = ['order.created', 'order.updated', 'order.shipped', 'order.completed', 'order.cancelled'] as const
 export type OrderEventType = (typeof ORDER_EVENT_TYPES)[number]
 
 /** One page of the feed, as the OrderEvent schema's serializer writes it. */

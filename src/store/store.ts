@@ -1,5 +1,5 @@
 import type { ApiKey, NewApiKey } from '../domain/api-keys.js'
-import type { CancelResult, OrderRecord, ShipOutcome } from '../domain/orders.js'
+import type { CancelResult, CompleteResult, OrderRecord, PlaceRequest, PlaceResult, ShipResult } from '../domain/orders.js'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../domain/order-pages.js'
 import type { MaybePromise } from '../maybe-async.js'
 import type { OrderEventsRepository } from './order-events.js'
@@ -47,7 +47,28 @@ export interface OrdersRepository {
    * are `already_cancelled` with the order as that first cancel left it (its time and reason).
    */
   cancel(id: bigint, cancelledByKey: bigint | null, reason?: CancellationReason | null): Promise<CancelResult>
-  ship(id: bigint): Promise<ShipOutcome>
+  /**
+   * placeOrder: a new pending order with an id above every id the store holds (imported ones
+   * included), never reused, with its `order.created` event and its Idempotency-Key record (if it
+   * has one) in the same transaction; durable before it resolves. Group-committed with the places
+   * of the same moment. Of any number of concurrent places with one key (on any number of
+   * instances) exactly one is `placed`; the others are `key_in_use` while it is in flight, and
+   * `replayed` (or `key_reused`) once it has committed. A key record past its `expiresAt` is ignored
+   * (and replaced).
+   */
+  place(request: PlaceRequest): Promise<PlaceResult>
+  /**
+   * pending → shipped, `shippedAt` set, by one conditional update with its `order.shipped` event in
+   * the same transaction; durable before it resolves. Shipped already: `already_shipped`, unchanged.
+   */
+  ship(id: bigint): Promise<ShipResult>
+  /**
+   * shipped and not complete → complete, `completedAt` set, by one conditional update with its
+   * `order.completed` event; durable before it resolves. Complete already: `already_complete`.
+   */
+  complete(id: bigint): Promise<CompleteResult>
+  /** Deletes at most `limit` Idempotency-Key records that expired before `now`; returns how many. */
+  pruneIdempotencyKeys(now: Date, limit: number): Promise<number>
   /**
    * One transaction: all records are upserted by id, or none (the iterable's error is rethrown). An
    * order already cancelled keeps its first cancellation's time and reason, whatever the record says.

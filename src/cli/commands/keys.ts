@@ -1,4 +1,4 @@
-import { parseDuration, parseScopes, SCOPES, type ApiKey, type Scope } from '../../domain/api-keys.js'
+import { DEFAULT_SCOPES, parseDuration, parseScopes, SCOPES, type ApiKey, type Scope } from '../../domain/api-keys.js'
 import { createKey } from '../../domain/create-key.js'
 import { CommandError, PROGRAM, printable, stringOption, UsageError, withStore, type Command } from '../command.js'
 
@@ -29,7 +29,8 @@ prefix (what 'keys list' shows and 'keys revoke' accepts).
 Options:
   --name NAME              what the key is for, 1 to ${MAX_KEY_NAME_LENGTH} characters (required)
   --scopes SCOPES          comma-separated, from ${SCOPES.join(', ')}
-                           (default: all of them)
+                           (default: ${DEFAULT_SCOPES.join(', ')}; orders:write,
+                           which places, ships and completes orders, only when named)
   --expires-in DURATION    the key stops working after this long: 45s, 90m, 12h, 30d, 2w
                            (default: never)
   -h, --help               show this help
