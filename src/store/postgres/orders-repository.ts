@@ -1,5 +1,5 @@
-import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import { setTimeout as sleep } from 'node:timers/promises'
+import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import { INT64_MAX, INT64_MIN } from '../../domain/int64.js'
 import type { CancelResult, CompleteResult, OrderRecord, OrderStatus, PlaceRequest, PlaceResult, ShipResult } from '../../domain/orders.js'
 import { ImportConflictError, StoreUnavailableError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
