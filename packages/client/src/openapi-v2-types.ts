@@ -135,6 +135,16 @@ export interface components {
             status: "pending" | "shipped" | "cancelled";
             /**
              * Format: date-time
+             * @description When the order was shipped (RFC 3339, UTC); shipped orders only, and only when known (not for imported ones)
+             */
+            shippedAt?: string;
+            /**
+             * Format: date-time
+             * @description When the order was completed (RFC 3339, UTC); complete orders only, and only when known (not for imported ones)
+             */
+            completedAt?: string;
+            /**
+             * Format: date-time
              * @description When the order was cancelled (RFC 3339, UTC); cancelled orders only
              */
             cancelledAt?: string;
@@ -169,7 +179,7 @@ export interface components {
              * @description What happened: `order.created` and `order.updated` (an import), `order.shipped`, `order.cancelled` (through v1 or v2)
              * @enum {string}
              */
-            type: "order.created" | "order.updated" | "order.shipped" | "order.cancelled";
+            type: "order.created" | "order.updated" | "order.shipped" | "order.completed" | "order.cancelled";
             /**
              * Format: date-time
              * @description When the change happened (RFC 3339, UTC)
