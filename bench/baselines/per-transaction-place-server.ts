@@ -1,0 +1,161 @@
+/**
+ * Baseline of the places comparison: the project's own server (same app, routes, authentication,
+ * validation, logging, metrics, same store for everything else) except that each place is committed
+ * in its own transaction — no group commit. Child process of bench/run.ts.
+ *
+ * SQLite: as the cancel peer (per-transaction-cancel-server.ts), a writer connection of its own
+ * opened as the store opens its own (WAL, synchronous=FULL, busy_timeout, foreign_keys, safe
+ * integers), and for each place the transaction the project's place runs for a batch of one: BEGIN
+ * IMMEDIATE, the next id (max(id) + 1, under the write lock), the INSERT, its `order.created` event,
+ * the data-version bump, COMMIT. With BASELINE_SYNCHRONOUS=OFF it commits without syncing:
+ * durability switched off.
+ *
+ * PostgreSQL: a new order's id is read under the writers' lock and that lock is held to COMMIT, so
+ * places committed alone run one after another whatever the pool's size. The peer runs the project's
+ * own place one at a time: each is then a transaction of its own, with the project's statements,
+ * locks and durability (synchronous_commit=on), and no group to share a WAL flush with.
+ *
+ * It is measured without Idempotency-Key (the keyed places are compared with the project's own
+ * unkeyed ones): a place with one is refused.
+ */
+import Database from 'better-sqlite3'
+import pino from 'pino'
+import { buildApp } from '../../src/app.js'
+import { loadConfig } from '../../src/config.js'
+import { logDestination, SERVER_SQLITE_OPTIONS } from '../../src/server.js'
+import type { PlaceRequest, PlaceResult } from '../../src/domain/orders.js'
+import { openStore } from '../../src/store/open-store.js'
+import { BUMP_DATA_VERSION } from '../../src/store/sqlite/migrations.js'
+import { INSERT_EVENT, orderEvent } from '../../src/store/sqlite/order-events-repository.js'
+import { ORDER_V2_COLUMNS, ORDER_V2_JSON, toOrderV2Record, type OrderV2Row } from '../../src/store/sqlite/order-pages.js'
+import type { ApiKeysRepository, OrdersRepository, PetsRepository, Store } from '../../src/store/store.js'
+import type { OrderEventsRepository } from '../../src/store/order-events.js'
+import { failed, onShutdown, tell } from '../lib/child-side.js'
+
+const INT64_MAX = 2n ** 63n - 1n
+
+type PlaceOne = (request: PlaceRequest) => Promise<PlaceResult>
+
+/** SQLite: one transaction per place (the order, its event, the version) on a writer connection of its own. */
+function sqlitePlaces(path: string, busyTimeoutMs: number, synchronous: 'FULL' | 'OFF'): { place: PlaceOne; close(): void } {
+  const db = new Database(path)
+  db.pragma(`busy_timeout = ${busyTimeoutMs}`)
+  db.pragma('journal_mode = WAL')
+  db.pragma(`synchronous = ${synchronous}`)
+  db.pragma('foreign_keys = ON')
+  db.defaultSafeIntegers(true)
+  const maxId = db.prepare('SELECT max(id) FROM orders').pluck()
+  const insert = db.prepare(
+    `INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status) VALUES (?, ?, ?, ?, 0, 'pending')
+     RETURNING ${ORDER_V2_COLUMNS}, ${ORDER_V2_JSON} AS json`,
+  )
+  const insertEvent = db.prepare(INSERT_EVENT)
+  const bump = db.prepare(BUMP_DATA_VERSION)
+  const commitOne = db.transaction(({ order }: PlaceRequest): PlaceResult => {
+    const max = (maxId.get() as bigint | null) ?? 0n
+    if (max >= INT64_MAX) return { outcome: 'ids_exhausted' }
+    const now = new Date().toISOString()
+    const row = insert.get(max + 1n, order.petId, order.quantity, order.shipDate) as OrderV2Row & { json: string }
+    insertEvent.run(...orderEvent('order.created', now, row.id, row.json))
+    bump.run()
+    return { outcome: 'placed', order: toOrderV2Record(row) }
+  })
+  return {
+    place: async (request) => commitOne.immediate(request),
+    close: () => db.close(),
+  }
+}
+
+/** PostgreSQL: the project's place, one at a time, so that no two share a transaction. */
+function oneAtATime(place: PlaceOne): PlaceOne {
+  let last: Promise<unknown> = Promise.resolve()
+  return (request) => {
+    const result = last.then(() => place(request))
+    last = result.catch(() => {})
+    return result
+  }
+}
+
+/** The project's store, with its orders' place replaced. */
+class PerTransactionPlaceStore implements Store {
+  readonly kind: Store['kind']
+  readonly orders: OrdersRepository
+  readonly apiKeys: ApiKeysRepository
+  readonly pets: PetsRepository
+  readonly events: OrderEventsRepository
+
+  constructor(
+    private readonly store: Store,
+    place: PlaceOne,
+    private readonly closePlaces: () => void,
+  ) {
+    this.kind = store.kind
+    this.events = store.events
+    const orders = store.orders
+    this.orders = {
+      hasAny: () => orders.hasAny(),
+      streamJson: () => orders.streamJson(),
+      dataVersion: () => orders.dataVersion(),
+      cancel: (id, cancelledByKey, reason) => orders.cancel(id, cancelledByKey, reason),
+      place: async (request) => {
+        if (request.idempotency !== undefined) throw new Error('the per-transaction place peer is measured without Idempotency-Key')
+        return place(request)
+      },
+      ship: (id) => orders.ship(id),
+      complete: (id) => orders.complete(id),
+      pruneIdempotencyKeys: (now, limit) => orders.pruneIdempotencyKeys(now, limit),
+      import: (records, onProgress) => orders.import(records, onProgress),
+      pageJson: (query) => orders.pageJson(query),
+      find: (id) => orders.find(id),
+    }
+    this.apiKeys = store.apiKeys
+    this.pets = store.pets
+  }
+
+  migrate(): Promise<number[]> {
+    return this.store.migrate()
+  }
+  ping(): Promise<void> {
+    return this.store.ping()
+  }
+  cursorSecret(): Promise<Buffer> {
+    return this.store.cursorSecret()
+  }
+  async close(): Promise<void> {
+    this.closePlaces()
+    await this.store.close()
+  }
+}
+
+try {
+  // As startServer() does, with the store swapped: same logger level, same app options.
+  const config = loadConfig()
+  const inner = await openStore(config.database, SERVER_SQLITE_OPTIONS)
+  await inner.migrate()
+  let store: PerTransactionPlaceStore
+  if (config.database.kind === 'sqlite') {
+    const places = sqlitePlaces(config.database.path, SERVER_SQLITE_OPTIONS.busyTimeoutMs, synchronousSetting())
+    store = new PerTransactionPlaceStore(inner, places.place, places.close)
+  } else {
+    store = new PerTransactionPlaceStore(inner, oneAtATime((request) => inner.orders.place(request)), () => {})
+  }
+  const logger = pino(
+    { level: config.logLevel, redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' } },
+    logDestination(),
+  )
+  const app = await buildApp({ config, store, logger, processMetrics: true })
+  const url = await app.listen({ host: config.host, port: config.port })
+  onShutdown(async () => {
+    await app.close()
+    await store.close()
+  })
+  tell({ type: 'ready', url })
+} catch (error) {
+  failed(error)
+}
+
+function synchronousSetting(): 'FULL' | 'OFF' {
+  const setting = process.env.BASELINE_SYNCHRONOUS ?? 'FULL'
+  if (setting !== 'FULL' && setting !== 'OFF') throw new Error(`BASELINE_SYNCHRONOUS must be FULL or OFF, got ${setting}`)
+  return setting
+}
