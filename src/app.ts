@@ -1,5 +1,6 @@
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import { parse as parseLosslessJson } from 'lossless-json'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply } from 'fastify'
 import type { Config } from './config.js'
 import { ApiError } from './errors.js'
@@ -20,8 +21,11 @@ import { healthRoutes } from './http/routes/health.js'
 import { ordersRoutes } from './http/routes/orders.js'
 import { petsRoutes } from './http/routes/pets.js'
 import { cancelOrderV2Route } from './http/routes/v2/cancel-order.js'
+import { completeOrderRoute } from './http/routes/v2/complete-order.js'
 import { orderEventsRoute } from './http/routes/v2/order-events.js'
 import { ordersV2Routes } from './http/routes/v2/orders.js'
+import { placeOrderRoute } from './http/routes/v2/place-order.js'
+import { shipOrderRoute } from './http/routes/v2/ship-order.js'
 import { ErrorSchema } from './schemas/error.js'
 import { Order } from './schemas/order.js'
 import { OrderEvent } from './schemas/order-event.js'
@@ -40,7 +44,12 @@ export interface AppOptions {
 
 const MAX_URL_LENGTH = 4096
 const SECURITY_HEADERS = { 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' }
-const BODY_LIMIT = 16 * 1024 // only v2's cancelOrder takes a body, of one short field
+const BODY_LIMIT = 16 * 1024 // v2's bodies are a few short fields
+
+/** Two values for one field: which one the client meant is not ours to guess. */
+function duplicateField({ key }: { key: string }): never {
+  throw new ApiError('invalid_body', `The field "${shorten(key)}" appears twice in the body.`)
+}
 
 /** The HTTP application, ready to `listen` or `inject`. It does not own the store's lifecycle. */
 export async function buildApp({ config, store, logger, processMetrics = false }: AppOptions): Promise<ApiApp> {
@@ -109,16 +118,19 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   app.decorateRequest('apiKey', null)
   app.decorate('requireScope', admission(authenticator, limiter))
 
-  // Only v2's cancelOrder reads a body (optional), but a client sending `Content-Type: application/json`
-  // with an empty body (common on DELETE) is not wrong; malformed JSON still is.
+  // Only v2's writes read a body, and some take none: a client sending `Content-Type: application/json`
+  // with an empty body (common on DELETE) is not wrong; malformed JSON still is. Numbers stay their
+  // source text (lossless-json), so an int64 in a body is exact however large (strict-body.ts reads it).
   app.removeContentTypeParser('application/json')
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
     if (body === '') return done(null, undefined)
+    let parsed: unknown
     try {
-      done(null, JSON.parse(body as string))
-    } catch {
-      done(new ApiError('invalid_body'), undefined)
+      parsed = parseLosslessJson(body as string, null, { onDuplicateKey: duplicateField })
+    } catch (error) {
+      return done(error instanceof ApiError ? error : new ApiError('invalid_body'), undefined)
     }
+    done(null, parsed)
   })
 
   registerErrorHandling(app)
@@ -166,7 +178,10 @@ export async function buildApp({ config, store, logger, processMetrics = false }
       await v2.register(swagger, openApiV2Document(config)) // a document of its own, from the routes below
       const api = v2 as unknown as ApiApp
       ordersV2Routes(api)
+      placeOrderRoute(api)
       cancelOrderV2Route(api)
+      shipOrderRoute(api)
+      completeOrderRoute(api)
       orderEventsRoute(api, waiters, authenticator)
       api.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) =>
         reply.header('cache-control', 'public, max-age=300').send((v2 as unknown as Record<string, () => unknown>)[SWAGGER_V2]!()),

@@ -25,6 +25,8 @@ export interface Config {
    * at most `maxWaiting` long polls are held per instance (past it they are answered at once).
    */
   events: { retentionDays: number; maxWaiting: number }
+  /** How long placeOrder's Idempotency-Key records are kept (and a key replays its first response). */
+  idempotencyKeyTtlHours: number
   /** Requests per minute; 0 turns a limit off. With `redisUrl` the counters are shared by all instances. */
   rateLimit: { perKeyPerMinute: number; authFailuresPerMinute: number; redisUrl: string | undefined; redisPrefix: string }
   /** The proxies (addresses or CIDRs) whose X-Forwarded-For gives the client's address; false: none. */
@@ -87,6 +89,7 @@ export function loadConfig(env: Env = process.env): Config {
     list: listConfig(env, poolSize),
     pets: petsDeprecation(env),
     events: eventsConfig(env, http.maxConnections),
+    idempotencyKeyTtlHours: integer(env, 'IDEMPOTENCY_KEY_TTL_HOURS', 24, 1, 8760),
     rateLimit: {
       perKeyPerMinute: integer(env, 'RATE_LIMIT_PER_KEY', 1200, 0, 10_000_000),
       authFailuresPerMinute: integer(env, 'RATE_LIMIT_AUTH_FAILURES', 30, 0, 10_000_000),

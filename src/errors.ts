@@ -8,6 +8,10 @@ export const ERRORS = {
   invalid_pet_id: { status: 400, message: 'petId must be a decimal integer in the int64 range.' },
   invalid_body: { status: 400, message: 'The request body is not valid JSON.' },
   invalid_parameter: { status: 400, message: 'A query parameter is unknown, repeated or has an invalid value.' },
+  invalid_idempotency_key: {
+    status: 400,
+    message: 'The Idempotency-Key header must be sent once, with 1 to 255 visible ASCII characters (no spaces).',
+  },
   invalid_cursor: {
     status: 400,
     message: 'The cursor is not valid here: it was altered, is not from this API, or was issued for other filters.',
@@ -20,6 +24,16 @@ export const ERRORS = {
   method_not_allowed: { status: 405, message: 'This method is not allowed on this resource.' },
   request_timeout: { status: 408, message: 'The request was not received in time.' },
   order_already_shipped: { status: 409, message: 'The order has already shipped and cannot be cancelled.' },
+  order_cancelled: { status: 409, message: 'The order has been cancelled; it cannot be shipped or completed.' },
+  order_not_shipped: { status: 409, message: 'The order has not shipped yet; only a shipped order can be completed.' },
+  idempotency_key_in_use: {
+    status: 409,
+    message: 'A request with this Idempotency-Key is still being processed; retry after the time given in Retry-After.',
+  },
+  order_ids_exhausted: {
+    status: 409,
+    message: 'No order id above 9223372036854775807 is left: the store holds an order with the greatest int64 id. Nothing was placed.',
+  },
   gone: { status: 410, message: 'This operation has reached its sunset date and is no longer available.' },
   events_expired: {
     status: 410,
@@ -28,6 +42,10 @@ export const ERRORS = {
   payload_too_large: { status: 413, message: 'The request body is too large.' },
   uri_too_long: { status: 414, message: 'The request URI is too long.' },
   unsupported_media_type: { status: 415, message: 'The request body has an unsupported content type.' },
+  idempotency_key_reused: {
+    status: 422,
+    message: 'This Idempotency-Key was used with another request body; a key identifies one request. Use a new key for a new order.',
+  },
   rate_limited: { status: 429, message: 'Too many requests; retry after the time given in Retry-After.' },
   headers_too_large: { status: 431, message: 'The request header fields are too large.' },
   internal_error: { status: 500, message: 'An internal error occurred.' },
@@ -39,7 +57,17 @@ export type ErrorCode = keyof typeof ERRORS
 export const ERROR_CODES = Object.keys(ERRORS) as ErrorCode[]
 
 /** Codes only v2 answers with; v1 (and its document) never names them. */
-export const V2_ONLY_ERROR_CODES: readonly ErrorCode[] = ['invalid_parameter', 'invalid_cursor', 'events_expired']
+export const V2_ONLY_ERROR_CODES: readonly ErrorCode[] = [
+  'invalid_parameter',
+  'invalid_cursor',
+  'invalid_idempotency_key',
+  'order_cancelled',
+  'order_not_shipped',
+  'idempotency_key_in_use',
+  'order_ids_exhausted',
+  'events_expired',
+  'idempotency_key_reused',
+]
 
 /** The codes v1 can answer with, as its document lists them. */
 export const V1_ERROR_CODES = ERROR_CODES.filter((code) => !V2_ONLY_ERROR_CODES.includes(code))

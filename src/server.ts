@@ -3,6 +3,7 @@ import { buildApp } from './app.js'
 import type { Config } from './config.js'
 import type { ApiApp } from './http/api-app.js'
 import { EventPruner } from './http/event-pruner.js'
+import { IdempotencyKeyPruner } from './http/idempotency-key-pruner.js'
 import { openStore } from './store/open-store.js'
 import type { Store } from './store/store.js'
 
@@ -13,7 +14,7 @@ export interface RunningServer {
   url: string
   /**
    * Stops accepting, answers held long polls at once, finishes in-flight requests (up to the
-   * shutdown timeout), stops pruning events, closes the database.
+   * shutdown timeout), stops pruning events and idempotency keys, closes the database.
    */
   close(): Promise<void>
   /** Writes every log line logged so far (a failed write is reported on stderr). */
@@ -79,6 +80,9 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     log: logger,
   })
   pruner.start()
+  // Expired Idempotency-Key records of placeOrder, likewise on every instance.
+  const keyPruner = new IdempotencyKeyPruner(store.orders, { log: logger })
+  keyPruner.start()
 
   let closing: Promise<void> | undefined
   const close = (): Promise<void> =>
@@ -89,7 +93,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       // shutdown timeout bounds a client that never finishes reading a long list.
       const reaper = setInterval(() => running.server.closeIdleConnections(), 100)
       const timer = setTimeout(() => running.server.closeAllConnections(), config.shutdownTimeoutMs)
-      const pruned = pruner.stop() // a pass in progress ends after its current batch
+      const pruned = Promise.all([pruner.stop(), keyPruner.stop()]) // a pass in progress ends after its current batch
       try {
         await running.close()
       } finally {

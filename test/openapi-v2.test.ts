@@ -88,8 +88,15 @@ describe('OpenAPI document of v2', () => {
   })
 
   it('describes listOrders, getOrder and cancelOrder, beta, tagged orders, with summaries and descriptions', () => {
-    assert.deepEqual(Object.keys(doc.paths).sort(), ['/store/order-events', '/store/orders', '/store/orders/{orderId}', '/store/orders/{orderId}/cancel'])
-    assert.deepEqual(Object.keys(doc.paths['/store/orders']!), ['get'])
+    assert.deepEqual(Object.keys(doc.paths).sort(), [
+      '/store/order-events',
+      '/store/orders',
+      '/store/orders/{orderId}',
+      '/store/orders/{orderId}/cancel',
+      '/store/orders/{orderId}/complete',
+      '/store/orders/{orderId}/ship',
+    ])
+    assert.deepEqual(Object.keys(doc.paths['/store/orders']!), ['get', 'post'])
     assert.deepEqual(Object.keys(doc.paths['/store/orders/{orderId}']!), ['get'])
     assert.deepEqual(Object.keys(doc.paths['/store/orders/{orderId}/cancel']!), ['post'])
     const list = doc.paths['/store/orders']!.get!
@@ -125,6 +132,73 @@ describe('OpenAPI document of v2', () => {
     assert.equal(media.schema.required, undefined)
     assert.deepEqual(media.example, { reason: 'customer_request' })
     assert.deepEqual(doc.paths['/store/orders/{orderId}/cancel']!.post!.parameters!.map((p) => [p.name, p.in]), [['orderId', 'path']])
+  })
+
+  it('describes placeOrder, shipOrder and completeOrder: beta, scope orders:write, every error code of each', () => {
+    const operations = operationsOf(doc)
+    const errorsOf = (id: string): Record<string, string[]> =>
+      Object.fromEntries(
+        Object.entries(operations.get(id)!.op.responses)
+          .filter(([status]) => status !== 'default' && Number(status) >= 400)
+          .map(([status, response]) => [status, Object.keys(response.content!['application/json']!.examples!)]),
+      )
+    for (const [id, path, success] of [
+      ['placeOrder', '/store/orders', '201'],
+      ['shipOrder', '/store/orders/{orderId}/ship', '200'],
+      ['completeOrder', '/store/orders/{orderId}/complete', '200'],
+    ] as const) {
+      const { op, method } = { ...operations.get(id)! }
+      assert.equal(operations.get(id)!.path, path)
+      assert.equal(method, 'post')
+      assert.equal(op['x-stability'], 'beta')
+      assert.deepEqual(op.tags, ['orders'])
+      assert.deepEqual(op.security, [{ bearerAuth: [] }])
+      assert.match(op.description ?? '', /`orders:write`/)
+      assert.deepEqual(op.responses[success]!.content!['application/json']!.schema, { $ref: '#/components/schemas/Order' })
+      assert.ok(op.responses.default !== undefined)
+    }
+    assert.deepEqual(errorsOf('placeOrder'), {
+      400: ['invalid_body', 'invalid_parameter', 'invalid_idempotency_key'],
+      401: ['unauthorized'],
+      403: ['insufficient_scope'],
+      409: ['idempotency_key_in_use', 'order_ids_exhausted'],
+      415: ['unsupported_media_type'],
+      422: ['idempotency_key_reused'],
+    })
+    assert.deepEqual(errorsOf('shipOrder'), {
+      400: ['invalid_order_id', 'invalid_body', 'invalid_parameter'],
+      401: ['unauthorized'],
+      403: ['insufficient_scope'],
+      404: ['order_not_found'],
+      409: ['order_cancelled'],
+      415: ['unsupported_media_type'],
+    })
+    assert.deepEqual(errorsOf('completeOrder'), { ...errorsOf('shipOrder'), 409: ['order_cancelled', 'order_not_shipped'] })
+    const place = operations.get('placeOrder')!.op
+    assert.deepEqual(Object.keys(place.responses['201']!.headers!).sort(), ['Idempotent-Replayed', 'Location', 'RateLimit', 'RateLimit-Policy', 'X-Request-Id'])
+    assert.ok('Retry-After' in place.responses['409']!.headers!)
+  })
+
+  it("documents placeOrder's body (petId, quantity, shipDate) and its Idempotency-Key header", () => {
+    const place = doc.paths['/store/orders']!.post!
+    const media = place.requestBody!.content['application/json']!
+    assert.deepEqual(Object.keys(media.schema.properties as object), ['petId', 'quantity', 'shipDate'])
+    assert.deepEqual(media.schema.required, ['petId', 'quantity'])
+    assert.equal(media.schema.additionalProperties, false)
+    const properties = media.schema.properties as Record<string, Record<string, unknown>>
+    assert.deepEqual([properties.petId!.type, properties.petId!.format, properties.petId!.minimum], ['integer', 'int64', 1])
+    assert.deepEqual([properties.quantity!.minimum, properties.quantity!.maximum], [1, 1000])
+    assert.equal(properties.shipDate!.format, 'date-time')
+    const header = place.parameters!.find((p) => p.in === 'header')!
+    assert.equal(header.name, 'Idempotency-Key')
+    assert.equal(header.required, false)
+    assert.deepEqual([header.schema.minLength, header.schema.maxLength, header.schema.pattern], [1, 255, '^[\\x21-\\x7E]{1,255}$'])
+    for (const path of ['/store/orders/{orderId}/ship', '/store/orders/{orderId}/complete']) {
+      const op = doc.paths[path]!.post!
+      assert.deepEqual(op.requestBody!.content['application/json']!.schema.properties, {}, path)
+      assert.equal(op.requestBody!.required, false, path)
+      assert.deepEqual(op.parameters!.map((p) => [p.name, p.in]), [['orderId', 'path']], path)
+    }
   })
 
   it('documents exactly the query parameters the list validates, from the same schema', () => {
@@ -176,7 +250,8 @@ describe('OpenAPI document of v2', () => {
     assert.deepEqual(Object.keys(event.properties), ['id', 'type', 'occurredAt', 'order'])
     assert.deepEqual(event.required, ['id', 'type', 'occurredAt', 'order'])
     assert.equal(event.properties.id!.type, 'string', 'an event id is a decimal string')
-    assert.deepEqual(event.properties.type!.enum, ['order.created', 'order.updated', 'order.shipped', 'order.cancelled'])
+    assert.deepEqual(event.properties.type!.enum, ['order.created', 'order.updated', 'order.shipped', 'order.completed', 'order.cancelled'])
+    assert.match(event.properties.type!.description as string, /`order\.completed`/)
     assert.equal(event.properties.occurredAt!.format, 'date-time')
     assert.deepEqual(event.properties.order, { $ref: '#/components/schemas/Order' })
     const example = event.example as { id: string; type: string; order: Record<string, unknown> }
@@ -194,7 +269,20 @@ describe('OpenAPI document of v2', () => {
   it('has the v2 Order (status always, cancelledAt, cancellationReason), OrderEvent and Error with every code, and no v1 schema', () => {
     assert.deepEqual(Object.keys(doc.components.schemas).sort(), ['Error', 'Order', 'OrderEvent'])
     const order = doc.components.schemas.Order!
-    assert.deepEqual(Object.keys(order.properties), ['id', 'petId', 'quantity', 'shipDate', 'complete', 'status', 'cancelledAt', 'cancellationReason'])
+    assert.deepEqual(Object.keys(order.properties), [
+      'id',
+      'petId',
+      'quantity',
+      'shipDate',
+      'complete',
+      'status',
+      'shippedAt',
+      'completedAt',
+      'cancelledAt',
+      'cancellationReason',
+    ])
+    assert.equal(order.properties.shippedAt!.format, 'date-time')
+    assert.equal(order.properties.completedAt!.format, 'date-time')
     assert.deepEqual(order.required, ['id', 'complete', 'status'])
     assert.deepEqual(order.properties.status!.enum, ['pending', 'shipped', 'cancelled'])
     assert.deepEqual(order.properties.cancellationReason!.enum, ['customer_request', 'out_of_stock', 'duplicate', 'fraudulent', 'other'])
@@ -251,7 +339,7 @@ describe('OpenAPI document of v2', () => {
 })
 
 /** The response headers the document declares, lower-cased as fetch gives them. */
-const DECLARABLE = ['link', 'ratelimit', 'ratelimit-policy', 'retry-after', 'www-authenticate', 'x-request-id']
+const DECLARABLE = ['idempotent-replayed', 'link', 'location', 'ratelimit', 'ratelimit-policy', 'retry-after', 'www-authenticate', 'x-request-id']
 
 /** Each operation by id, with its path and method. */
 function operationsOf(doc: Document): Map<string, { path: string; method: string; op: Operation }> {

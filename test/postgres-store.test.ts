@@ -444,7 +444,7 @@ describe('PostgresStore', { skip }, () => {
     assert.ok((await store.apiKeys.findByHash('h'.repeat(64)))?.revokedAt instanceof Date)
     assert.ok((await jsonPages(store)).length > 0)
     await gone(killed)
-    assert.equal(await store.orders.ship(600n), 'cancelled')
+    assert.equal((await store.orders.ship(600n)).outcome, 'cancelled')
   })
 })
 

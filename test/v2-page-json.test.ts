@@ -7,6 +7,7 @@ import { ORDER_STATUSES, type OrderRecord } from '../src/domain/orders.js'
 import { OrderV2 } from '../src/schemas/order-v2.js'
 import { forEachStore, order, startTestServer, type TestServer } from './support/harness.js'
 import { pageRecords } from './support/order-pages.js'
+import { orderV2Json } from '../src/store/sqlite/order-pages.js'
 
 const COUNT = 3000
 
@@ -66,7 +67,16 @@ forEachStore('v2 pages as JSON written by the database', (kind) => {
 
   before(async () => {
     server = await startTestServer(kind)
-    await server.importOrders(randomOrders())
+    const orders = randomOrders()
+    await server.importOrders(orders)
+    // Orders shipped and completed through the store carry shippedAt and completedAt; an imported
+    // shipped order completed through it has completedAt only; imported ones neither.
+    const pending = orders.filter((o) => o.status === 'pending').map((o) => o.id)
+    const shipped = pending.filter((_, i) => i % 3 === 0)
+    const importedShipped = orders.filter((o) => o.status === 'shipped' && !o.complete).map((o) => o.id)
+    await Promise.all(shipped.map((id) => server.store.orders.ship(id)))
+    const completed = [...shipped.filter((_, i) => i % 2 === 0), ...importedShipped.filter((_, i) => i % 2 === 0)]
+    await Promise.all(completed.map((id) => server.store.orders.complete(id)))
   })
 
   it("equals the OrderV2 serializer's output for the same page, with its last id and whether more follow", async () => {
@@ -94,5 +104,19 @@ forEachStore('v2 pages as JSON written by the database', (kind) => {
     for (const field of ['"petId"', '"quantity"', '"shipDate"', '"cancelledAt"', '"cancellationReason"']) assert.ok(text.includes(field), field)
     assert.match(text, /"status":"cancelled"(,"petId":\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?,"cancelledAt":"[^"]+"}/)
     assert.match(text, /\{"id":-?\d{17,},"complete":(true|false)/)
+    const shippedAt = /"status":"shipped"(,"petId":\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?,"shippedAt":"[^"]+"/
+    assert.match(text, new RegExp(`"complete":false,${shippedAt.source}}`), 'shipped, not complete')
+    assert.match(text, new RegExp(`"complete":true,${shippedAt.source},"completedAt":"[^"]+"}`), 'shipped and completed')
+    assert.match(text, /"complete":true,"status":"shipped"(,"petId":\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?,"completedAt":"[^"]+"}/, 'imported shipped, completed')
+    assert.match(text, /"complete":true,"status":"shipped"(,"petId":\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?}/, 'imported complete')
   })
+
+  if (kind === 'sqlite') {
+    it("orderV2Json (the JSON of an order just written, made in JavaScript) equals the serializer's for every order", async () => {
+      const records = await pageRecords(server.database, { filters: { statuses: [...ORDER_STATUSES] }, limit: COUNT })
+      assert.equal(records.length, COUNT)
+      assert.ok(records.some((record) => record.shippedAt !== null) && records.some((record) => record.completedAt !== null))
+      for (const record of records) assert.equal(`[${orderV2Json(record)}]`, serialize([toApiOrderV2(record)]), String(record.id))
+    })
+  }
 })

@@ -5,12 +5,12 @@ import { CommandError, oneLine, parseCommandArgs, PROGRAM, UsageError, type Comm
 import { eventsTail } from './commands/events.js'
 import { keysCreate, keysList, keysRevoke } from './commands/keys.js'
 import { migrate } from './commands/migrate.js'
-import { ordersImport, ordersShip } from './commands/orders.js'
+import { ordersComplete, ordersImport, ordersShip } from './commands/orders.js'
 import { petsImport } from './commands/pets.js'
 import { seed } from './commands/seed.js'
 import { serve } from './commands/serve.js'
 
-export const COMMANDS: Command[] = [serve, migrate, keysCreate, keysList, keysRevoke, ordersImport, ordersShip, petsImport, seed, eventsTail]
+export const COMMANDS: Command[] = [serve, migrate, keysCreate, keysList, keysRevoke, ordersImport, ordersShip, ordersComplete, petsImport, seed, eventsTail]
 
 const GROUPS: Record<string, string> = {
   keys: 'API keys: create, list, revoke',

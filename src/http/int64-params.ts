@@ -3,6 +3,7 @@ import type { FastifySchema, FastifySchemaCompiler, FastifyServerOptions } from 
 import { parseInt64 } from '../domain/int64.js'
 import { ApiError, type ErrorCode } from '../errors.js'
 import { strictBodyValidator, type BodySchema } from './strict-body.js'
+import { strictHeadersValidator, type HeadersSchema } from './strict-headers.js'
 import { strictQueryValidator, type QuerySchema } from './strict-query.js'
 
 // The option's type is Ajv's (validators with Ajv's extra fields); Fastify only calls them.
@@ -25,14 +26,16 @@ const defaultBuilder = (requireFromFastify('@fastify/ajv-compiler') as () => Val
  * The validator builder of the app (`schemaController.compilersFactory.buildValidator`): path
  * parameters are validated here, query strings strictly by `strict-query.ts` (unknown or repeated
  * parameters refused, int64 exact); bodies strictly by `strict-body.ts` (unknown fields refused, not
- * dropped); every other part (headers) by Fastify's default validator, with the schemas added to the app.
+ * dropped); the headers a route names by `strict-headers.ts` (each with its own error code); anything
+ * else by Fastify's default validator, with the schemas added to the app.
  */
 export const int64ParamsValidator = ((externalSchemas, ajvOptions) => {
   const fallback = defaultBuilder(externalSchemas, ajvOptions)
   return (routeSchema) => {
     if (routeSchema.httpPart === 'params') return int64Params(routeSchema)
     if (routeSchema.httpPart === 'querystring') return strictQueryValidator(routeSchema.schema as QuerySchema) // v2
-    if (routeSchema.httpPart === 'body') return strictBodyValidator(routeSchema.schema as BodySchema) // v2's cancelOrder
+    if (routeSchema.httpPart === 'body') return strictBodyValidator(routeSchema.schema as BodySchema) // v2's writes
+    if (routeSchema.httpPart === 'headers') return strictHeadersValidator(routeSchema.schema as HeadersSchema) // placeOrder's key
     return fallback(routeSchema)
   }
 }) satisfies ValidatorBuilder as unknown as AjvValidatorBuilder

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
-import type { CancelOutcome } from '../domain/orders.js'
+import type { CancelOutcome, CompleteOutcome, PlaceResult, ShipOutcome } from '../domain/orders.js'
 
 interface Series {
   requests: Counter.Internal
@@ -39,6 +39,24 @@ export class Metrics {
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   })
+  readonly places = new Counter({
+    name: 'orders_place_total',
+    help: 'placeOrder calls by outcome',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  })
+  readonly ships = new Counter({
+    name: 'orders_ship_total',
+    help: 'shipOrder calls by outcome',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  })
+  readonly completes = new Counter({
+    name: 'orders_complete_total',
+    help: 'completeOrder calls by outcome',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  })
 
   // The series of every method, route and status seen, for the collect above.
   private readonly series = new Map<string, Series>()
@@ -60,6 +78,18 @@ export class Metrics {
 
   cancelled(outcome: CancelOutcome | 'error'): void {
     this.cancels.inc({ outcome })
+  }
+
+  placed(outcome: PlaceResult['outcome'] | 'error'): void {
+    this.places.inc({ outcome })
+  }
+
+  shipped(outcome: ShipOutcome | 'error'): void {
+    this.ships.inc({ outcome })
+  }
+
+  completed(outcome: CompleteOutcome | 'error'): void {
+    this.completes.inc({ outcome })
   }
 
   register(app: FastifyInstance): void {

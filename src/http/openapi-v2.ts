@@ -24,7 +24,7 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
         version: '2.0.0-beta.1',
         description:
           'Orders placed in the pet store, version 2 (beta): pages of orders with filters, each order with its status, ' +
-          'and a feed of the changes to orders (experimental). ' +
+          'placing, shipping, completing and cancelling orders, and a feed of the changes to orders (experimental). ' +
           'Every operation needs a bearer API key (`Authorization: Bearer <API_KEY>`). int64 ids are exact JSON integer ' +
           'literals — parse them losslessly. Version 1 stays fully supported.\n\n' +
           'Pages are keyset-paginated: follow `nextCursor` (or the `Link` header with `rel="next"`) with the same ' +
@@ -32,6 +32,10 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
           'The event feed (`listOrderEvents`) has no last page: every page has a `nextCursor`, and a client that resumes ' +
           'from each one receives every change exactly once, in the order it was committed; `wait` makes a request a ' +
           'long poll.\n\n' +
+          'An order is `pending` when placed, then `shipped` (`shipOrder`), then `complete` (`completeOrder`); only a ' +
+          'pending order can be cancelled. Every write is durable before its answer and safe to retry: placeOrder with ' +
+          'an `Idempotency-Key`, the others by their nature (an order already shipped, complete or cancelled is returned ' +
+          'as it stands). Placing, shipping and completing need the `orders:write` scope, which no key has by default.\n\n' +
           'Every error, of every status, has the body `{code, message, status}`; `message` names the parameter at ' +
           'fault. Any request may also get 429 (with `Retry-After`), 500 or 503. Error codes:\n\n' +
           `| code | status | meaning |\n|---|---|---|\n${errorCodeTable(ERROR_CODES)}`,
@@ -132,7 +136,8 @@ function withDefaultErrors(document: OperationsOf): OperationsOf {
  * The response headers, each declared on the responses that send it. `X-Request-Id`, `RateLimit`
  * and `RateLimit-Policy` go on every response (the two limits' headers on any that follows counting
  * a known key, and on every 429), `WWW-Authenticate` on 401 and 403, `Retry-After` with 429 and 503
- * (`default`), `Link` on listOrders' pages that have a next one.
+ * (`default`) and with placeOrder's 409 `idempotency_key_in_use`, `Link` on listOrders' pages that
+ * have a next one, `Location` and `Idempotent-Replayed` on placeOrder's 201.
  */
 function withHeaders(document: Document): Document {
   const ref = (name: string) => ({ $ref: `#/components/headers/${name}` })
@@ -142,6 +147,11 @@ function withHeaders(document: Document): Document {
       if (status === '401' || status === '403') headers['WWW-Authenticate'] = ref('WWW-Authenticate')
       if (status === 'default') headers['Retry-After'] = ref('Retry-After')
       if (status === '200' && operation.operationId === 'listOrders') headers.Link = ref('Link')
+      if (status === '201' && operation.operationId === 'placeOrder') {
+        headers.Location = ref('Location')
+        headers['Idempotent-Replayed'] = ref('Idempotent-Replayed')
+      }
+      if (status === '409' && operation.operationId === 'placeOrder') headers['Retry-After'] = ref('Retry-After')
       response.headers = headers
     }
   }
@@ -169,7 +179,9 @@ const HEADERS: Record<string, { description: string; schema: object }> = {
     schema: { type: 'string', example: '"per-key";q=1200;w=60' },
   },
   'Retry-After': {
-    description: 'Seconds to wait before retrying: on 429, until the rate limit\'s window resets; on 503, a short pause.',
+    description:
+      "Seconds to wait before retrying: on 429, until the rate limit's window resets; on 503, a short pause; on placeOrder's " +
+      '409 `idempotency_key_in_use`, while the first request with the key finishes (`order_ids_exhausted` has none: a retry cannot succeed).',
     schema: { type: 'integer', minimum: 1 },
   },
   'WWW-Authenticate': {
@@ -177,6 +189,16 @@ const HEADERS: Record<string, { description: string; schema: object }> = {
       'The Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` and an `error_description` ' +
       'when a bearer token was sent (401), or `error="insufficient_scope", scope="<the scope needed>"` (403).',
     schema: { type: 'string', example: 'Bearer realm="petstore", error="insufficient_scope", scope="orders:read"' },
+  },
+  Location: {
+    description: 'The placed order\'s URL, relative to this host: `/v2/store/orders/{id}` (getOrder). Also on a replayed response.',
+    schema: { type: 'string', example: '/v2/store/orders/1001' },
+  },
+  'Idempotent-Replayed': {
+    description:
+      '`true` on a response given again to a request whose `Idempotency-Key` was used before with the same body: nothing ' +
+      'was placed; the status, body and `Location` are those of the first response. Absent on any other response.',
+    schema: { type: 'string', enum: ['true'] },
   },
   Link: {
     description:

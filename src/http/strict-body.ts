@@ -1,61 +1,110 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import { isLosslessNumber, stringify as stringifyLossless } from 'lossless-json'
+import { parseDateTime } from '../domain/date-time.js'
+import { INT64_MAX, INT64_MIN, parseInt64 } from '../domain/int64.js'
 import { ApiError } from '../errors.js'
 import { shorten } from './shorten.js'
 
-/** The part of a TypeBox object schema a body is validated from: string properties, each a closed set. */
+/** The part of a TypeBox object schema a body is validated from. */
 export interface BodySchema {
   properties?: Record<string, PropertySchema>
   required?: readonly string[]
 }
-/** A string `enum`, or a union of string literals (`anyOf` of `const`). */
+/**
+ * The property kinds a body may have: a closed set of strings (a string `enum`, or a union of string
+ * literals), an int64 (exact, however large), a bounded integer, an RFC 3339 date-time.
+ */
 interface PropertySchema {
   type?: string
+  format?: string
   enum?: readonly unknown[]
   anyOf?: readonly { const?: unknown }[]
+  minimum?: number
+  maximum?: number
 }
+
+/** A field's reading: its value as the route gets it, or why it is refused. */
+type FieldReader = (value: unknown) => { value: unknown } | { problem: string }
 
 /**
  * Validates an optional JSON object body from its schema, strictly: a field the schema does not
- * name, or a value outside its `enum`, is 400 `invalid_body` naming it. Nothing is coerced or
- * removed (Fastify's default validator would drop unknown fields without a word). No body at all
- * is valid: Fastify hands validators an absent body as `null` (a JSON `null` is refused before, by
+ * name, or a bad value, is 400 `invalid_body` naming it. Nothing is coerced from another JSON type
+ * or removed (Fastify's default validator would drop unknown fields without a word). The app's JSON
+ * parser hands numbers over as their source text (lossless-json), so an int64 is exact here; a
+ * date-time is handed on as stored (`toISOString()`). No body at all is valid when no field is
+ * required: Fastify hands validators an absent body as `null` (a JSON `null` is refused before, by
  * {@link jsonObjectBody}).
  */
 export function strictBodyValidator(schema: BodySchema): (body: unknown) => { value: unknown } | { error: ApiError } {
-  const allowed = new Map(Object.entries(schema.properties ?? {}).map(([name, property]) => [name, closedSet(name, property)]))
+  const readers = new Map(Object.entries(schema.properties ?? {}).map(([name, property]) => [name, fieldReader(name, property)]))
   const required = schema.required ?? []
-  const names = [...allowed.keys()].map((name) => `"${name}"`).join(', ')
+  const names = [...readers.keys()].map((name) => `"${name}"`).join(', ')
   return (body) => {
     if (body === null || body === undefined) {
       return required.length === 0 ? { value: undefined } : refuse(`The body is required, with ${names}.`)
     }
-    if (typeof body !== 'object' || Array.isArray(body)) return refuse(notAnObject(body))
-    for (const [name, value] of Object.entries(body)) {
-      const values = allowed.get(name)
-      if (values === undefined) return refuse(`Unknown field "${shorten(name)}" in the body; it may have ${names}.`)
-      if (typeof value !== 'string' || !values.includes(value)) {
-        return refuse(`"${name}" must be one of ${values.join(', ')}; got ${shorten(JSON.stringify(value))}.`)
+    if (typeof body !== 'object' || Array.isArray(body) || isLosslessNumber(body)) return refuse(notAnObject(body))
+    const value: Record<string, unknown> = {}
+    for (const [name, given] of Object.entries(body)) {
+      const read = readers.get(name)
+      if (read === undefined) {
+        return refuse(readers.size === 0 ? `The body must be empty or {}; got the field "${shorten(name)}".` : `Unknown field "${shorten(name)}" in the body; it may have ${names}.`)
       }
+      const field = read(given)
+      if ('problem' in field) return refuse(field.problem)
+      value[name] = field.value
     }
     for (const name of required) if (!Object.hasOwn(body, name)) return refuse(`"${name}" is required in the body.`)
-    return { value: body }
+    return { value }
   }
 }
 
-function closedSet(name: string, property: PropertySchema): readonly string[] {
+function fieldReader(name: string, property: PropertySchema): FieldReader {
   const values = property.enum ?? property.anyOf?.map((member) => member.const)
-  if (values === undefined || values.length === 0 || !values.every((value): value is string => typeof value === 'string')) {
-    throw new Error(`body field "${name}": no strict validator for this schema (a closed set of strings is expected)`)
+  if (values !== undefined && values.length > 0 && values.every((value): value is string => typeof value === 'string')) {
+    return (value) =>
+      typeof value === 'string' && values.includes(value) ? { value } : { problem: `"${name}" must be one of ${values.join(', ')}; got ${describe(value)}.` }
   }
-  return values
+  if (property.type === 'integer' && property.format === 'int64') {
+    const min = property.minimum === undefined ? INT64_MIN : BigInt(property.minimum)
+    const problem = `"${name}" must be an integer from ${min} to ${INT64_MAX}`
+    return (value) => {
+      const id = isLosslessNumber(value) ? parseInt64(value.value) : undefined
+      return id !== undefined && id >= min ? { value: id } : { problem: `${problem}; got ${describe(value)}.` }
+    }
+  }
+  if (property.type === 'integer' && property.minimum !== undefined && property.maximum !== undefined) {
+    const { minimum, maximum } = property
+    return (value) => {
+      const text = isLosslessNumber(value) ? value.value : ''
+      const number = /^-?[0-9]{1,15}$/.test(text) ? Number(text) : NaN
+      return number >= minimum && number <= maximum
+        ? { value: number }
+        : { problem: `"${name}" must be an integer from ${minimum} to ${maximum}; got ${describe(value)}.` }
+    }
+  }
+  if (property.type === 'string' && property.format === 'date-time') {
+    return (value) => {
+      const instant = typeof value === 'string' ? parseDateTime(value) : undefined
+      return instant !== undefined
+        ? { value: instant }
+        : { problem: `"${name}" must be an RFC 3339 date-time with a time zone, such as "2026-11-25T10:00:00Z"; got ${describe(value)}.` }
+    }
+  }
+  throw new Error(`body field "${name}": no strict validator for this schema`)
+}
+
+/** A value as the client wrote it (numbers digit for digit), cut to a length fit for a message. */
+function describe(value: unknown): string {
+  return shorten(stringifyLossless(value) ?? String(value))
 }
 
 /** The 415 message for a body of any media type but JSON (text/plain here, the others in error-handling.ts). */
 export const BODY_MUST_BE_JSON = 'The request body must be JSON, sent with Content-Type: application/json.'
 
 /**
- * A preValidation hook for a route whose body is an optional JSON object: a body of JSON `null` is
- * 400 `invalid_body` (a validator cannot tell it from no body), and a body that is not JSON at all
+ * A preValidation hook for a route whose body is a JSON object: a body of JSON `null` is 400
+ * `invalid_body` (a validator cannot tell it from no body), and a body that is not JSON at all
  * (the `text/plain` Fastify parses by default) is 415, as any other media type is.
  */
 export function jsonObjectBody(request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
@@ -76,6 +125,6 @@ function refuse(message: string): { error: ApiError } {
 }
 
 function notAnObject(body: unknown): string {
-  const got = body === null ? 'null' : Array.isArray(body) ? 'an array' : typeof body
+  const got = body === null ? 'null' : Array.isArray(body) ? 'an array' : isLosslessNumber(body) ? 'a number' : typeof body
   return `The body must be a JSON object (or empty); got ${got}.`
 }

@@ -21,7 +21,8 @@ export const OrderEvent = Type.Object(
     type: Type.String({
       enum: [...ORDER_EVENT_TYPES],
       description:
-        'What happened: `order.created` and `order.updated` (an import), `order.shipped`, `order.cancelled` (through v1 or v2)',
+        'What happened: `order.created` (placeOrder, or an import of a new order), `order.updated` (an import), ' +
+        '`order.shipped`, `order.completed`, `order.cancelled` (through v1 or v2)',
     }),
     occurredAt: Type.String({ format: 'date-time', description: 'When the change happened (RFC 3339, UTC)' }),
     order: OrderV2Ref,

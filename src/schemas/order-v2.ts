@@ -139,3 +139,62 @@ export const CancelOrderBody = Type.Object(
   },
 )
 export type CancelOrderBody = Type.Static<typeof CancelOrderBody>
+
+/** The most units one order may have (placeOrder); imported orders may hold more. */
+export const MAX_PLACE_QUANTITY = 1000
+
+/**
+ * placeOrder's body. `http/strict-body.ts` validates it: `petId` exact as an int64 however large,
+ * `quantity` an integer literal, `shipDate` read by `domain/date-time.ts` into the stored form.
+ */
+export const PlaceOrderBody = Type.Object(
+  {
+    petId: Int64({ minimum: 1, description: 'Identifier of the animal ordered (int64, exact; 1 or more). Not checked against the pets.' }),
+    quantity: Type.Integer({ minimum: 1, maximum: MAX_PLACE_QUANTITY, description: 'Number of units ordered (1–1000)' }),
+    shipDate: Type.Optional(
+      Type.String({
+        format: 'date-time',
+        description: 'Expected ship date (RFC 3339 with a time zone); stored and returned in UTC, to the millisecond',
+      }),
+    ),
+  },
+  {
+    additionalProperties: false,
+    description: 'The order to place: the server gives it its id; it is `pending` and not `complete`',
+    examples: [{ petId: 7, quantity: 2, shipDate: '2026-12-01T10:00:00Z' }],
+  },
+)
+export type PlaceOrderBody = Type.Static<typeof PlaceOrderBody>
+
+/** shipOrder's and completeOrder's body: none, or an empty object. */
+export const EmptyBody = Type.Object({}, { additionalProperties: false, description: 'Optional: no body, or `{}`' })
+
+/** shipOrder's path, with an order of the demo data that is pending (`npm start`). */
+export const ShipOrderParams = Type.Object({
+  orderId: Int64({ description: 'The identifier of the order to ship', examples: [3] }),
+})
+
+/** completeOrder's path, with an order of the demo data that is shipped and not complete. */
+export const CompleteOrderParams = Type.Object({
+  orderId: Int64({ description: 'The identifier of the order to complete', examples: [1] }),
+})
+
+/**
+ * placeOrder's headers: the optional Idempotency-Key. `http/strict-headers.ts` checks it (400
+ * `invalid_idempotency_key`); any other header is left alone.
+ */
+export const PlaceOrderHeaders = Type.Object({
+  'Idempotency-Key': Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 255,
+      pattern: '^[\\x21-\\x7E]{1,255}$',
+      description:
+        'Makes a retry safe: a request with a key already used by this API key in the last IDEMPOTENCY_KEY_TTL_HOURS ' +
+        '(24 by default) places nothing and gets the first response again (with `Idempotent-Replayed: true`), when its ' +
+        'body is the same order (422 `idempotency_key_reused` otherwise). 1–255 visible ASCII characters, no spaces, ' +
+        'taken as sent (quotes included); a UUID is a good key.',
+      examples: ['8e03978e-40d5-43e8-bc93-6894a57f9324'],
+    }),
+  ),
+})

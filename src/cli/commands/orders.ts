@@ -63,6 +63,15 @@ Examples:
   },
 }
 
+/** The ID positional of `orders ship` and `orders complete`. */
+function orderId(text: string, command: string): bigint {
+  const id = parseInt64(text)
+  if (id === undefined || id < 1n) {
+    throw new UsageError(`ID must be an order id, an integer from 1 to ${INT64_MAX}, got ${JSON.stringify(text)}`, command)
+  }
+  return id
+}
+
 export const ordersShip: Command = {
   name: ['orders', 'ship'],
   synopsis: 'orders ship ID',
@@ -72,10 +81,11 @@ export const ordersShip: Command = {
   usesDatabase: true,
   help: `Usage: ${PROGRAM} orders ship ID
 
-Marks the pending order ID as shipped: from then on it cannot be cancelled (cancelOrder answers
-409). An order that is already shipped is left as it is and the command succeeds (exit 0),
-saying so — shipping is idempotent. A cancelled order is never shipped: the command refuses it
-(exit 1), as it does an order that does not exist.
+Marks the pending order ID as shipped, recording when (shippedAt): from then on it cannot be
+cancelled (cancelOrder answers 409). An order that is already shipped is left as it is and the
+command succeeds (exit 0), saying so — shipping is idempotent. A cancelled order is never
+shipped: the command refuses it (exit 1), as it does an order that does not exist. It is the
+shipOrder operation of the API, with its order.shipped event.
 
 Options:
   -h, --help   show this help
@@ -84,12 +94,8 @@ Examples:
   ${PROGRAM} orders ship 10
   ${PROGRAM} orders ship 9223372036854775807`,
   async run({ positionals }, io) {
-    const text = positionals[0]!
-    const id = parseInt64(text)
-    if (id === undefined || id < 1n) {
-      throw new UsageError(`ID must be an order id, an integer from 1 to ${INT64_MAX}, got ${JSON.stringify(text)}`, 'orders ship')
-    }
-    const outcome = await withStore(io, (store) => store.orders.ship(id))
+    const id = orderId(positionals[0]!, 'orders ship')
+    const { outcome } = await withStore(io, (store) => store.orders.ship(id))
     switch (outcome) {
       case 'shipped':
         io.stdout.write(`order ${id} shipped\n`)
@@ -99,6 +105,47 @@ Examples:
         return
       case 'cancelled':
         throw new CommandError(`order ${id} is cancelled; a cancelled order cannot be shipped`)
+      case 'not_found':
+        throw new CommandError(`order ${id} does not exist`)
+    }
+  },
+}
+
+export const ordersComplete: Command = {
+  name: ['orders', 'complete'],
+  synopsis: 'orders complete ID',
+  summary: 'mark a shipped order as complete',
+  options: {},
+  positionals: [{ name: 'ID', describe: 'the id of the order to complete' }],
+  usesDatabase: true,
+  help: `Usage: ${PROGRAM} orders complete ID
+
+Marks the shipped order ID as complete (fulfilled), recording when (completedAt). An order that
+is already complete is left as it is and the command succeeds (exit 0), saying so — completing
+is idempotent. Only a shipped order can be completed: the command refuses a pending order (ship
+it first) and a cancelled one (exit 1), as it does an order that does not exist. It is the
+completeOrder operation of the API, with its order.completed event.
+
+Options:
+  -h, --help   show this help
+
+Examples:
+  ${PROGRAM} orders complete 10
+  ${PROGRAM} orders complete 9223372036854775807`,
+  async run({ positionals }, io) {
+    const id = orderId(positionals[0]!, 'orders complete')
+    const { outcome } = await withStore(io, (store) => store.orders.complete(id))
+    switch (outcome) {
+      case 'completed':
+        io.stdout.write(`order ${id} completed\n`)
+        return
+      case 'already_complete':
+        io.stdout.write(`order ${id} was already complete; nothing changed\n`)
+        return
+      case 'not_shipped':
+        throw new CommandError(`order ${id} is pending; only a shipped order can be completed (ship it first: orders ship ${id})`)
+      case 'cancelled':
+        throw new CommandError(`order ${id} is cancelled; a cancelled order cannot be completed`)
       case 'not_found':
         throw new CommandError(`order ${id} does not exist`)
     }

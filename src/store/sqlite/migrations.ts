@@ -86,4 +86,42 @@ export const SQLITE_MIGRATIONS: Migration[] = [
       INSERT INTO event_retention (id, pruned_through) VALUES (1, 0);
     `,
   },
+  {
+    version: 4,
+    name: 'writes through v2: shipped and completed times, order.completed events, idempotency keys',
+    // SQLite cannot alter a CHECK, so order_events is rebuilt with every row at its position. Its
+    // AUTOINCREMENT counter is carried over too (it may be past every row left, once retention has
+    // deleted the newest events): dropping the old table deletes its sqlite_sequence row, and
+    // renaming the new one renames that one's. An Idempotency-Key record is scoped to the API key
+    // that sent it; the index serves the pruning of expired records, oldest first.
+    sql: `
+      ALTER TABLE orders ADD COLUMN shipped_at TEXT;
+      ALTER TABLE orders ADD COLUMN completed_at TEXT;
+      CREATE TABLE order_events_rebuilt (
+        position INTEGER PRIMARY KEY AUTOINCREMENT,
+        occurred_at TEXT NOT NULL,
+        order_id INTEGER NOT NULL,
+        type TEXT NOT NULL CHECK (type IN ('order.created', 'order.updated', 'order.shipped', 'order.completed', 'order.cancelled')),
+        body TEXT NOT NULL
+      );
+      INSERT INTO order_events_rebuilt (position, occurred_at, order_id, type, body)
+        SELECT position, occurred_at, order_id, type, body FROM order_events ORDER BY position;
+      DELETE FROM sqlite_sequence WHERE name = 'order_events_rebuilt';
+      INSERT INTO sqlite_sequence (name, seq) SELECT 'order_events_rebuilt', seq FROM sqlite_sequence WHERE name = 'order_events';
+      DROP TABLE order_events;
+      ALTER TABLE order_events_rebuilt RENAME TO order_events;
+      CREATE TABLE idempotency_keys (
+        api_key_id INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        order_id INTEGER NOT NULL,
+        response_status INTEGER NOT NULL,
+        response_body TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        PRIMARY KEY (api_key_id, key)
+      );
+      CREATE INDEX idempotency_keys_expires_at ON idempotency_keys (expires_at);
+    `,
+  },
 ]

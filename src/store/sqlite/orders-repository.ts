@@ -1,11 +1,22 @@
-import { canMoveTo, type CancelResult, type OrderRecord, type OrderStatus, type ShipOutcome } from '../../domain/orders.js'
+import { INT64_MAX, INT64_MIN } from '../../domain/int64.js'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
+import {
+  canMoveTo,
+  type CancelResult,
+  type CompleteResult,
+  type OrderRecord,
+  type OrderStatus,
+  type PlaceRequest,
+  type PlaceResult,
+  type ShipResult,
+} from '../../domain/orders.js'
 import { ImportConflictError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
-import { CancelBatcher } from './cancel-batcher.js'
 import { classify, connect, type SqliteDatabase } from './database.js'
 import { BUMP_DATA_VERSION } from './migrations.js'
 import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
-import { ORDER_V2_JSON, readOrderPageJson, readOrderV2 } from './order-pages.js'
+import { OrderWrites } from './order-writes.js'
+import { ORDER_V2_JSON, orderV2Json, readOrderPageJson, readOrderV2 } from './order-pages.js'
+import { WriteBatcher, type Batch } from './write-batcher.js'
 
 // One page of the order list as JSON text, exactly as the Order schema serializes it: fields in
 // schema order, NULLs omitted (`',"petId":' || NULL` is NULL; json_quote(NULL) is 'null', hence
@@ -41,27 +52,14 @@ const UPSERT = `
   RETURNING ${ORDER_V2_JSON} AS json`
 
 // Tried first: an order the database does not hold yet is inserted (its event's JSON made here, by
-// newOrderJson); one it holds is left to UPSERT.
+// orderV2Json); one it holds is left to UPSERT.
 const INSERT_NEW = `
   INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 
-/**
- * What ORDER_V2_JSON gives for an order just inserted from `record`: the same text, without asking
- * the database for it (a RETURNING clause costs SQLite a temporary copy of every row it returns).
- */
-function newOrderJson(record: OrderRecord, cancelledAt: string | null, cancellationReason: string | null): string {
-  let json = `{"id":${record.id},"complete":${record.complete},"status":"${record.status}"`
-  if (record.petId !== null) json += `,"petId":${record.petId}`
-  if (record.quantity !== null) json += `,"quantity":${record.quantity}`
-  if (record.shipDate !== null) json += `,"shipDate":${JSON.stringify(record.shipDate)}`
-  if (cancelledAt !== null) json += `,"cancelledAt":${JSON.stringify(cancelledAt)}`
-  if (cancellationReason !== null) json += `,"cancellationReason":${JSON.stringify(cancellationReason)}`
-  return `${json}}`
-}
-
 export class SqliteOrdersRepository implements OrdersRepository {
-  private cancels: CancelBatcher | undefined // prepared on first use: the tables exist after migrate()
+  private writer: { batcher: WriteBatcher; writes: OrderWrites } | undefined // opened on first use: the tables exist after migrate()
+  private readonly claimedKeys = new Set<string>() // Idempotency-Keys of the places queued or in flight here
 
   constructor(private readonly database: SqliteDatabase) {}
 
@@ -114,43 +112,73 @@ export class SqliteOrdersRepository implements OrdersRepository {
   }
 
   cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null): Promise<CancelResult> {
+    return this.write((writes, batch) => writes.cancel(batch, id, cancelledByKey, reason))
+  }
+
+  place(request: PlaceRequest): Promise<PlaceResult> {
+    const { order, idempotency: claim } = request
+    // Checked before the order joins a batch: a statement that failed would fail the whole batch.
+    if (order.petId < INT64_MIN || order.petId > INT64_MAX) {
+      return Promise.reject(new RangeError(`petId ${order.petId} is not an int64`))
+    }
+    if (!Number.isSafeInteger(order.quantity) || order.quantity < 1) {
+      return Promise.reject(new RangeError(`quantity ${order.quantity} is not a positive integer`))
+    }
+    if (claim === undefined) return this.write((writes, batch) => writes.place(batch, request))
+    // One request per key at a time in this process: the others are answered at once. Another
+    // process on the file cannot overlap the transaction that stores the key, so it finds the
+    // committed record.
+    const slot = `${claim.apiKeyId} ${claim.key}`
+    if (this.claimedKeys.has(slot)) return Promise.resolve({ outcome: 'key_in_use' })
+    this.claimedKeys.add(slot)
+    return this.write((writes, batch) => writes.place(batch, request)).finally(() => this.claimedKeys.delete(slot))
+  }
+
+  ship(id: bigint): Promise<ShipResult> {
+    return this.write((writes, batch) => writes.ship(batch, id))
+  }
+
+  complete(id: bigint): Promise<CompleteResult> {
+    return this.write((writes, batch) => writes.complete(batch, id))
+  }
+
+  async pruneIdempotencyKeys(now: Date, limit: number): Promise<number> {
+    const db = this.database.db
+    // One short transaction on the main connection (its busy timeout is the server's brief one);
+    // the expires_at index hands over the oldest records without a scan.
+    return this.database.immediate(
+      () =>
+        db
+          .prepare(
+            `DELETE FROM idempotency_keys WHERE rowid IN
+               (SELECT rowid FROM idempotency_keys WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`,
+          )
+          .run(now.toISOString(), limit).changes,
+    )
+  }
+
+  /** Queues one write for the next group commit, on the writer opened at the first write. */
+  private write<R>(write: (writes: OrderWrites, batch: Batch) => R): Promise<R> {
+    let writer: { batcher: WriteBatcher; writes: OrderWrites }
     try {
-      this.cancels ??= this.openCancelBatcher()
+      writer = this.writer ??= this.openWriter()
     } catch (error) {
       return Promise.reject(error).catch(classify)
     }
-    return this.cancels.cancel(id, cancelledByKey, reason).catch(classify)
+    return writer.batcher.submit((batch) => write(writer.writes, batch)).catch(classify)
   }
 
-  /** Group commit on a writer of its own, opened at the first cancel (CLI commands never need one). */
-  private openCancelBatcher(): CancelBatcher {
+  /** Group commit on a writer connection of its own (read-only CLI commands never open one). */
+  private openWriter(): { batcher: WriteBatcher; writes: OrderWrites } {
     // Opened as every connection is (a brief lock while it is set up is waited for, once); the
     // batcher then makes its commits never wait for the lock.
-    const writer = connect(this.database.path, false, this.database.busyTimeoutMs)
+    const db = connect(this.database.path, false, this.database.busyTimeoutMs)
     try {
-      return new CancelBatcher(writer, () => this.database.forgetVersion())
+      return { batcher: new WriteBatcher(db, () => this.database.forgetVersion(), this.database.busyTimeoutMs), writes: new OrderWrites(db) }
     } catch (error) {
-      writer.close()
+      db.close()
       throw error
     }
-  }
-
-  async ship(id: bigint): Promise<ShipOutcome> {
-    const db = this.database.db
-    return this.database.immediate((): ShipOutcome => {
-      const shipped = db
-        .prepare(`UPDATE orders SET status = 'shipped' WHERE id = ? AND status = 'pending' RETURNING ${ORDER_V2_JSON} AS json`)
-        .pluck()
-        .get(id) as string | undefined
-      if (shipped !== undefined) {
-        db.prepare(INSERT_EVENT).run(...orderEvent('order.shipped', new Date().toISOString(), id, shipped))
-        db.prepare(BUMP_DATA_VERSION).run()
-        return 'shipped'
-      }
-      const row = db.prepare('SELECT status FROM orders WHERE id = ?').get(id) as { status: OrderStatus } | undefined
-      if (row === undefined) return 'not_found'
-      return row.status === 'cancelled' ? 'cancelled' : 'already_shipped'
-    })
   }
 
   async import(records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number> {
@@ -171,7 +199,7 @@ export class SqliteOrdersRepository implements OrdersRepository {
         let before: OrderStatus | undefined
         let json: string | undefined
         if (insertNew.run(record.id, record.petId, quantity, record.shipDate, complete, record.status, cancelledAt, cancellationReason).changes === 1) {
-          json = newOrderJson(record, cancelledAt, cancellationReason)
+          json = orderV2Json({ ...record, shippedAt: null, completedAt: null, cancelledAt, cancellationReason })
         } else {
           before = statusOf.get(record.id) as OrderStatus
           json = upsert.get({ id: record.id, petId: record.petId, quantity, shipDate: record.shipDate, complete, status: record.status, cancelledAt, cancellationReason }) as
@@ -192,8 +220,8 @@ export class SqliteOrdersRepository implements OrdersRepository {
     })
   }
 
-  /** Settles the cancels in flight and closes their connection. */
+  /** Settles the writes in flight and closes their connection. */
   async close(): Promise<void> {
-    await this.cancels?.close()
+    await this.writer?.batcher.close()
   }
 }

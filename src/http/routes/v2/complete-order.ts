@@ -1,0 +1,58 @@
+import { toApiOrderV2 } from '../../../domain/order-pages.js'
+import { ApiError } from '../../../errors.js'
+import { errorResponses } from '../../../schemas/error.js'
+import { CompleteOrderParams, EmptyBody, NoQuery, OrderV2Ref } from '../../../schemas/order-v2.js'
+import type { ApiApp } from '../../api-app.js'
+import { jsonObjectBody } from '../../strict-body.js'
+
+/** completeOrder: a shipped order is fulfilled. Safe to retry: a complete order is returned as it stands. */
+export function completeOrderRoute(app: ApiApp): void {
+  const { store, metrics } = app
+
+  app.post(
+    '/store/orders/:orderId/complete',
+    {
+      onRequest: app.requireScope('orders:write'),
+      preValidation: jsonObjectBody,
+      schema: {
+        operationId: 'completeOrder',
+        tags: ['orders'],
+        summary: 'Complete an order',
+        description:
+          'Marks a shipped order fulfilled: `complete` becomes `true` and `completedAt` is set; 200 with the order once ' +
+          'the change is durable, with its `order.completed` event in the feed. Safe to retry: an order already ' +
+          'complete is returned as it stands (its first `completedAt`). Only a shipped order can be completed: a ' +
+          'pending or a cancelled one is 409. No body, or `{}`. Requires the `orders:write` scope.',
+        security: [{ bearerAuth: [] }],
+        'x-stability': 'beta',
+        params: CompleteOrderParams,
+        querystring: NoQuery,
+        body: EmptyBody,
+        response: {
+          200: { ...OrderV2Ref, description: 'The order, complete: by this request, or by an earlier one (then as it stands)' },
+          ...errorResponses({
+            400:
+              '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor ' +
+              '`{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`)',
+            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
+            403: 'The API key lacks the `orders:write` scope (`insufficient_scope`)',
+            404: 'No order has this id (`order_not_found`)',
+            409: 'The order has not shipped yet (`order_not_shipped`), or it has been cancelled (`order_cancelled`)',
+            415: 'The body is not JSON (`unsupported_media_type`): send none, or `{}` with `Content-Type: application/json`',
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const result = await store.orders.complete(request.params.orderId).catch((error: unknown) => {
+        metrics.completed('error')
+        throw error
+      })
+      metrics.completed(result.outcome)
+      if (result.outcome === 'not_shipped') throw new ApiError('order_not_shipped')
+      if (result.outcome === 'cancelled') throw new ApiError('order_cancelled')
+      if (result.outcome === 'not_found') throw new ApiError('order_not_found', 'No order has this id.')
+      return toApiOrderV2(result.order)
+    },
+  )
+}

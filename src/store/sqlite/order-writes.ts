@@ -1,0 +1,153 @@
+import type Database from 'better-sqlite3'
+import { INT64_MAX } from '../../domain/int64.js'
+import type { CancellationReason, OrderV2Record } from '../../domain/order-pages.js'
+import type { CancelResult, CompleteResult, NewOrder, PlaceRequest, PlaceResult, ShipResult } from '../../domain/orders.js'
+import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
+import { ORDER_V2_COLUMNS, ORDER_V2_JSON, orderV2Json, toOrderV2Record, type OrderV2Row } from './order-pages.js'
+import type { Batch } from './write-batcher.js'
+
+/** The status a placed order's Idempotency-Key record keeps: the first response's, 201 Created. */
+const PLACED_STATUS = 201
+
+type ChangedRow = OrderV2Row & { json: string }
+
+interface KeyRow {
+  fingerprint: string
+  order_id: bigint
+  response_status: bigint
+  response_body: string
+  expires_at: string
+}
+
+/**
+ * The API's writes to orders, each run inside a WriteBatcher's transaction on the batcher's own
+ * connection: one conditional statement decides, and the order's event goes in with it. SQLite makes
+ * every change of an UPDATE … RETURNING at its first step, which get() takes.
+ */
+export class OrderWrites {
+  private readonly statements
+
+  constructor(db: Database.Database) {
+    const returning = `RETURNING ${ORDER_V2_COLUMNS}, ${ORDER_V2_JSON} AS json`
+    this.statements = {
+      find: db.prepare(`SELECT ${ORDER_V2_COLUMNS} FROM orders WHERE id = ?`),
+      insertEvent: db.prepare(INSERT_EVENT),
+      cancel: db.prepare(
+        `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ?, cancellation_reason = ?
+         WHERE id = ? AND status = 'pending' ${returning}`,
+      ),
+      ship: db.prepare(`UPDATE orders SET status = 'shipped', shipped_at = ? WHERE id = ? AND status = 'pending' ${returning}`),
+      complete: db.prepare(`UPDATE orders SET complete = 1, completed_at = ? WHERE id = ? AND status = 'shipped' AND complete = 0 ${returning}`),
+      // The rowid's B-tree gives its largest key at once; imported ids included.
+      maxId: db.prepare('SELECT max(id) FROM orders').pluck(),
+      insertOrder: db.prepare(`INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status) VALUES (?, ?, ?, ?, 0, 'pending')`),
+      findKey: db.prepare(
+        'SELECT fingerprint, order_id, response_status, response_body, expires_at FROM idempotency_keys WHERE api_key_id = ? AND key = ?',
+      ),
+      // Only an expired record is ever replaced: an unexpired one is answered from before the insert.
+      putKey: db.prepare(
+        `INSERT INTO idempotency_keys (api_key_id, key, fingerprint, order_id, response_status, response_body, created_at, expires_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (api_key_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, order_id = excluded.order_id,
+           response_status = excluded.response_status, response_body = excluded.response_body,
+           created_at = excluded.created_at, expires_at = excluded.expires_at`,
+      ),
+    }
+  }
+
+  /**
+   * pending → cancelled. The order comes back as it stands: RETURNING of the UPDATE when it
+   * cancelled the order, else the row read by the same transaction (the read that also tells a
+   * shipped order from an unknown one). Of several cancels of one order in a batch the first
+   * cancels it, and the later ones find it cancelled, with the first one's time and reason.
+   */
+  cancel(batch: Batch, id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null): CancelResult {
+    const changed = this.statements.cancel.get(batch.now, cancelledByKey, reason, id) as ChangedRow | undefined
+    if (changed !== undefined) {
+      this.recordChange(batch, 'order.cancelled', changed)
+      return { outcome: 'cancelled', order: toOrderV2Record(changed) }
+    }
+    const row = this.find(id)
+    if (row?.status === 'cancelled') return { outcome: 'already_cancelled', order: row }
+    return { outcome: row?.status === 'shipped' ? 'already_shipped' : 'not_found' }
+  }
+
+  /** pending → shipped, shipped_at set once: a retry finds it shipped and changes nothing. */
+  ship(batch: Batch, id: bigint): ShipResult {
+    const changed = this.statements.ship.get(batch.now, id) as ChangedRow | undefined
+    if (changed !== undefined) {
+      this.recordChange(batch, 'order.shipped', changed)
+      return { outcome: 'shipped', order: toOrderV2Record(changed) }
+    }
+    const row = this.find(id)
+    if (row === undefined) return { outcome: 'not_found' }
+    if (row.status === 'cancelled') return { outcome: 'cancelled' }
+    return { outcome: 'already_shipped', order: row }
+  }
+
+  /** shipped and not complete → complete, completed_at set once. */
+  complete(batch: Batch, id: bigint): CompleteResult {
+    const changed = this.statements.complete.get(batch.now, id) as ChangedRow | undefined
+    if (changed !== undefined) {
+      this.recordChange(batch, 'order.completed', changed)
+      return { outcome: 'completed', order: toOrderV2Record(changed) }
+    }
+    const row = this.find(id)
+    if (row === undefined) return { outcome: 'not_found' }
+    if (row.status === 'cancelled') return { outcome: 'cancelled' }
+    if (row.status === 'pending') return { outcome: 'not_shipped' }
+    return { outcome: 'already_complete', order: row }
+  }
+
+  /**
+   * A new pending order, id max(id) + 1 (the places before it in the batch included), its event,
+   * and its Idempotency-Key record. A record that has not expired answers instead, and nothing is
+   * written; an expired one is replaced.
+   */
+  place(batch: Batch, { order, idempotency: claim }: PlaceRequest): PlaceResult {
+    if (claim !== undefined) {
+      const found = this.statements.findKey.get(claim.apiKeyId, claim.key) as KeyRow | undefined
+      if (found !== undefined && found.expires_at > batch.now) {
+        if (found.fingerprint !== claim.fingerprint) return { outcome: 'key_reused' }
+        return { outcome: 'replayed', orderId: found.order_id, status: Number(found.response_status), body: found.response_body }
+      }
+    }
+    const max = this.statements.maxId.get() as bigint | null
+    if (max === INT64_MAX) return { outcome: 'ids_exhausted' }
+    const placed = newOrder(max === null || max < 1n ? 1n : max + 1n, order)
+    const json = orderV2Json(placed)
+    this.statements.insertOrder.run(placed.id, placed.petId, BigInt(order.quantity), placed.shipDate)
+    this.statements.insertEvent.run(...orderEvent('order.created', batch.now, placed.id, json))
+    batch.changed()
+    if (claim !== undefined) {
+      const expiresAt = claim.expiresAt.toISOString()
+      this.statements.putKey.run(claim.apiKeyId, claim.key, claim.fingerprint, placed.id, PLACED_STATUS, json, batch.now, expiresAt)
+    }
+    return { outcome: 'placed', order: placed }
+  }
+
+  private find(id: bigint): OrderV2Record | undefined {
+    const row = this.statements.find.get(id) as OrderV2Row | undefined
+    return row === undefined ? undefined : toOrderV2Record(row)
+  }
+
+  private recordChange(batch: Batch, type: 'order.cancelled' | 'order.shipped' | 'order.completed', row: ChangedRow): void {
+    this.statements.insertEvent.run(...orderEvent(type, batch.now, row.id, row.json))
+    batch.changed()
+  }
+}
+
+function newOrder(id: bigint, order: NewOrder): OrderV2Record {
+  return {
+    id,
+    petId: order.petId,
+    quantity: order.quantity,
+    shipDate: order.shipDate,
+    complete: false,
+    status: 'pending',
+    shippedAt: null,
+    completedAt: null,
+    cancelledAt: null,
+    cancellationReason: null,
+  }
+}
