@@ -144,6 +144,38 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
       INSERT INTO event_retention (id, pruned_through) VALUES (1, 0);
     `,
   },
+  {
+    version: 9,
+    name: 'writes through v2: shipped and completed times, order.completed events, idempotency keys',
+    // Nullable columns without a default change only the catalog. The events' type CHECK is
+    // replaced by one NOT VALID, so that no scan of the events happens under this migration's
+    // exclusive lock; migration 10 validates it. An Idempotency-Key record is scoped to the API key
+    // that sent it; the expires_at index serves the pruning of expired records, oldest first.
+    sql: `
+      ALTER TABLE orders ADD COLUMN shipped_at timestamptz, ADD COLUMN completed_at timestamptz;
+      ALTER TABLE order_events DROP CONSTRAINT order_events_type_check;
+      ALTER TABLE order_events ADD CONSTRAINT order_events_type CHECK (type IN
+        ('order.created', 'order.updated', 'order.shipped', 'order.completed', 'order.cancelled')) NOT VALID;
+      CREATE TABLE idempotency_keys (
+        api_key_id bigint NOT NULL,
+        key text NOT NULL,
+        fingerprint text NOT NULL,
+        order_id bigint NOT NULL,
+        response_status integer NOT NULL,
+        response_body text NOT NULL,
+        created_at timestamptz NOT NULL,
+        expires_at timestamptz NOT NULL,
+        PRIMARY KEY (api_key_id, key)
+      );
+      CREATE INDEX idempotency_keys_expires_at ON idempotency_keys (expires_at);
+    `,
+  },
+  {
+    version: 10,
+    name: 'validate order_events_type',
+    transaction: false,
+    sql: 'ALTER TABLE order_events VALIDATE CONSTRAINT order_events_type',
+  },
 ]
 
 /** Created before anything else, under the migration lock. */

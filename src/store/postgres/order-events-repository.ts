@@ -2,7 +2,7 @@ import { toEventsPage, type OrderEventsPage, type OrderEventsRepository } from '
 import type { PostgresDatabase } from './database.js'
 
 // One statement, hence one snapshot: the page, and the bounds that judge `after`. Positions become
-// visible in ascending order (see recordEvents() in orders-repository.ts), so `position > $1` never
+// visible in ascending order (see recordEvents() in write-sql.ts), so `position > $1` never
 // passes one that commits later.
 const READ = `WITH retention AS (SELECT pruned_through FROM event_retention WHERE id = 1),
   page AS (

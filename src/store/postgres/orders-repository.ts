@@ -1,21 +1,15 @@
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
-import type { CancelResult, OrderRecord, OrderStatus, ShipOutcome } from '../../domain/orders.js'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { INT64_MAX, INT64_MIN } from '../../domain/int64.js'
+import type { CancelResult, CompleteResult, OrderRecord, OrderStatus, PlaceRequest, PlaceResult, ShipResult } from '../../domain/orders.js'
 import { ImportConflictError, StoreUnavailableError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
 import { CancelBatcher, type BatchOutcome, type CancelRequest } from './cancel-batcher.js'
 import type { PostgresDatabase } from './database.js'
-import type { OrderEventType } from '../order-events.js'
-import { ORDER_V2_JSON, orderV2Columns, readOrderPageJson, readOrderV2, toOrderV2Record, utc, type OrderV2Row } from './order-pages.js'
+import { PlaceBatcher } from './place-batcher.js'
+import { mustRetryPlaces, placeInTransaction } from './place-orders.js'
+import { ORDER_V2_JSON, orderV2Columns, readOrderPageJson, readOrderV2, toOrderV2Record, type OrderV2Row } from './order-pages.js'
 import { boolArray, consumeInBatches, int8, intArray, textArray } from './import.js'
-import { VERSION_CHANNEL } from './version-watcher.js'
-
-/**
- * Every bump of data_version: it returns the new version, and NOTIFYs it in the same transaction
- * (delivered at COMMIT) to every instance listening (see version-watcher.ts).
- */
-function bumpVersion(condition = ''): string {
-  return `UPDATE data_version SET version = version + 1 WHERE id = 1${condition}
-    RETURNING version, pg_notify('${VERSION_CHANNEL}', version::text)`
-}
+import { bumpVersion, changedOrders, recordEvents, WRITE_TIME } from './write-sql.js'
 
 /**
  * The JSON list, one order per line, in id order. Each order's JSON is stored in `orders.list_json`
@@ -23,34 +17,10 @@ function bumpVersion(condition = ''): string {
  */
 const LIST_JSON_COPY = `COPY (SELECT list_json FROM orders WHERE status <> 'cancelled' ORDER BY id) TO STDOUT`
 
-/**
- * cancelled_at of every cancel and import: the transaction's start, to the millisecond. SQLite stores
- * `toISOString()` text, milliseconds too, and v2 shows milliseconds: an instant stored finer would be
- * shown truncated, so two reads of one cancellation could not be compared with what is stored.
- */
-const CANCELLED_NOW = `date_trunc('milliseconds', now())`
-
 // An order as v2 shows it (order-pages.ts), qualified by `o` so that an UPDATE … FROM can RETURN it;
 // a changed one also with its v2 JSON, for its event.
 const ORDER_COLUMNS = orderV2Columns('o')
 const CHANGED_ORDER_COLUMNS = `${ORDER_COLUMNS}, ${ORDER_V2_JSON} AS json`
-
-/**
- * The outbox (../order-events.ts): the events of `source`'s rows (order_id, type, json: the order's
- * v2 JSON after the change), in the statement's transaction, all at the transaction's time. Joined
- * with `bumped`, the data_version bump of the same statement, positions are taken only once the
- * transaction holds that row's lock, which it keeps until COMMIT: so positions are handed out in
- * commit order (docs/decisions.md).
- */
-function recordEvents(source: string): string {
-  return `INSERT INTO order_events (position, occurred_at, order_id, type, body)
-    SELECT nextval('order_event_position'), ${CANCELLED_NOW}, s.order_id, s.type,
-      '"type":"' || s.type || '","occurredAt":"' || (SELECT ${utc(CANCELLED_NOW)}) || '","order":' || s.json || '}'
-    FROM (${source}) AS s CROSS JOIN bumped`
-}
-
-/** `recordEvents`' source for the orders a statement's `changed` returned. */
-const changedOrders = (type: OrderEventType): string => `SELECT id AS order_id, '${type}' AS type, json FROM changed`
 
 // One cancel on its own (an order another transaction held locked when its batch ran; see
 // cancel-batcher.ts). The conditional update and the version bump are one statement, hence one
@@ -58,7 +28,7 @@ const changedOrders = (type: OrderEventType): string => `SELECT id AS order_id, 
 // an order that did not change is read by a separate statement, whose fresh snapshot sees whatever
 // change made the update miss.
 const CANCEL = `WITH changed AS (
-    UPDATE orders o SET status = 'cancelled', cancelled_at = ${CANCELLED_NOW}, cancelled_by_key = $2, cancellation_reason = $3
+    UPDATE orders o SET status = 'cancelled', cancelled_at = ${WRITE_TIME}, cancelled_by_key = $2, cancellation_reason = $3
     WHERE o.id = $1 AND o.status = 'pending' RETURNING ${CHANGED_ORDER_COLUMNS}
   ), bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
@@ -86,7 +56,7 @@ const CANCEL_BATCH = `WITH request AS (
     SELECT o.id AS target_id, r.cancelled_by_key, r.reason FROM orders o JOIN request r ON r.id = o.id
     WHERE o.status = 'pending' ORDER BY o.id FOR UPDATE OF o SKIP LOCKED
   ), changed AS (
-    UPDATE orders o SET status = 'cancelled', cancelled_at = ${CANCELLED_NOW}, cancelled_by_key = t.cancelled_by_key,
+    UPDATE orders o SET status = 'cancelled', cancelled_at = ${WRITE_TIME}, cancelled_by_key = t.cancelled_by_key,
       cancellation_reason = t.reason
     FROM target t WHERE o.id = t.target_id AND o.status = 'pending' RETURNING ${CHANGED_ORDER_COLUMNS}
   ), bumped AS (
@@ -98,14 +68,43 @@ const CANCEL_BATCH = `WITH request AS (
   UNION ALL
   SELECT o.status, ${ORDER_COLUMNS}, NULL, NULL FROM orders o JOIN request r ON r.id = o.id
   WHERE o.status <> 'pending' OR o.id NOT IN (SELECT id FROM changed)`
+// pending → shipped and shipped → complete: one conditional update each, with the version bump and
+// the event in the same statement (one transaction), returning the order it changed. A miss is read
+// by a separate statement, whose fresh snapshot sees whatever change made the update miss.
 const SHIP = `WITH changed AS (
-    UPDATE orders SET status = 'shipped' WHERE id = $1 AND status = 'pending' RETURNING id, ${ORDER_V2_JSON} AS json
+    UPDATE orders o SET status = 'shipped', shipped_at = ${WRITE_TIME}
+    WHERE o.id = $1 AND o.status = 'pending' RETURNING ${CHANGED_ORDER_COLUMNS}
   ), bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
   ), recorded AS (
     ${recordEvents(changedOrders('order.shipped'))}
   )
-  SELECT count(*)::int AS changed, (SELECT version FROM bumped) AS version FROM changed`
+  SELECT changed.*, (SELECT version FROM bumped) AS version FROM changed`
+const COMPLETE = `WITH changed AS (
+    UPDATE orders o SET complete = true, completed_at = ${WRITE_TIME}
+    WHERE o.id = $1 AND o.status = 'shipped' AND NOT o.complete RETURNING ${CHANGED_ORDER_COLUMNS}
+  ), bumped AS (
+    ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
+  ), recorded AS (
+    ${recordEvents(changedOrders('order.completed'))}
+  )
+  SELECT changed.*, (SELECT version FROM bumped) AS version FROM changed`
+
+/**
+ * At most `limit` expired Idempotency-Key records, oldest first through the expires_at index, by
+ * ctid. A record a place is replacing right now is locked by it, and skipped rather than waited for.
+ */
+const PRUNE_IDEMPOTENCY_KEYS = `DELETE FROM idempotency_keys WHERE ctid = ANY (ARRAY(
+    SELECT ctid FROM idempotency_keys WHERE expires_at <= $1::timestamptz ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))`
+
+/** A place batch that met an import's new ids is tried again this many times, after these pauses. */
+const PLACE_ATTEMPTS = 100
+const PLACE_RETRY_MS = { first: 10, max: 250 }
+/** toISOString()'s form, years 0001–9999 (PostgreSQL has no year 0). */
+const SHIP_DATE = /^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+
+/** What one ship or complete statement returns: the order it changed. */
+type ChangedRow = OrderV2Row & { version: bigint | null }
 
 // A status only moves forward (pending → shipped | cancelled); the WHERE refuses anything else and
 // the refused rows are then looked up to name the first one. It also leaves an order the record
@@ -116,7 +115,7 @@ const SHIP = `WITH changed AS (
 // (`xmax = 0`: the row is new); its events are recorded when the import ends (RECORD_IMPORT_EVENTS).
 const UPSERT_ORDERS = `WITH written AS (INSERT INTO orders AS o (id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason)
   SELECT t.id, t.pet_id, t.quantity, t.ship_date, t.complete, t.status,
-         CASE WHEN t.status = 'cancelled' THEN coalesce(t.cancelled_at, ${CANCELLED_NOW}) END,
+         CASE WHEN t.status = 'cancelled' THEN coalesce(t.cancelled_at, ${WRITE_TIME}) END,
          CASE WHEN t.status = 'cancelled' THEN t.reason END
   FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::timestamptz[], $5::boolean[], $6::text[], $7::timestamptz[], $8::text[])
     AS t(id, pet_id, quantity, ship_date, complete, status, cancelled_at, reason)
@@ -148,6 +147,7 @@ const FIRST_REFUSED = `SELECT t.id, o.status AS current, t.status AS wanted
   ORDER BY t.n LIMIT 1`
 export class PostgresOrdersRepository implements OrdersRepository {
   private readonly cancels: CancelBatcher
+  private readonly places: PlaceBatcher
   private closing = false
 
   constructor(private readonly database: PostgresDatabase) {
@@ -155,6 +155,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
       (requests) => this.commitCancels(requests),
       (request) => this.cancelAlone(request),
     )
+    this.places = new PlaceBatcher((requests) => this.commitPlaces(requests))
   }
 
   pageJson(query: OrderPageQuery): Promise<OrderPageJson> {
@@ -212,13 +213,49 @@ export class PostgresOrdersRepository implements OrdersRepository {
     return this.cancels.cancel(id, cancelledByKey, reason)
   }
 
-  async ship(id: bigint): Promise<ShipOutcome> {
-    const { rows } = await this.database.write<{ changed: number; version: bigint | null }>(SHIP, [int8(id)])
-    if (rows[0]!.version !== null) this.database.versions.observe(rows[0]!.version)
-    if (rows[0]!.changed === 1) return 'shipped'
-    const status = await this.statusOf(id)
-    if (status === 'cancelled') return 'cancelled'
-    return status === 'shipped' ? 'already_shipped' : 'not_found'
+  /**
+   * Group-committed with the places of the same moment (place-batcher.ts, place-orders.ts). A
+   * request a statement would refuse is refused here, before it joins a batch it would fail.
+   */
+  place(request: PlaceRequest): Promise<PlaceResult> {
+    if (this.closing) return Promise.reject(new StoreUnavailableError('the store is closed'))
+    const { petId, quantity, shipDate } = request.order
+    if (petId < INT64_MIN || petId > INT64_MAX) return Promise.reject(new RangeError(`petId ${petId} is not an int64`))
+    if (!Number.isSafeInteger(quantity) || quantity < 1 || quantity > 2 ** 31 - 1) {
+      return Promise.reject(new RangeError(`quantity ${quantity} is not a positive int32`))
+    }
+    if (shipDate !== null && !SHIP_DATE.test(shipDate)) return Promise.reject(new RangeError(`shipDate ${shipDate} is not as toISOString() writes it`))
+    return this.places.place(request)
+  }
+
+  async ship(id: bigint): Promise<ShipResult> {
+    for (;;) {
+      const changed = await this.changeOne(SHIP, id)
+      if (changed !== undefined) return { outcome: 'shipped', order: changed }
+      const order = await this.find(id)
+      if (order === undefined) return { outcome: 'not_found' }
+      if (order.status === 'cancelled') return { outcome: 'cancelled' }
+      if (order.status === 'shipped') return { outcome: 'already_shipped', order }
+      // Pending: placed or imported after the update's snapshot. Its turn now.
+    }
+  }
+
+  async complete(id: bigint): Promise<CompleteResult> {
+    for (;;) {
+      const changed = await this.changeOne(COMPLETE, id)
+      if (changed !== undefined) return { outcome: 'completed', order: changed }
+      const order = await this.find(id)
+      if (order === undefined) return { outcome: 'not_found' }
+      if (order.status === 'cancelled') return { outcome: 'cancelled' }
+      if (order.status === 'pending') return { outcome: 'not_shipped' }
+      if (order.complete) return { outcome: 'already_complete', order }
+      // Shipped and not complete: changed after the update's snapshot (an import). Its turn now.
+    }
+  }
+
+  async pruneIdempotencyKeys(now: Date, limit: number): Promise<number> {
+    const result = await this.database.write(PRUNE_IDEMPOTENCY_KEYS, [now.toISOString(), limit])
+    return result.rowCount ?? 0
   }
 
   async import(records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number> {
@@ -262,10 +299,38 @@ export class PostgresOrdersRepository implements OrdersRepository {
     return count
   }
 
-  /** Refuses new cancels, and settles those in flight. */
+  /** Refuses new cancels and places, and settles those in flight. */
   async close(): Promise<void> {
     this.closing = true
-    await this.cancels.drain()
+    await Promise.all([this.cancels.drain(), this.places.drain()])
+  }
+
+  /** SHIP or COMPLETE: the order it changed, or undefined when the update missed. Never retried: it may have committed. */
+  private async changeOne(statement: string, id: bigint): Promise<OrderV2Record | undefined> {
+    const { rows } = await this.database.write<ChangedRow>(statement, [int8(id)])
+    const changed = rows[0]
+    if (changed === undefined) return undefined
+    if (changed.version !== null) this.database.versions.observe(changed.version)
+    return toOrderV2Record(changed)
+  }
+
+  /**
+   * One batch of places in one transaction (place-orders.ts); resolves once committed. A batch whose
+   * new ids an import took meanwhile rolled back, and is tried again in a new transaction once the
+   * import has had time to commit. Not retried on a lost connection: the commit may have happened.
+   */
+  private async commitPlaces(requests: PlaceRequest[]): Promise<PlaceResult[]> {
+    for (let attempt = 1, pause = PLACE_RETRY_MS.first; ; attempt++, pause = Math.min(pause * 2, PLACE_RETRY_MS.max)) {
+      try {
+        const { results, version } = await this.database.transaction((lease) => placeInTransaction(lease, requests, new Date()))
+        // Only once committed: a version that never committed must not label a list.
+        if (version !== undefined) this.database.versions.observe(version)
+        return results
+      } catch (error) {
+        if (!mustRetryPlaces(error) || attempt >= PLACE_ATTEMPTS) throw error
+        await sleep(pause)
+      }
+    }
   }
 
   /** One batch of cancels of distinct orders (CANCEL_BATCH); resolves once committed. */
@@ -310,10 +375,5 @@ export class PostgresOrdersRepository implements OrdersRepository {
     if (order?.status === 'cancelled') return { outcome: 'already_cancelled', order }
     // Unknown, or (imported since the update missed it) pending: not found.
     return { outcome: order?.status === 'shipped' ? 'already_shipped' : 'not_found' }
-  }
-
-  private async statusOf(id: bigint): Promise<OrderStatus | undefined> {
-    const { rows } = await this.database.read<{ status: OrderStatus }>('SELECT status FROM orders WHERE id = $1', [int8(id)])
-    return rows[0]?.status
   }
 }

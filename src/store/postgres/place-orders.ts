@@ -1,0 +1,153 @@
+import { INT64_MAX } from '../../domain/int64.js'
+import type { PlaceRequest, PlaceResult } from '../../domain/orders.js'
+import { intArray, textArray } from './import.js'
+import type { Lease } from './lease.js'
+import { ORDER_V2_JSON, orderV2Columns, toOrderV2Record, type OrderV2Row } from './order-pages.js'
+import { bumpVersion, recordEvents } from './write-sql.js'
+
+/** The status a placed order's Idempotency-Key record keeps: the first response's, 201 Created. */
+const PLACED_STATUS = 201
+
+/**
+ * How long the batch's inserts may wait for a row lock. The only rows they can wait for are an
+ * import's, not yet committed, with the same new id; that import commits only after taking
+ * data_version's lock, which the batch holds: waiting longer would only end in a deadlock. The batch
+ * gives up instead, and is tried again (IdsTaken).
+ */
+const INSERT_LOCK_TIMEOUT = '50ms'
+
+/**
+ * The first statement of a batch's transaction: data_version's row lock, which every write takes
+ * (its bump) and holds until COMMIT, so the batch's writes and those of every other instance are
+ * ordered; then, without waiting, the transaction-scoped advisory lock of each Idempotency-Key (a
+ * hash of the API key id and the key; NULL, no lock, for a place without one). A key whose lock
+ * another transaction holds is being placed by it: `key_in_use`. Whatever the holder committed
+ * before releasing the lock is seen by the next statement's snapshot, taken after this one.
+ */
+const PLACE_LOCKS = `SELECT set_config('lock_timeout', '${INSERT_LOCK_TIMEOUT}', true),
+    ARRAY(SELECT pg_try_advisory_xact_lock(hashtextextended(k.api_key_id || ' ' || k.key, 0))
+      FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS k(api_key_id, key, n) ORDER BY k.n) AS obtained
+  FROM (SELECT version FROM data_version WHERE id = 1 FOR UPDATE) AS locked`
+
+/**
+ * The rest of the batch, in one statement whose snapshot is taken under those locks: a request whose
+ * key has an unexpired record is answered from it (`kept`); the others (`to_place`, numbered `seq` in
+ * order) get the ids above every id the store holds, `max(id) + seq` (from 1 in an empty store or one
+ * of negative ids), as long as they are int64. Each new order is inserted with its Idempotency-Key
+ * record (an expired one replaced) and its `order.created` event, and the version is bumped if any
+ * was. One row per request, in order: its order as inserted, or its record, or neither — ids
+ * exhausted, or an id taken by an import meanwhile (`ON CONFLICT DO NOTHING`; the batch is tried
+ * again).
+ */
+const PLACE_BATCH = `WITH request AS (
+    SELECT * FROM unnest($1::bigint[], $2::integer[], $3::timestamptz[], $4::bigint[], $5::text[], $6::text[], $7::timestamptz[])
+      WITH ORDINALITY AS r(pet_id, quantity, ship_date, api_key_id, key, fingerprint, expires_at, n)
+  ), kept AS (
+    SELECT r.n, k.fingerprint = r.fingerprint AS same_body, k.order_id, k.response_status, k.response_body
+    FROM request r JOIN idempotency_keys k ON k.api_key_id = r.api_key_id AND k.key = r.key
+    WHERE k.expires_at > $8::timestamptz
+  ), to_place AS (
+    SELECT r.*, row_number() OVER (ORDER BY r.n) AS seq FROM request r WHERE r.n NOT IN (SELECT n FROM kept)
+  ), top AS (
+    SELECT greatest(max(id), 0) AS id FROM orders
+  ), inserted AS (
+    INSERT INTO orders (id, pet_id, quantity, ship_date)
+    SELECT top.id + p.seq, p.pet_id, p.quantity, p.ship_date FROM to_place p CROSS JOIN top
+    WHERE p.seq <= ${INT64_MAX} - top.id
+    ORDER BY p.seq
+    ON CONFLICT (id) DO NOTHING
+    RETURNING ${orderV2Columns()}, ${ORDER_V2_JSON} AS json
+  ), stored AS (
+    INSERT INTO idempotency_keys (api_key_id, key, fingerprint, order_id, response_status, response_body, created_at, expires_at)
+    SELECT p.api_key_id, p.key, p.fingerprint, i.id, ${PLACED_STATUS}, i.json, $8::timestamptz, p.expires_at
+    FROM inserted i CROSS JOIN top JOIN to_place p ON p.seq = i.id - top.id
+    WHERE p.key IS NOT NULL
+    ON CONFLICT (api_key_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, order_id = excluded.order_id,
+      response_status = excluded.response_status, response_body = excluded.response_body,
+      created_at = excluded.created_at, expires_at = excluded.expires_at
+  ), bumped AS (
+    ${bumpVersion(' AND EXISTS (SELECT 1 FROM inserted)')}
+  ), recorded AS (
+    ${recordEvents(`SELECT id AS order_id, 'order.created' AS type, json FROM inserted ORDER BY id`)}
+  )
+  SELECT r.n, p.seq, (SELECT id FROM top) AS top, k.same_body, k.order_id, k.response_status, k.response_body,
+    i.*, (SELECT version FROM bumped) AS version
+  FROM request r
+  LEFT JOIN kept k ON k.n = r.n
+  LEFT JOIN to_place p ON p.n = r.n
+  LEFT JOIN inserted i ON i.id - (SELECT id FROM top) = p.seq
+  ORDER BY r.n`
+
+type PlacedRow = Partial<OrderV2Row> & {
+  seq: bigint | null
+  top: bigint
+  same_body: boolean | null
+  order_id: bigint | null
+  response_status: number | null
+  response_body: string | null
+  version: bigint | null
+}
+
+/** An id the batch was to take was committed meanwhile (by an import), or is being: try it again. */
+export class IdsTaken extends Error {
+  constructor() {
+    super('an id of the batch was taken by a concurrent import')
+  }
+}
+
+/** Whether `error` is a place batch that must be tried again in a new transaction. */
+export function mustRetryPlaces(error: unknown): boolean {
+  // 55P03 lock_not_available: an insert waited INSERT_LOCK_TIMEOUT for an import's new row.
+  return error instanceof IdsTaken || (error as { code?: unknown } | null)?.code === '55P03'
+}
+
+/**
+ * A batch of places in the transaction of `lease` (PLACE_LOCKS, then PLACE_BATCH): a result per
+ * request, in order, and the version it bumped to, if it placed anything (to be observed after
+ * COMMIT). Throws IdsTaken when an id was taken meanwhile; the caller rolls back and tries again.
+ */
+export async function placeInTransaction(
+  lease: Lease,
+  requests: PlaceRequest[],
+  now: Date,
+): Promise<{ results: PlaceResult[]; version: bigint | undefined }> {
+  const claims = requests.map((r) => r.idempotency)
+  const { rows: locks } = await lease.query<{ obtained: (boolean | null)[] }>(PLACE_LOCKS, [
+    intArray(claims.map((c) => c?.apiKeyId ?? null)),
+    textArray(claims.map((c) => c?.key)),
+  ])
+  const obtained = locks[0]!.obtained
+  const results: PlaceResult[] = requests.map(() => ({ outcome: 'key_in_use' }))
+  const placing = requests.flatMap((request, i) => (obtained[i] === false ? [] : [{ request, i }]))
+  if (placing.length === 0) return { results, version: undefined }
+
+  const orders = placing.map(({ request }) => request.order)
+  const keys = placing.map(({ request }) => request.idempotency)
+  const { rows } = await lease.query<PlacedRow>(PLACE_BATCH, [
+    intArray(orders.map((o) => o.petId)),
+    intArray(orders.map((o) => o.quantity)),
+    textArray(orders.map((o) => o.shipDate)),
+    intArray(keys.map((k) => k?.apiKeyId ?? null)),
+    textArray(keys.map((k) => k?.key)),
+    textArray(keys.map((k) => k?.fingerprint)),
+    textArray(keys.map((k) => k?.expiresAt.toISOString())),
+    now.toISOString(),
+  ])
+  let version: bigint | undefined
+  rows.forEach((row, n) => {
+    const i = placing[n]!.i
+    if (row.id !== undefined && row.id !== null) {
+      version = row.version ?? version
+      results[i] = { outcome: 'placed', order: toOrderV2Record(row as OrderV2Row) }
+    } else if (row.same_body !== null) {
+      results[i] = row.same_body
+        ? { outcome: 'replayed', orderId: row.order_id!, status: row.response_status!, body: row.response_body! }
+        : { outcome: 'key_reused' }
+    } else if (row.top + row.seq! > INT64_MAX) {
+      results[i] = { outcome: 'ids_exhausted' }
+    } else {
+      throw new IdsTaken()
+    }
+  })
+  return { results, version }
+}

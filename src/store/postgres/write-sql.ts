@@ -1,0 +1,37 @@
+import type { OrderEventType } from '../order-events.js'
+import { utc } from './order-pages.js'
+import { VERSION_CHANNEL } from './version-watcher.js'
+
+/**
+ * Every bump of data_version: it returns the new version, and NOTIFYs it in the same transaction
+ * (delivered at COMMIT) to every instance listening (see version-watcher.ts).
+ */
+export function bumpVersion(condition = ''): string {
+  return `UPDATE data_version SET version = version + 1 WHERE id = 1${condition}
+    RETURNING version, pg_notify('${VERSION_CHANNEL}', version::text)`
+}
+
+/**
+ * The time of every write (cancelled_at, shipped_at, completed_at, an event's occurred_at): the
+ * transaction's start, to the millisecond. SQLite stores `toISOString()` text, milliseconds too, and
+ * v2 shows milliseconds: an instant stored finer would be shown truncated, so two reads of one change
+ * could not be compared with what is stored.
+ */
+export const WRITE_TIME = `date_trunc('milliseconds', now())`
+
+/**
+ * The outbox (../order-events.ts): the events of `source`'s rows (order_id, type, json: the order's
+ * v2 JSON after the change), in the statement's transaction, all at the transaction's time. Joined
+ * with `bumped`, the data_version bump of the same statement, positions are taken only once the
+ * transaction holds that row's lock, which it keeps until COMMIT: so positions are handed out in
+ * commit order (docs/decisions.md).
+ */
+export function recordEvents(source: string): string {
+  return `INSERT INTO order_events (position, occurred_at, order_id, type, body)
+    SELECT nextval('order_event_position'), ${WRITE_TIME}, s.order_id, s.type,
+      '"type":"' || s.type || '","occurredAt":"' || (SELECT ${utc(WRITE_TIME)}) || '","order":' || s.json || '}'
+    FROM (${source}) AS s CROSS JOIN bumped`
+}
+
+/** `recordEvents`' source for the orders a statement's `changed` returned. */
+export const changedOrders = (type: OrderEventType): string => `SELECT id AS order_id, '${type}' AS type, json FROM changed`
