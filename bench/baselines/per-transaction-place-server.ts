@@ -6,9 +6,9 @@
  * SQLite: as the cancel peer (per-transaction-cancel-server.ts), a writer connection of its own
  * opened as the store opens its own (WAL, synchronous=FULL, busy_timeout, foreign_keys, safe
  * integers), and for each place the transaction the project's place runs for a batch of one: BEGIN
- * IMMEDIATE, the next id (max(id) + 1, under the write lock), the INSERT, its `order.created` event,
- * the data-version bump, COMMIT. With BASELINE_SYNCHRONOUS=OFF it commits without syncing:
- * durability switched off.
+ * IMMEDIATE, the project's own place statements (OrderWrites: the next id, max(id) + 1 under the
+ * write lock, the INSERT, its `order.created` event), the data-version bump, COMMIT. With
+ * BASELINE_SYNCHRONOUS=OFF it commits without syncing: durability switched off.
  *
  * PostgreSQL: a new order's id is read under the writers' lock and that lock is held to COMMIT, so
  * places committed alone run one after another whatever the pool's size. The peer runs the project's
@@ -26,17 +26,14 @@ import { logDestination, SERVER_SQLITE_OPTIONS } from '../../src/server.js'
 import type { PlaceRequest, PlaceResult } from '../../src/domain/orders.js'
 import { openStore } from '../../src/store/open-store.js'
 import { BUMP_DATA_VERSION } from '../../src/store/sqlite/migrations.js'
-import { INSERT_EVENT, orderEvent } from '../../src/store/sqlite/order-events-repository.js'
-import { ORDER_V2_COLUMNS, ORDER_V2_JSON, toOrderV2Record, type OrderV2Row } from '../../src/store/sqlite/order-pages.js'
+import { OrderWrites } from '../../src/store/sqlite/order-writes.js'
 import type { ApiKeysRepository, OrdersRepository, PetsRepository, Store } from '../../src/store/store.js'
 import type { OrderEventsRepository } from '../../src/store/order-events.js'
 import { failed, onShutdown, tell } from '../lib/child-side.js'
 
-const INT64_MAX = 2n ** 63n - 1n
-
 type PlaceOne = (request: PlaceRequest) => Promise<PlaceResult>
 
-/** SQLite: one transaction per place (the order, its event, the version) on a writer connection of its own. */
+/** SQLite: one transaction per place (the project's place statements, the version) on a writer connection of its own. */
 function sqlitePlaces(path: string, busyTimeoutMs: number, synchronous: 'FULL' | 'OFF'): { place: PlaceOne; close(): void } {
   const db = new Database(path)
   db.pragma(`busy_timeout = ${busyTimeoutMs}`)
@@ -44,21 +41,14 @@ function sqlitePlaces(path: string, busyTimeoutMs: number, synchronous: 'FULL' |
   db.pragma(`synchronous = ${synchronous}`)
   db.pragma('foreign_keys = ON')
   db.defaultSafeIntegers(true)
-  const maxId = db.prepare('SELECT max(id) FROM orders').pluck()
-  const insert = db.prepare(
-    `INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status) VALUES (?, ?, ?, ?, 0, 'pending')
-     RETURNING ${ORDER_V2_COLUMNS}, ${ORDER_V2_JSON} AS json`,
-  )
-  const insertEvent = db.prepare(INSERT_EVENT)
+  // The statements of the project's WriteBatcher for a batch of one place.
+  const writes = new OrderWrites(db)
   const bump = db.prepare(BUMP_DATA_VERSION)
-  const commitOne = db.transaction(({ order }: PlaceRequest): PlaceResult => {
-    const max = (maxId.get() as bigint | null) ?? 0n
-    if (max >= INT64_MAX) return { outcome: 'ids_exhausted' }
-    const now = new Date().toISOString()
-    const row = insert.get(max + 1n, order.petId, order.quantity, order.shipDate) as OrderV2Row & { json: string }
-    insertEvent.run(...orderEvent('order.created', now, row.id, row.json))
-    bump.run()
-    return { outcome: 'placed', order: toOrderV2Record(row) }
+  const commitOne = db.transaction((request: PlaceRequest): PlaceResult => {
+    let changed = false
+    const result = writes.place({ now: new Date().toISOString(), changed: () => void (changed = true) }, request)
+    if (changed) bump.run()
+    return result
   })
   return {
     place: async (request) => commitOne.immediate(request),
