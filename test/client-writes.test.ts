@@ -6,6 +6,7 @@ import { before, it } from 'node:test'
 import { createV2Client, type OrderV2, type PetstoreV2Client, type PlaceRetry } from '@petstore-orders/client'
 import { DEFAULT_SCOPES } from '../src/domain/api-keys.js'
 import { forEachStore, startTestServer, type TestServer } from './support/harness.js'
+import { connectSql } from './support/sql.js'
 import { expectApiError } from './support/client.js'
 
 const MAX = 9223372036854775807n
@@ -210,6 +211,39 @@ forEachStore('TypeScript client, v2 writes (placeOrder, shipOrder, completeOrder
       assert.deepEqual(await ordersOf(petId), [])
     } finally {
       await proxy.close()
+    }
+  })
+
+  it('409 idempotency_key_in_use while the first request with the key is in flight: retried with the same key, answered with that order', async () => {
+    // The writers' lock, held by another connection, keeps the first place in flight.
+    const sql = await connectSql(server.database)
+    let held = true
+    const release = async (): Promise<void> => {
+      if (!held) return
+      held = false
+      await sql.query('ROLLBACK')
+    }
+    try {
+      await sql.query(kind === 'sqlite' ? 'BEGIN IMMEDIATE' : 'BEGIN')
+      if (kind === 'postgres') await sql.query('SELECT version FROM data_version WHERE id = 1 FOR UPDATE')
+      const retries: PlaceRetry[] = []
+      const onRetry = (retry: PlaceRetry): void => {
+        retries.push(retry)
+        void release() // the retry comes after Retry-After (1 s): the first has committed by then
+      }
+      const petId = pet()
+      const body = { petId, quantity: 5 }
+      const options = { idempotencyKey: `in-use-${kind}`, onRetry }
+      const [first, second] = await Promise.all([client.placeOrder(body, options), client.placeOrder(body, options)])
+      assert.equal(retries.length, 1, 'the later of the two was told the key is in use, once')
+      await expectApiError(Promise.reject(retries[0]!.error), 409, 'idempotency_key_in_use')
+      assert.equal(retries[0]!.delayMs, 1000, 'after its Retry-After')
+      assert.equal(retries[0]!.idempotencyKey, `in-use-${kind}`)
+      assert.deepEqual(second, first)
+      assert.deepEqual(await ordersOf(petId), [first])
+    } finally {
+      await release()
+      await sql.close()
     }
   })
 
