@@ -143,16 +143,15 @@ export async function placeLoad(options: {
     amount: options.amount,
     timeout: 30,
     requests: [
-      {
-        method: 'POST',
-        path: '/v2/store/orders',
-        body,
-        headers,
-        setupRequest:
-          keys === undefined
-            ? undefined
-            : (request: autocannon.Request) => ({ ...request, headers: { ...headers, 'idempotency-key': `${keys.prefix}-${next++}` } }),
-      },
+      keys === undefined
+        ? { method: 'POST', path: '/v2/store/orders', body, headers }
+        : {
+            method: 'POST',
+            path: '/v2/store/orders',
+            body,
+            headers,
+            setupRequest: (request: autocannon.Request) => ({ ...request, headers: { ...headers, 'idempotency-key': `${keys.prefix}-${next++}` } }),
+          },
     ],
   })
   // As cancelLoad: the run ends with its last answer, not at autocannon's next tick.
