@@ -42,6 +42,13 @@ async function listOrders(database: TestDatabaseHandle): Promise<Order[]> {
   return withStore(database, listedOrders)
 }
 
+/** The types of an order's events in the feed, in order, space-separated. */
+async function eventTypes(store: Store, orderId: bigint): Promise<string> {
+  const page = await store.events.read(undefined, 1000)
+  const types = [...page.json.toString().matchAll(/"type":"([a-z.]+)","occurredAt":"[^"]+","order":\{"id":(\d+),/g)]
+  return types.filter((match) => BigInt(match[2]!) === orderId).map((match) => match[1]).join(' ')
+}
+
 async function withStore<T>(database: TestDatabaseHandle, work: (store: Store) => Promise<T>): Promise<T> {
   const store = await openStore(database.config)
   try {
@@ -53,7 +60,7 @@ async function withStore<T>(database: TestDatabaseHandle, work: (store: Store) =
 
 const hasScript = spawnSync('script', ['--version']).status === 0
 
-const COMMANDS = ['serve', 'migrate', 'keys create', 'keys list', 'keys revoke', 'orders import', 'orders ship', 'pets import', 'seed', 'events tail']
+const COMMANDS = ['serve', 'migrate', 'keys create', 'keys list', 'keys revoke', 'orders import', 'orders ship', 'orders complete', 'pets import', 'seed', 'events tail']
 
 describe('petstore-orders: help and usage (no database touched)', () => {
   // A database that must never come to exist: usage errors do not open it.
@@ -96,6 +103,7 @@ describe('petstore-orders: help and usage (no database touched)', () => {
 
   test('documented decisions: ship of a shipped order succeeds; keys list is TSV when piped', async () => {
     assert.match((await cli(['orders', 'ship', '--help'], env)).stdout, /already shipped is left as it is and the command succeeds \(exit 0\)/)
+    assert.match((await cli(['orders', 'complete', '--help'], env)).stdout, /already complete is left as it is and the command succeeds \(exit 0\)/)
     assert.match((await cli(['keys', 'list', '--help'], env)).stdout, /separated by tabs/)
   })
 
@@ -131,7 +139,7 @@ describe('petstore-orders: help and usage (no database touched)', () => {
       [['keys', 'create', '--name', ''], /--name must be 1 to 100 characters/],
       [['keys', 'create', '--name', 'x'.repeat(101)], /--name must be 1 to 100 characters/],
       [['keys', 'create', '--name', 'a\tb'], /without control characters/],
-      [['keys', 'create', '--name', 'x', '--scopes', 'orders:write'], /unknown scope "orders:write"/],
+      [['keys', 'create', '--name', 'x', '--scopes', 'orders:delete'], /unknown scope "orders:delete"/],
       [['keys', 'create', '--name', 'x', '--scopes', ','], /--scopes must name at least one scope/],
       [['keys', 'create', '--name', 'x', '--expires-in', '1y'], /invalid --expires-in "1y"/],
       [['keys', 'list', '--json=yes'], /option --json does not take a value/],
@@ -142,6 +150,10 @@ describe('petstore-orders: help and usage (no database touched)', () => {
       [['orders', 'ship', 'ten'], /ID must be an order id, an integer from 1 to 9223372036854775807, got "ten"/],
       [['orders', 'ship', '9223372036854775808'], /ID must be an order id/],
       [['orders', 'ship', '0'], /ID must be an order id/],
+      [['orders', 'complete'], /missing ID/],
+      [['orders', 'complete', '1', '2'], /unexpected argument "2"/],
+      [['orders', 'complete', '-5'], /ID must be an order id|the value of ID starts with "-"|unknown option -5/],
+      [['orders', 'complete', '1e3'], /ID must be an order id, an integer from 1 to 9223372036854775807, got "1e3"; see 'petstore-orders orders complete --help'/],
       [['pets', 'import'], /missing FILE/],
       [['seed'], /missing --orders/],
       [['seed', '--orders', '0'], /--orders must be an integer from 1 to 10000000, got "0"/],
@@ -592,8 +604,45 @@ function commandTests(kind: StoreKind): void {
     assertOneLineError(await cli(['orders', 'ship', '2'], env), 1, /^petstore-orders: order 2 is cancelled; a cancelled order cannot be shipped$/)
     assertOneLineError(await cli(['orders', 'ship', '404'], env), 1, /^petstore-orders: order 404 does not exist$/)
     await withStore(database, async (store) => {
+      // Through the store's ship, as the API's: shippedAt set, with its event.
+      const one = await store.orders.find(1n)
+      assert.match(one?.shippedAt ?? '', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+      assert.equal(await eventTypes(store, 1n), 'order.created order.shipped')
       assert.equal((await store.orders.cancel(1n, null)).outcome, 'already_shipped')
       assert.equal((await store.orders.cancel(MAX, null)).outcome, 'already_shipped')
+    })
+  })
+
+  test('orders complete: shipped → complete; again: says so, exit 0; pending and cancelled: refused; unknown: error', async () => {
+    const { database, env } = await fresh()
+    const orders = `[{"id": 1}, {"id": 2, "status": "cancelled"}, {"id": 3, "status": "shipped"}, {"id": ${MAX}, "status": "shipped", "complete": true}]`
+    assertOk(await cli(['orders', 'import', file(orders)], env))
+    assertOneLineError(
+      await cli(['orders', 'complete', '1'], env),
+      1,
+      /^petstore-orders: order 1 is pending; only a shipped order can be completed \(ship it first: orders ship 1\)$/,
+    )
+    assertOk(await cli(['orders', 'ship', '1'], env))
+    const completed = await cli(['orders', 'complete', '1'], env)
+    assertOk(completed)
+    assert.equal(completed.stdout, 'order 1 completed\n')
+    const again = await cli(['orders', 'complete', '1'], env)
+    assertOk(again)
+    assert.equal(again.stdout, 'order 1 was already complete; nothing changed\n')
+    assert.equal((await cli(['orders', 'complete', '3'], env)).stdout, 'order 3 completed\n')
+    assert.equal((await cli(['orders', 'complete', MAX.toString()], env)).stdout, `order ${MAX} was already complete; nothing changed\n`)
+    assertOneLineError(await cli(['orders', 'complete', '2'], env), 1, /^petstore-orders: order 2 is cancelled; a cancelled order cannot be completed$/)
+    assertOneLineError(await cli(['orders', 'complete', '404'], env), 1, /^petstore-orders: order 404 does not exist$/)
+    await withStore(database, async (store) => {
+      const one = await store.orders.find(1n)
+      assert.equal(one?.complete, true)
+      assert.ok(one?.shippedAt !== null && one?.completedAt !== null && one!.completedAt! >= one!.shippedAt!)
+      assert.equal(await eventTypes(store, 1n), 'order.created order.shipped order.completed')
+      // An imported shipped order completed here: completedAt, no shippedAt (not known).
+      const three = await store.orders.find(3n)
+      assert.deepEqual([three?.complete, three?.shippedAt, typeof three?.completedAt], [true, null, 'string'])
+      assert.equal((await store.orders.find(MAX))?.completedAt, null, 'an imported complete order stays without completedAt')
+      assert.equal((await store.orders.find(2n))?.status, 'cancelled')
     })
   })
 

@@ -185,6 +185,16 @@ describe('/docs in headless Chromium', { skip: process.env.REQUIRE_BROWSER === '
     await list.waitFor()
     assert.match(await list.innerText(), /GET[\s\S]*\/store\/orders[\s\S]*List orders, a page at a time[\s\S]*listOrders/)
     assert.equal(await page.locator('.opblock', { hasText: 'DELETE' }).count(), 0, 'no v1 operation left on the page')
+    for (const [id, path, summary] of [
+      ['placeOrder', '/store/orders', 'Place an order'],
+      ['shipOrder', '/store/orders/{orderId}/ship', 'Ship an order'],
+      ['completeOrder', '/store/orders/{orderId}/complete', 'Complete an order'],
+    ] as const) {
+      const block = page.locator('.opblock', { hasText: id }).first()
+      await block.waitFor()
+      const text = await block.innerText()
+      assert.ok(text.startsWith('POST') && text.includes(path) && text.includes(summary), `${id}: ${text}`)
+    }
 
     const servers = page.locator('.servers select')
     const options = await servers.locator('option').allTextContents()

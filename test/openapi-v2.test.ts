@@ -434,6 +434,26 @@ describe('the v2 document against the service', () => {
     })
     assert.equal(cancelled.status, 200)
     assert.equal(((await cancelled.json()) as { status: string }).status, 'cancelled')
+    // placeOrder's body and Idempotency-Key examples, shipOrder's and completeOrder's orderId examples.
+    const placeOp = operations.get('placeOrder')!.op
+    const idempotencyKey = String(exampleOf(placeOp.parameters!.find((p) => p.name === 'Idempotency-Key')!))
+    const placed = await fetch(`${server.origin}/v2/store/orders`, {
+      method: 'POST',
+      headers: { ...bearer(key), 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
+      body: JSON.stringify(placeOp.requestBody!.content['application/json']!.example),
+    })
+    assert.equal(placed.status, 201, await placed.clone().text())
+    assert.equal(((await placed.json()) as { status: string }).status, 'pending')
+    for (const [id, status, complete] of [['shipOrder', 'shipped', false], ['completeOrder', 'shipped', true]] as const) {
+      const { path, op } = operations.get(id)!
+      const orderId = String(exampleOf(op.parameters!.find((p) => p.name === 'orderId')!))
+      const before = (await (await fetch(`${server.origin}/v2/store/orders/${orderId}`, { headers: bearer(key) })).json()) as { status: string; complete: boolean }
+      assert.deepEqual([before.status, before.complete], id === 'shipOrder' ? ['pending', false] : ['shipped', false], `${id}: the example is an order it changes`)
+      const answer = await fetch(`${server.origin}/v2${path.replace('{orderId}', orderId)}`, { method: 'POST', headers: bearer(key) })
+      assert.equal(answer.status, 200, id)
+      const after = (await answer.json()) as { status: string; complete: boolean }
+      assert.deepEqual([after.status, after.complete], [status, complete], id)
+    }
   })
 
   it('declares each header on the responses that send it, and sends each one declared', async () => {
@@ -461,6 +481,15 @@ describe('the v2 document against the service', () => {
       ['cancelOrder', o, `/store/orders/${shipped}/cancel`, { method: 'POST', headers: bearer(key) }],
       ['cancelOrder', o, `/store/orders/${data[1]!.id}/cancel`, { method: 'POST', headers: { ...bearer(key), 'content-type': 'text/plain' }, body: 'x' }],
       ['cancelOrder', o, `/store/orders/${data[1]!.id}/cancel`, { method: 'POST', headers: { ...bearer(key), ...json }, body: JSON.stringify({ reason: 'x'.repeat(20_000) }) }],
+      ['placeOrder', o, '/store/orders', { method: 'POST', headers: { ...bearer(key), ...json, 'idempotency-key': 'doc-headers' }, body: '{"petId": 1, "quantity": 1}' }],
+      ['placeOrder', o, '/store/orders', { method: 'POST', headers: { ...bearer(key), ...json, 'idempotency-key': 'doc-headers' }, body: '{"petId": 1, "quantity": 1}' }],
+      ['placeOrder', o, '/store/orders', { method: 'POST', headers: { ...bearer(key), ...json, 'idempotency-key': 'doc-headers' }, body: '{"petId": 1, "quantity": 2}' }],
+      ['placeOrder', o, '/store/orders', { method: 'POST', headers: { ...bearer(key), ...json, 'idempotency-key': ' ' }, body: '{"petId": 1, "quantity": 2}' }],
+      ['placeOrder', o, '/store/orders', { method: 'POST', headers: { ...bearer(key), 'content-type': 'text/plain' }, body: 'x' }],
+      ['shipOrder', o, `/store/orders/${data[0]!.id}/ship`, { method: 'POST', headers: bearer(key) }],
+      ['shipOrder', o, '/store/orders/987654321/ship', { method: 'POST', headers: bearer(key) }],
+      ['completeOrder', o, `/store/orders/${shipped}/complete`, { method: 'POST', headers: bearer(key) }],
+      ['completeOrder', o, `/store/orders/${data[1]!.id}/complete`, { method: 'POST', headers: bearer(key) }],
       ['listOrderEvents', o, '/store/order-events?after=10&limit=5', { headers: bearer(key) }],
       ['listOrderEvents', o, '/store/order-events?after=x', { headers: bearer(key) }],
     ]
@@ -496,7 +525,7 @@ describe('the v2 document against the service', () => {
         assert.ok(names.has(name.toLowerCase()), `${key}: ${name} is declared but never sent`)
       }
     }
-    for (const expected of ['listOrders 200', 'listOrders 400', 'listOrders 401', 'listOrders 403', 'listOrders default', 'getOrder 404', 'cancelOrder 409', 'cancelOrder 415', 'cancelOrder default', 'listOrderEvents 200']) {
+    for (const expected of ['listOrders 200', 'listOrders 400', 'listOrders 401', 'listOrders 403', 'listOrders default', 'getOrder 404', 'cancelOrder 409', 'cancelOrder 415', 'cancelOrder default', 'listOrderEvents 200', 'placeOrder 201', 'placeOrder 422', 'shipOrder 200', 'completeOrder 409']) {
       assert.ok(seen.has(expected), expected)
     }
     for (const name of Object.keys(doc.components.headers)) assert.ok(doc.components.headers[name]!.description.length > 0, name)

@@ -169,9 +169,9 @@ export type PlaceOrderBody = Type.Static<typeof PlaceOrderBody>
 /** shipOrder's and completeOrder's body: none, or an empty object. */
 export const EmptyBody = Type.Object({}, { additionalProperties: false, description: 'Optional: no body, or `{}`' })
 
-/** shipOrder's path, with an order of the demo data that is pending (`npm start`). */
+/** shipOrder's path, with an order of the demo data that is pending (`npm start`; the README cancels 3). */
 export const ShipOrderParams = Type.Object({
-  orderId: Int64({ description: 'The identifier of the order to ship', examples: [3] }),
+  orderId: Int64({ description: 'The identifier of the order to ship', examples: [4] }),
 })
 
 /** completeOrder's path, with an order of the demo data that is shipped and not complete. */

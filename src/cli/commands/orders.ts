@@ -81,11 +81,11 @@ export const ordersShip: Command = {
   usesDatabase: true,
   help: `Usage: ${PROGRAM} orders ship ID
 
-Marks the pending order ID as shipped, recording when (shippedAt): from then on it cannot be
-cancelled (cancelOrder answers 409). An order that is already shipped is left as it is and the
-command succeeds (exit 0), saying so — shipping is idempotent. A cancelled order is never
-shipped: the command refuses it (exit 1), as it does an order that does not exist. It is the
-shipOrder operation of the API, with its order.shipped event.
+Marks the pending order ID as shipped and records when (shippedAt). An order that is
+already shipped is left as it is and the command succeeds (exit 0), saying so: shipping is
+idempotent. Once shipped, an order cannot be cancelled (cancelOrder answers 409). A cancelled
+order is never shipped: the command refuses it (exit 1), as it does an order that does not
+exist. It is the API's shipOrder, with the same order.shipped event.
 
 Options:
   -h, --help   show this help
@@ -120,11 +120,11 @@ export const ordersComplete: Command = {
   usesDatabase: true,
   help: `Usage: ${PROGRAM} orders complete ID
 
-Marks the shipped order ID as complete (fulfilled), recording when (completedAt). An order that
-is already complete is left as it is and the command succeeds (exit 0), saying so — completing
-is idempotent. Only a shipped order can be completed: the command refuses a pending order (ship
-it first) and a cancelled one (exit 1), as it does an order that does not exist. It is the
-completeOrder operation of the API, with its order.completed event.
+Marks the shipped order ID as complete (fulfilled), and records when (completedAt). An order
+already complete is left as it is and the command succeeds (exit 0), saying so: completing is
+idempotent. Only a shipped order can be completed: the command refuses a pending order (ship it
+first) and a cancelled one (exit 1), as it does an order that does not exist. It is the API's
+completeOrder, with the same order.completed event.
 
 Options:
   -h, --help   show this help

@@ -17,17 +17,24 @@ const PLACED_STATUS = 201
 const INSERT_LOCK_TIMEOUT = '50ms'
 
 /**
- * The first statement of a batch's transaction: data_version's row lock, which every write takes
- * (its bump) and holds until COMMIT, so the batch's writes and those of every other instance are
- * ordered; then, without waiting, the transaction-scoped advisory lock of each Idempotency-Key (a
- * hash of the API key id and the key; NULL, no lock, for a place without one). A key whose lock
- * another transaction holds is being placed by it: `key_in_use`. Whatever the holder committed
- * before releasing the lock is seen by the next statement's snapshot, taken after this one.
+ * The first statement of a batch's transaction. First, without waiting, the transaction-scoped
+ * advisory lock of each Idempotency-Key (a hash of the API key id and the key; NULL, no lock, for a
+ * place without one): a key whose lock another transaction holds is being placed by it, on this
+ * instance or another, so that request is `key_in_use`. Then (LATERAL: only after those) the row
+ * lock of data_version, which every write takes (its bump) and holds until COMMIT, so that this
+ * batch's ids and event positions are ordered with every other write; not taken when no request is
+ * left to place. Whatever a lock's previous holder committed is seen by the next statement's
+ * snapshot, taken after this one.
  */
-const PLACE_LOCKS = `SELECT set_config('lock_timeout', '${INSERT_LOCK_TIMEOUT}', true),
-    ARRAY(SELECT pg_try_advisory_xact_lock(hashtextextended(k.api_key_id || ' ' || k.key, 0))
-      FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS k(api_key_id, key, n) ORDER BY k.n) AS obtained
-  FROM (SELECT version FROM data_version WHERE id = 1 FOR UPDATE) AS locked`
+const PLACE_LOCKS = `SELECT k.obtained, set_config('lock_timeout', '${INSERT_LOCK_TIMEOUT}', true)
+  FROM (
+    SELECT ARRAY(SELECT pg_try_advisory_xact_lock(hashtextextended(c.api_key_id || ' ' || c.key, 0))
+      FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS c(api_key_id, key, n) ORDER BY c.n) AS obtained
+    OFFSET 0
+  ) AS k
+  LEFT JOIN LATERAL (
+    SELECT version FROM data_version WHERE id = 1 AND true = ANY (SELECT coalesce(o, true) FROM unnest(k.obtained) AS o) FOR UPDATE
+  ) AS locked ON true`
 
 /**
  * The rest of the batch, in one statement whose snapshot is taken under those locks: a request whose

@@ -2,9 +2,9 @@ import type Database from 'better-sqlite3'
 import { BUMP_DATA_VERSION } from './migrations.js'
 
 // While another process holds the write lock (a CLI import, say), the queued writes are retried by
-// one timer, off the event loop, until each has waited this long since it was queued (or the
-// store's busy timeout, if longer: the CLI waits 5 s); then it fails (503). A commit attempt itself
-// never waits for the lock: the batcher's connection is its own, with busy_timeout 0.
+// one timer, off the event loop, until each has waited this long since it was queued, whatever the
+// store's busy timeout; then it fails (503; for the CLI's ship and complete, an error). A commit
+// attempt itself never waits for the lock: the batcher's connection is its own, with busy_timeout 0.
 const BUSY_RETRY_MS = 2000
 const BUSY_BACKOFF_MS = 25
 
@@ -46,7 +46,6 @@ export class WriteBatcher {
   private scheduled: Promise<void> | undefined
   private retry: Promise<void> | undefined // the pending retry, settled once it has run
   private readonly commitBatch: Database.Transaction<(batch: PendingWrite[]) => unknown[]>
-  private readonly busyRetryMs: number
 
   constructor(
     /**
@@ -58,10 +57,7 @@ export class WriteBatcher {
     private readonly db: Database.Database,
     /** Called after every commit attempt (the data version may have moved). */
     private readonly onWrite: () => void = () => {},
-    /** The store's own busy timeout: queued writes wait for the lock at least this long. */
-    busyTimeoutMs = 0,
   ) {
-    this.busyRetryMs = Math.max(BUSY_RETRY_MS, busyTimeoutMs)
     db.pragma('busy_timeout = 0')
     const bump = db.prepare(BUMP_DATA_VERSION)
     this.commitBatch = db.transaction((pending: PendingWrite[]) => {
@@ -115,7 +111,7 @@ export class WriteBatcher {
         return
       }
       const now = Date.now()
-      const waiting = batch.filter((pending) => now - pending.queuedAt < this.busyRetryMs)
+      const waiting = batch.filter((pending) => now - pending.queuedAt < BUSY_RETRY_MS)
       for (const pending of batch) if (!waiting.includes(pending)) pending.reject(error)
       this.queue.unshift(...waiting)
       if (this.queue.length > 0) this.retryLater()

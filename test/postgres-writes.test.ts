@@ -1,0 +1,306 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises'
+import fastJson from 'fast-json-stringify'
+import pg from 'pg'
+import { INT64_MAX } from '../src/domain/int64.js'
+import { toApiOrderV2 } from '../src/domain/order-pages.js'
+import type { IdempotencyClaim, NewOrder, OrderRecord, PlaceRequest, PlaceResult } from '../src/domain/orders.js'
+import { OrderV2 } from '../src/schemas/order-v2.js'
+import { PlaceBatcher } from '../src/store/postgres/place-batcher.js'
+import { PostgresStore } from '../src/store/postgres/postgres-store.js'
+import { order, records, within } from './support/harness.js'
+import { createTestDatabase, postgresSkipReason, type TestDatabase } from './support/postgres.js'
+
+const skip = await postgresSkipReason()
+
+// What the placeOrder route answers with: the Order as the OrderV2 serializer writes it.
+const serializeOrder = fastJson(OrderV2 as object, {}) as (order: unknown) => string
+
+const HOUR = 3_600_000
+const NEW_ORDER: NewOrder = { petId: 7n, quantity: 2, shipDate: '2026-12-01T10:00:00.000Z' }
+
+function claim(key: string, fingerprint = 'a'.repeat(64), expiresAt = new Date(Date.now() + HOUR)): IdempotencyClaim {
+  return { apiKeyId: 1n, key, fingerprint, expiresAt }
+}
+
+/** What the place answered: the order's id and JSON, or the replayed ones. */
+function placedJson(result: PlaceResult): { id: bigint; json: string } {
+  if (result.outcome === 'placed') return { id: result.order.id, json: serializeOrder(toApiOrderV2(result.order)) }
+  if (result.outcome === 'replayed') return { id: result.orderId, json: result.body }
+  assert.fail(`expected placed or replayed, got ${result.outcome}`)
+}
+
+/**
+ * Two store instances on one database, as two servers behind a load balancer, and a connection of
+ * the test's own.
+ */
+describe('PostgreSQL writes over several instances', { skip }, () => {
+  let db: TestDatabase
+  let first: PostgresStore
+  let second: PostgresStore
+  let admin: pg.Client
+
+  async function open(): Promise<PostgresStore> {
+    const store = new PostgresStore(db.url)
+    await store.migrate()
+    return store
+  }
+
+  async function count(sql: string, params: unknown[] = []): Promise<number> {
+    return (await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM (${sql}) AS rows`, params)).rows[0]!.n
+  }
+
+  before(async () => {
+    db = await createTestDatabase()
+    first = await open()
+    second = await open()
+    admin = new pg.Client({ connectionString: db.url })
+    await admin.connect()
+  })
+
+  after(async () => {
+    await admin?.end()
+    await first?.close()
+    await second?.close()
+    await db?.drop()
+  })
+
+  it('places exactly one order for 24 concurrent places with one key over two instances; the others are key_in_use or replayed', async () => {
+    for (let round = 0; round < 5; round++) {
+      const key = `one-key-${round}`
+      const ordersBefore = await count('SELECT 1 FROM orders')
+      // Spread over a few turns of the event loop: some join a batch in flight, some come after it committed.
+      const results = await Promise.all(
+        Array.from({ length: 24 }, async (_, i) => {
+          for (let turn = 0; turn < i % 4; turn++) await nextTurn()
+          return (i % 2 === 0 ? first : second).orders.place({ order: NEW_ORDER, idempotency: claim(key) })
+        }),
+      )
+      const placed = results.filter((r) => r.outcome === 'placed')
+      assert.equal(placed.length, 1, `round ${round}: ${results.map((r) => r.outcome).join(', ')}`)
+      const { id, json } = placedJson(placed[0]!)
+      for (const result of results) {
+        assert.ok(['placed', 'replayed', 'key_in_use'].includes(result.outcome), result.outcome)
+        if (result.outcome === 'replayed') {
+          assert.deepEqual(placedJson(result), { id, json })
+          assert.equal(result.status, 201)
+        }
+      }
+      assert.equal(await count('SELECT 1 FROM orders'), ordersBefore + 1)
+      assert.equal(await count(`SELECT 1 FROM order_events WHERE order_id = $1 AND type = 'order.created'`, [id.toString()]), 1)
+      assert.equal(await count('SELECT 1 FROM idempotency_keys WHERE key = $1 AND order_id = $2', [key, id.toString()]), 1)
+      // Once it has committed, every instance replays it.
+      for (const store of [first, second]) assert.deepEqual(placedJson(await store.orders.place({ order: NEW_ORDER, idempotency: claim(key) })), { id, json })
+    }
+  })
+
+  it('answers key_in_use at once for a key whose place is in flight on another instance, then replays it', async () => {
+    const key = 'in-flight'
+    // Another writer holds data_version's lock: the first instance's place takes its key, then waits.
+    await admin.query('BEGIN')
+    await admin.query('SELECT version FROM data_version WHERE id = 1 FOR UPDATE')
+    let firstSettled = false
+    const placing = first.orders.place({ order: NEW_ORDER, idempotency: claim(key) }).finally(() => (firstSettled = true))
+    try {
+      await within(10_000, 'the first place waits for data_version holding its key', async () => {
+        return (await count(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()`)) === 1
+      })
+      assert.deepEqual(await second.orders.place({ order: NEW_ORDER, idempotency: claim(key) }), { outcome: 'key_in_use' })
+      assert.equal(firstSettled, false)
+    } finally {
+      await admin.query('COMMIT')
+    }
+    const placed = await placing
+    assert.equal(placed.outcome, 'placed')
+    const again = await second.orders.place({ order: NEW_ORDER, idempotency: claim(key) })
+    assert.deepEqual(placedJson(again), placedJson(placed))
+    assert.deepEqual(await second.orders.place({ order: NEW_ORDER, idempotency: claim(key, 'b'.repeat(64)) }), { outcome: 'key_reused' })
+  })
+
+  it('gives concurrent places on two instances distinct ids, consecutive above the imported max, never reused after reopening', async () => {
+    const importedMax = 2n ** 53n + 1000n
+    await first.orders.import(records([order({ id: -5n }), order({ id: importedMax, status: 'cancelled' }), order({ id: 17n })]))
+    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 === 0 ? first : second).orders.place({ order: NEW_ORDER })))
+    const ids = results.map((r) => placedJson(r).id).sort((a, b) => (a < b ? -1 : 1))
+    assert.deepEqual(ids, Array.from({ length: 200 }, (_, i) => importedMax + 1n + BigInt(i)))
+    // The stored rows are the ones placed, exact past 2^53.
+    const { rows } = await admin.query<{ id: string }>('SELECT id::text FROM orders WHERE id > $1 ORDER BY id', [importedMax.toString()])
+    assert.deepEqual(rows.map((r) => BigInt(r.id)), ids)
+
+    await first.close()
+    first = await open()
+    const next = await first.orders.place({ order: NEW_ORDER })
+    assert.equal(placedJson(next).id, ids.at(-1)! + 1n)
+  })
+
+  it('places above every id of an import that commits while they run, and leaves its orders as imported', async () => {
+    const top = BigInt((await admin.query<{ max: string }>('SELECT coalesce(max(id), 0)::text AS max FROM orders')).rows[0]!.max)
+    const imported = Array.from({ length: 12_000 }, (_, i) => order({ id: top + 1n + BigInt(i), petId: 555n, quantity: 3 }))
+    let openGate!: () => void
+    const gate = new Promise<void>((resolve) => (openGate = resolve))
+    async function* held(): AsyncIterable<OrderRecord> {
+      yield* imported.slice(0, 5000) // one batch written, not committed: the ids the places would take
+      await gate
+      yield* imported.slice(5000)
+    }
+    const importer = await open()
+    try {
+      const importing = importer.orders.import(held())
+      await within(30_000, 'the import has written its first batch', async () => {
+        return (await count(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'`)) === 1
+      })
+      let settled = 0
+      const placing = Promise.all(
+        Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? first : second).orders.place({ order: { ...NEW_ORDER, petId: 9n } }).finally(() => settled++)),
+      )
+      await sleep(300) // The places run into the import's rows meanwhile, and cannot settle before it commits.
+      assert.equal(settled, 0)
+      openGate()
+      assert.equal(await importing, imported.length)
+      const ids = (await placing).map((r) => placedJson(r).id).sort((a, b) => (a < b ? -1 : 1))
+      const importedTop = top + BigInt(imported.length)
+      assert.deepEqual(ids, Array.from({ length: 40 }, (_, i) => importedTop + 1n + BigInt(i)))
+      assert.equal(await count('SELECT 1 FROM orders WHERE id > $1 AND id <= $2 AND pet_id = 555', [top.toString(), importedTop.toString()]), imported.length)
+      assert.equal(await count('SELECT 1 FROM orders WHERE id > $1 AND pet_id = 9', [importedTop.toString()]), 40)
+      assert.equal(await count(`SELECT 1 FROM order_events WHERE order_id > $1 AND type = 'order.created'`, [importedTop.toString()]), 40)
+    } finally {
+      openGate()
+      await importer.close()
+    }
+  })
+
+  it('lets exactly one of a cancel and a ship racing on one pending order over two instances win, round after round', async () => {
+    const base = 8_000_000_000_000_000_000n
+    const rounds = 60
+    await first.orders.import(records(Array.from({ length: rounds }, (_, i) => order({ id: base + BigInt(i) }))))
+    for (let i = 0; i < rounds; i++) {
+      const id = base + BigInt(i)
+      const [canceller, shipper] = i % 2 === 0 ? [first, second] : [second, first]
+      const [cancel, ship] = await Promise.all([canceller.orders.cancel(id, null), shipper.orders.ship(id)])
+      const cancelled = cancel.outcome === 'cancelled'
+      assert.notEqual(cancelled, ship.outcome === 'shipped', `order ${id}: ${cancel.outcome} and ${ship.outcome}`)
+      assert.equal(cancelled ? ship.outcome : cancel.outcome, cancelled ? 'cancelled' : 'already_shipped')
+      const { rows } = await admin.query<{ status: string; type: string }>(
+        `SELECT o.status, e.type FROM orders o JOIN order_events e ON e.order_id = o.id WHERE o.id = $1 AND e.type <> 'order.created'`,
+        [id.toString()],
+      )
+      assert.deepEqual(rows, [cancelled ? { status: 'cancelled', type: 'order.cancelled' } : { status: 'shipped', type: 'order.shipped' }])
+    }
+  })
+
+  it('gives the ids up to 9223372036854775807 exactly, then ids_exhausted with nothing written', async () => {
+    await first.orders.import(records([order({ id: INT64_MAX - 2n })]))
+    // One batch: two ids are left for three places.
+    const results = await Promise.all([0, 1, 2].map(() => first.orders.place({ order: NEW_ORDER })))
+    assert.deepEqual(results.filter((r) => r.outcome === 'placed').map((r) => placedJson(r).id), [INT64_MAX - 1n, INT64_MAX])
+    assert.deepEqual(results.filter((r) => r.outcome !== 'placed'), [{ outcome: 'ids_exhausted' }])
+    assert.equal(placedJson(results[1]!).json, `{"id":9223372036854775807,"complete":false,"status":"pending","petId":7,"quantity":2,"shipDate":"2026-12-01T10:00:00.000Z"}`)
+
+    const snapshot = async (): Promise<unknown> =>
+      (await admin.query(`SELECT (SELECT count(*) FROM orders) AS orders, (SELECT count(*) FROM order_events) AS events,
+        (SELECT count(*) FROM idempotency_keys) AS keys, (SELECT version FROM data_version) AS version`)).rows[0]
+    const before = await snapshot()
+    assert.deepEqual(await second.orders.place({ order: NEW_ORDER, idempotency: claim('exhausted') }), { outcome: 'ids_exhausted' })
+    assert.deepEqual(await first.orders.place({ order: NEW_ORDER }), { outcome: 'ids_exhausted' })
+    assert.deepEqual(await snapshot(), before)
+  })
+
+  it('replays a place after the store is closed and reopened, and places again once its key has expired', async () => {
+    // A database of its own: the one above has no id left.
+    const other = await createTestDatabase()
+    let store = new PostgresStore(other.url)
+    try {
+      await store.migrate()
+      const placed = await store.orders.place({ order: NEW_ORDER, idempotency: claim('kept') })
+      const expired = await store.orders.place({ order: NEW_ORDER, idempotency: claim('expired', 'a'.repeat(64), new Date(Date.now() - 1)) })
+      await store.close()
+      store = new PostgresStore(other.url)
+      await store.migrate()
+      const replayed = await store.orders.place({ order: NEW_ORDER, idempotency: claim('kept') })
+      assert.equal(replayed.outcome, 'replayed')
+      assert.deepEqual(placedJson(replayed), placedJson(placed))
+      assert.deepEqual(await store.orders.place({ order: NEW_ORDER, idempotency: claim('kept', 'c'.repeat(64)) }), { outcome: 'key_reused' })
+      // An expired record is ignored and replaced: the same key places a new order, with any body.
+      const again = await store.orders.place({ order: NEW_ORDER, idempotency: claim('expired', 'd'.repeat(64)) })
+      assert.equal(again.outcome, 'placed')
+      assert.ok(placedJson(again).id > placedJson(expired).id)
+      const replayedAgain = await store.orders.place({ order: NEW_ORDER, idempotency: claim('expired', 'd'.repeat(64)) })
+      assert.deepEqual(placedJson(replayedAgain), placedJson(again))
+    } finally {
+      await store.close()
+      await other.drop()
+    }
+  })
+})
+
+describe('PlaceBatcher (the group commit of places, without a database)', () => {
+  const request = (key?: string): PlaceRequest => ({ order: NEW_ORDER, idempotency: key === undefined ? undefined : claim(key) })
+  const placed = (n: number): PlaceResult => ({
+    outcome: 'placed',
+    order: { ...NEW_ORDER, id: BigInt(n), complete: false, status: 'pending', shippedAt: null, completedAt: null, cancelledAt: null, cancellationReason: null },
+  })
+
+  it('commits the places of one turn together, one batch at a time, each settled after its commit', async () => {
+    const batches: PlaceRequest[][] = []
+    const commits: (() => void)[] = []
+    const batcher = new PlaceBatcher(async (requests) => {
+      batches.push(requests)
+      await new Promise<void>((resolve) => commits.push(resolve))
+      return requests.map((_, i) => placed(batches.length * 100 + i))
+    })
+    const settled: number[] = []
+    const firstTurn = [0, 1, 2].map((i) => batcher.place(request()).then(() => settled.push(i)))
+    await nextTurn()
+    assert.equal(batches.length, 1)
+    const secondTurn = [3, 4].map((i) => batcher.place(request()).then(() => settled.push(i)))
+    await nextTurn()
+    await nextTurn()
+    assert.deepEqual([batches.length, batches[0]!.length, settled], [1, 3, []]) // the second waits for the first's commit
+    commits[0]!()
+    await Promise.all(firstTurn)
+    await within(5000, 'the second batch starts', () => batches.length === 2)
+    assert.deepEqual([batches[1]!.length, settled], [2, [0, 1, 2]])
+    commits[1]!()
+    await Promise.all(secondTurn)
+    assert.deepEqual(settled, [0, 1, 2, 3, 4])
+  })
+
+  it('rejects every place of a failed batch with its error', async () => {
+    const batcher = new PlaceBatcher(async () => {
+      throw new Error('connection lost')
+    })
+    const results = await Promise.allSettled([batcher.place(request('k')), batcher.place(request())])
+    assert.deepEqual(
+      results.map((r) => r.status === 'rejected' && (r.reason as Error).message),
+      ['connection lost', 'connection lost'],
+    )
+    // The key is free again: a retry joins the next batch.
+    await assert.rejects(batcher.place(request('k')), /connection lost/)
+  })
+
+  it('answers key_in_use at once for a key queued or in flight here, and frees the key once that place has settled', async () => {
+    let commit!: () => void
+    let sent = 0
+    const batcher = new PlaceBatcher(async (requests) => {
+      sent += requests.length
+      await new Promise<void>((resolve) => (commit = resolve))
+      return requests.map((_, i) => placed(i + 1))
+    })
+    const first = batcher.place(request('k'))
+    assert.deepEqual(await batcher.place(request('k')), { outcome: 'key_in_use' }) // queued
+    await nextTurn()
+    assert.deepEqual(await batcher.place(request('k')), { outcome: 'key_in_use' }) // in flight
+    const other = batcher.place(request('other'))
+    commit()
+    assert.equal((await first).outcome, 'placed')
+    assert.equal(sent, 1)
+    await within(5000, 'the next batch starts', () => sent === 2)
+    commit()
+    await other
+    const again = batcher.place(request('k'))
+    await within(5000, 'the retry joins a batch', () => sent === 3)
+    commit()
+    assert.equal((await again).outcome, 'placed')
+  })
+})
