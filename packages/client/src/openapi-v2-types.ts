@@ -752,7 +752,7 @@ export interface operations {
             path: {
                 /**
                  * @description The identifier of the order to ship
-                 * @example 3
+                 * @example 4
                  */
                 orderId: bigint;
             };
