@@ -10,14 +10,15 @@
  * write lock, the INSERT, its `order.created` event), the data-version bump, COMMIT. With
  * BASELINE_SYNCHRONOUS=OFF it commits without syncing: durability switched off.
  *
- * PostgreSQL: a new order's id is read under the writers' lock and that lock is held to COMMIT, so
- * places committed alone run one after another whatever the pool's size. The peer runs the project's
- * own place one at a time: each is then a transaction of its own, with the project's statements,
- * locks and durability (synchronous_commit=on), and no group to share a WAL flush with.
+ * PostgreSQL: each place in a transaction of its own (BEGIN, the project's place statements for one
+ * request, COMMIT), up to DATABASE_POOL_SIZE at once on a pool of its own: they queue for the writers'
+ * lock (data_version's row) that each holds to COMMIT, with no group to share a WAL flush with.
+ * With `options=-c synchronous_commit=off` in DATABASE_URL, durability is switched off.
  *
  * It is measured without Idempotency-Key (the keyed places are compared with the project's own
  * unkeyed ones): a place with one is refused.
  */
+import { setTimeout as sleep } from 'node:timers/promises'
 import Database from 'better-sqlite3'
 import pino from 'pino'
 import { buildApp } from '../../src/app.js'
@@ -25,6 +26,8 @@ import { loadConfig } from '../../src/config.js'
 import { logDestination, SERVER_SQLITE_OPTIONS } from '../../src/server.js'
 import type { PlaceRequest, PlaceResult } from '../../src/domain/orders.js'
 import { openStore } from '../../src/store/open-store.js'
+import { PostgresDatabase } from '../../src/store/postgres/database.js'
+import { mustRetryPlaces, placeInTransaction } from '../../src/store/postgres/place-orders.js'
 import { BUMP_DATA_VERSION } from '../../src/store/sqlite/migrations.js'
 import { OrderWrites } from '../../src/store/sqlite/order-writes.js'
 import type { ApiKeysRepository, OrdersRepository, PetsRepository, Store } from '../../src/store/store.js'
@@ -56,13 +59,26 @@ function sqlitePlaces(path: string, busyTimeoutMs: number, synchronous: 'FULL' |
   }
 }
 
-/** PostgreSQL: the project's place, one at a time, so that no two share a transaction. */
-function oneAtATime(place: PlaceOne): PlaceOne {
-  let last: Promise<unknown> = Promise.resolve()
-  return (request) => {
-    const result = last.then(() => place(request))
-    last = result.catch(() => {})
-    return result
+/**
+ * PostgreSQL: each place in a transaction of its own, on a pool of its own as large as the store's,
+ * as many at once as the pool allows, with the project's statements (placeInTransaction for one
+ * request) and its retry when an import took an id meanwhile.
+ */
+function postgresPlaces(url: string, poolSize: number): { place: PlaceOne; close(): Promise<void> } {
+  const database = new PostgresDatabase(url, { poolSize })
+  return {
+    async place(request) {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const { results } = await database.transaction((lease) => placeInTransaction(lease, [request], new Date()))
+          return results[0]!
+        } catch (error) {
+          if (!mustRetryPlaces(error) || attempt >= 100) throw error
+          await sleep(10)
+        }
+      }
+    },
+    close: () => database.close(),
   }
 }
 
@@ -77,7 +93,7 @@ class PerTransactionPlaceStore implements Store {
   constructor(
     private readonly store: Store,
     place: PlaceOne,
-    private readonly closePlaces: () => void,
+    private readonly closePlaces: () => void | Promise<void>,
   ) {
     this.kind = store.kind
     this.events = store.events
@@ -112,7 +128,7 @@ class PerTransactionPlaceStore implements Store {
     return this.store.cursorSecret()
   }
   async close(): Promise<void> {
-    this.closePlaces()
+    await this.closePlaces()
     await this.store.close()
   }
 }
@@ -127,7 +143,8 @@ try {
     const places = sqlitePlaces(config.database.path, SERVER_SQLITE_OPTIONS.busyTimeoutMs, synchronousSetting())
     store = new PerTransactionPlaceStore(inner, places.place, places.close)
   } else {
-    store = new PerTransactionPlaceStore(inner, oneAtATime((request) => inner.orders.place(request)), () => {})
+    const places = postgresPlaces(config.database.url, config.database.poolSize)
+    store = new PerTransactionPlaceStore(inner, places.place, places.close)
   }
   const logger = pino(
     { level: config.logLevel, redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' } },

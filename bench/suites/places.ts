@@ -130,7 +130,7 @@ export async function places(context: StoreContext): Promise<void> {
     `Runs: project ${runs(project)}; with keys ${runs(keyed)}; peer ${runs(durable)}; peer with durability off ${runs(unsynced)} (each on a fresh server, after ${fmt.count(WARMUP_PLACES)} warm-up places, then SIGKILLed); ratios ${fmt.roundList(againstDurable)}, ${fmt.roundList(againstUnsynced)} and ${fmt.roundList(keyCost)}.`,
     context.kind === 'sqlite'
       ? 'The project and the durable peer use synchronous=FULL in WAL mode: every COMMIT syncs the WAL before its 201s are sent. The peer runs the place transaction on a connection of its own, one place per BEGIN IMMEDIATE … COMMIT.'
-      : "PostgreSQL with synchronous_commit=on (its default) and DATABASE_POOL_SIZE=10 (the default). A place reads max(id) under the writers' lock and holds it to COMMIT, so places committed alone run one at a time whatever the pool: the peer runs the project's own place one at a time (each its own transaction).",
+      : "PostgreSQL with synchronous_commit=on (its default) and DATABASE_POOL_SIZE=10 (the default). The peer commits each place in its own transaction (the project's place statements for one request), up to 10 at once on a pool of its own; they queue for the writers' lock, held to COMMIT.",
   )
 }
 
