@@ -579,10 +579,12 @@ async function placeWithRetries(call: Call, order: PlaceOrderBody, options: Plac
       }
       return decodeOne(parseJson(text, response), response)
     } catch (error) {
-      if (signal?.aborted === true || attempt >= maxAttempts || !isRetriedPlaceFailure(error)) throw error
+      // A body cut off is thrown as fetch threw it, as documented for a request with no response.
+      const thrown = error instanceof ResponseCutOffError ? error.cause : error
+      if (signal?.aborted === true || attempt >= maxAttempts || !isRetriedPlaceFailure(error)) throw thrown
       const delayMs = retryDelay(error, attempt)
-      onRetry?.({ error, attempt, delayMs, idempotencyKey })
-      if (!(await pause(delayMs, signal))) throw signal?.reason ?? error
+      onRetry?.({ error: thrown, attempt, delayMs, idempotencyKey })
+      if (!(await pause(delayMs, signal))) throw signal?.reason ?? thrown
     }
   }
 }
