@@ -30,10 +30,11 @@ import { importOrders } from './suites/import.js'
 import { listCached } from './suites/list-cached.js'
 import { listStream } from './suites/list-stream.js'
 import { pages } from './suites/pages.js'
+import { places } from './suites/places.js'
 import { smallRequests } from './suites/small-requests.js'
 import { soak } from './suites/soak.js'
 
-/** In the order they run: the cancels (also those of events) change the data set, so they come last; the soak has a database of its own. */
+/** In the order they run: the cancels (also those of events) and the places change the data set, so they come last; the soak has a database of its own. */
 const SUITES: Record<string, (context: StoreContext) => Promise<void>> = {
   import: importOrders,
   'list-stream': listStream,
@@ -43,6 +44,7 @@ const SUITES: Record<string, (context: StoreContext) => Promise<void>> = {
   pages,
   events,
   cancel: cancels,
+  place: places,
   soak,
 }
 

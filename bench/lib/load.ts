@@ -115,3 +115,56 @@ export async function cancelLoad(options: {
     clearTimeout(timer)
   }
 }
+
+/**
+ * `connections` concurrent clients, each sending POST /v2/store/orders (an order of `petId`, which
+ * marks the run's orders in the database) until `amount` are answered or `maxSeconds` passed. With
+ * `idempotencyKeys`, every request carries an Idempotency-Key of its own (`<keyPrefix>-<n>`): each
+ * places an order, and each key is recorded with it.
+ */
+export async function placeLoad(options: {
+  origin: string
+  headers: Record<string, string>
+  petId: number
+  amount: number
+  connections: number
+  maxSeconds: number
+  idempotencyKeys?: { prefix: string }
+}): Promise<LoadResult> {
+  if (options.amount < options.connections) throw new Error(`too few places for ${options.connections} clients`)
+  const body = JSON.stringify({ petId: options.petId, quantity: 1 })
+  const headers = { ...options.headers, 'content-type': 'application/json' }
+  const keys = options.idempotencyKeys
+  let next = 0
+  const started = performance.now()
+  const { instance, result } = start({
+    url: options.origin,
+    connections: options.connections,
+    amount: options.amount,
+    timeout: 30,
+    requests: [
+      keys === undefined
+        ? { method: 'POST', path: '/v2/store/orders', body, headers }
+        : {
+            method: 'POST',
+            path: '/v2/store/orders',
+            body,
+            headers,
+            setupRequest: (request: autocannon.Request) => ({ ...request, headers: { ...headers, 'idempotency-key': `${keys.prefix}-${next++}` } }),
+          },
+    ],
+  })
+  // As cancelLoad: the run ends with its last answer, not at autocannon's next tick.
+  let lastAnswer = started
+  instance.on('response', () => {
+    lastAnswer = performance.now()
+  })
+  const timer = setTimeout(() => instance.stop(), options.maxSeconds * 1000)
+  try {
+    const run = await result
+    const seconds = (lastAnswer - started) / 1000
+    return { ...run, seconds, perSecond: run.requests / seconds }
+  } finally {
+    clearTimeout(timer)
+  }
+}

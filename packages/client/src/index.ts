@@ -9,7 +9,7 @@
  * JS `number` (exact only up to 2^53). It needs nothing but `fetch` (Node.js 20+, or any runtime
  * that has it).
  */
-import { isInteger, isLosslessNumber, parse } from 'lossless-json'
+import { isInteger, isLosslessNumber, parse, stringify } from 'lossless-json'
 import type { components, operations } from './openapi-types.js'
 import type { components as componentsV2, operations as operationsV2 } from './openapi-v2-types.js'
 
@@ -77,7 +77,13 @@ export class PetstoreApiError extends Error {
 type ListOrdersResponse = operations['listOrders']['responses'][200]['content']['application/json']
 type CancelOrderId = operations['cancelOrder']['parameters']['path']['orderId']
 
-type Call = (method: string, path: string, signal: AbortSignal | undefined, body?: unknown) => Promise<Response>
+type Call = (
+  method: string,
+  path: string,
+  signal: AbortSignal | undefined,
+  body?: unknown,
+  extraHeaders?: Record<string, string>,
+) => Promise<Response>
 
 /** Sends requests to one server of one version: the key, JSON, errors as PetstoreApiError. */
 function caller(options: ClientOptions, version: 'v1' | 'v2'): Call {
@@ -87,11 +93,12 @@ function caller(options: ClientOptions, version: 'v1' | 'v2'): Call {
   const headers = { authorization: `Bearer ${options.apiKey}`, accept: 'application/json' }
   const jsonHeaders = { ...headers, 'content-type': 'application/json' }
 
-  return async (method, path, signal, body) => {
+  return async (method, path, signal, body, extraHeaders) => {
+    // lossless-json writes a bigint as a JSON integer, every digit (JSON.stringify refuses one).
     const init: RequestInit =
       body === undefined
-        ? { method, headers, signal, redirect: 'error' }
-        : { method, headers: jsonHeaders, body: JSON.stringify(body), signal, redirect: 'error' }
+        ? { method, headers: { ...headers, ...extraHeaders }, signal, redirect: 'error' }
+        : { method, headers: { ...jsonHeaders, ...extraHeaders }, body: stringify(body) ?? 'null', signal, redirect: 'error' }
     const response = await fetchImpl(new URL(path, base), init)
     if (!response.ok) throw await errorOf(response)
     return response
@@ -162,6 +169,42 @@ export interface CancelOptions extends RequestOptions {
   reason?: CancellationReason
 }
 
+/** The order to place: `petId` and `quantity` (1–1000) required, `shipDate` optional. */
+export interface PlaceOrderBody {
+  /** The pet: a bigint or its decimal string (a JS number is exact only up to 2^53, so it is refused). */
+  petId: bigint | string
+  /** 1–1000. */
+  quantity: number
+  /** When it is to ship: a Date or an RFC 3339 date-time. */
+  shipDate?: Date | string
+}
+
+export interface PlaceOptions extends RequestOptions {
+  /**
+   * The request's Idempotency-Key, 1–255 visible ASCII characters, scoped to the API key. Give one
+   * kept with the order's origin (a cart, a message) to retry beyond this call, e.g. after a crash:
+   * within the server's `IDEMPOTENCY_KEY_TTL_HOURS` (default 24), the same key and body never place
+   * a second order. Default: a random UUID for this call.
+   */
+  idempotencyKey?: string
+  /** How many requests the call sends at most, 1–10 (default 5): the first and its retries. */
+  maxAttempts?: number
+  /** Called before each retry with the failure, the key and the delay; it may throw to give up. */
+  onRetry?: (retry: PlaceRetry) => void
+}
+
+/** A failed request of `placeOrder` that will be retried with the same key. */
+export interface PlaceRetry {
+  /** A PetstoreApiError (5xx, 409 `idempotency_key_in_use`), or the error of a request that got no full response. */
+  error: unknown
+  /** 1 for the first retry. */
+  attempt: number
+  /** How long until the retry: `Retry-After` when the response had one, else the backoff. */
+  delayMs: number
+  /** The Idempotency-Key every attempt of this call sends. */
+  idempotencyKey: string
+}
+
 export interface PetstoreV2Client {
   /** One page of the orders matching the filters, ascending id (GET /store/orders). */
   listOrdersPage(options?: PageOptions): Promise<OrderPage>
@@ -182,6 +225,35 @@ export interface PetstoreV2Client {
    * `undefined` (the server's 204).
    */
   cancelOrder(id: bigint | string, options?: CancelOptions): Promise<OrderV2 | undefined>
+  /**
+   * Places an order (POST /store/orders, scope `orders:write`) and resolves with it, as placed,
+   * once it is durable: `pending`, not complete, its id given by the server.
+   *
+   * Every request carries an `Idempotency-Key` (`options.idempotencyKey`, else a random UUID made
+   * for this call), and the call's own retries reuse it, so one call never places two orders: a
+   * request that got no response (refused, reset, a response cut off), a 5xx, and 409
+   * `idempotency_key_in_use` (the first request with the key is still being processed) are retried,
+   * after `Retry-After` when the response gives one, else after a jittered backoff doubling from
+   * 100 ms to 5 s, `maxAttempts` times in all (default 5). Any other error rejects at once: 400
+   * `invalid_body`, 401, 403, 415, 422 `idempotency_key_reused` (the key was used with another
+   * body), 409 `order_ids_exhausted`, 429. When the server answers a retry with the first
+   * response again (`Idempotent-Replayed: true`), that order is what the call resolves with: the
+   * caller is not told, as the outcome is the same.
+   */
+  placeOrder(order: PlaceOrderBody, options?: PlaceOptions): Promise<OrderV2>
+  /**
+   * Ships a pending order (POST /store/orders/{orderId}/ship, scope `orders:write`) and resolves
+   * with it once durable, `shippedAt` set. Safe to retry: an order already shipped resolves as it
+   * stands. Cancelled: 409 `order_cancelled`; unknown: 404 `order_not_found`.
+   */
+  shipOrder(id: bigint | string, options?: RequestOptions): Promise<OrderV2>
+  /**
+   * Completes a shipped order (POST /store/orders/{orderId}/complete, scope `orders:write`):
+   * `complete` true, `completedAt` set, once durable. Safe to retry: an order already complete
+   * resolves as it stands. Pending: 409 `order_not_shipped`; cancelled: 409 `order_cancelled`;
+   * unknown: 404 `order_not_found`.
+   */
+  completeOrder(id: bigint | string, options?: RequestOptions): Promise<OrderV2>
   /**
    * Follows the order event feed (GET /store/order-events, experimental): every event after
    * `after`, in the order they were committed, then every later one as it happens — the loop never
@@ -219,7 +291,7 @@ type ListOrdersQuery = NonNullable<operationsV2['listOrders']['parameters']['que
  * and `order`, the order as it was right after the change (ids `bigint`, exact).
  */
 export type OrderEvent = OrderEventPage['data'][number]
-/** `order.created`, `order.updated` (an import), `order.shipped` or `order.cancelled`. */
+/** `order.created`, `order.updated` (an import), `order.shipped`, `order.completed` or `order.cancelled`. */
 export type OrderEventType = OrderEvent['type']
 /** A page of the event feed: `nextCursor` is always present, the position to resume from. */
 export type OrderEventPage = operationsV2['listOrderEvents']['responses'][200]['content']['application/json']
@@ -273,7 +345,7 @@ const RETRY_FIRST_MS = 100
 const RETRY_MAX_MS = 5000
 /** Statuses that say "not now": the request is retried from the same cursor. */
 const RETRIED_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504])
-const EVENT_TYPES: readonly string[] = ['order.created', 'order.updated', 'order.shipped', 'order.cancelled'] satisfies OrderEventType[]
+const EVENT_TYPES: readonly string[] = ['order.created', 'order.updated', 'order.shipped', 'order.completed', 'order.cancelled'] satisfies OrderEventType[]
 
 /** `events()`: long polls, each resuming from the previous response's `nextCursor`, retried while the server is away. */
 function followEvents(call: Call, options: EventsOptions): OrderEventStream {
@@ -453,10 +525,95 @@ export function createV2Client(options: ClientOptions): PetstoreV2Client {
       return decodeOne(await readJson(response), response)
     },
 
+    placeOrder(order, placeOptions = {}) {
+      return placeWithRetries(call, order, placeOptions)
+    },
+
+    async shipOrder(id, { signal } = {}) {
+      const response = await call('POST', `store/orders/${orderIdPath(id, 'shipOrder')}/ship`, signal)
+      return decodeOne(await readJson(response), response)
+    },
+
+    async completeOrder(id, { signal } = {}) {
+      const response = await call('POST', `store/orders/${orderIdPath(id, 'completeOrder')}/complete`, signal)
+      return decodeOne(await readJson(response), response)
+    },
+
     events(eventsOptions = {}) {
       return followEvents(call, eventsOptions)
     },
   }
+}
+
+// ---- placing an order ----
+
+/** The body as the v2 document describes it: a change there that the client does not follow fails to compile. */
+type PlaceOrderRequest = NonNullable<operationsV2['placeOrder']['requestBody']>['content']['application/json']
+
+const DEFAULT_PLACE_ATTEMPTS = 5
+const MAX_PLACE_ATTEMPTS = 10
+/** Visible ASCII, as the Idempotency-Key draft (and the server) require. */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
+const DECIMAL = /^-?[0-9]+$/
+
+/** `placeOrder`: one key for every attempt, so that however many reach the server, one order is placed. */
+async function placeWithRetries(call: Call, order: PlaceOrderBody, options: PlaceOptions): Promise<OrderV2> {
+  const { signal, onRetry, maxAttempts = DEFAULT_PLACE_ATTEMPTS } = options
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > MAX_PLACE_ATTEMPTS) {
+    throw new TypeError(`placeOrder: maxAttempts must be an integer, 1–${MAX_PLACE_ATTEMPTS}`)
+  }
+  const idempotencyKey = options.idempotencyKey ?? globalThis.crypto.randomUUID()
+  if (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey)) {
+    throw new TypeError('placeOrder: idempotencyKey must be 1–255 visible ASCII characters')
+  }
+  const body = placeBody(order)
+  const headers = { 'idempotency-key': idempotencyKey }
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const response = await call('POST', 'store/orders', signal, body, headers)
+      let text: string
+      try {
+        text = await response.text()
+      } catch (error) {
+        throw new ResponseCutOffError(error) // the order may well be placed: the retry's replay says so
+      }
+      return decodeOne(parseJson(text, response), response)
+    } catch (error) {
+      // A body cut off is thrown as fetch threw it, as documented for a request with no response.
+      const thrown = error instanceof ResponseCutOffError ? error.cause : error
+      if (signal?.aborted === true || attempt >= maxAttempts || !isRetriedPlaceFailure(error)) throw thrown
+      const delayMs = retryDelay(error, attempt)
+      onRetry?.({ error: thrown, attempt, delayMs, idempotencyKey })
+      if (!(await pause(delayMs, signal))) throw signal?.reason ?? thrown
+    }
+  }
+}
+
+/** The request body: `petId` an exact JSON integer, `shipDate` as given (a Date in RFC 3339). */
+function placeBody(order: PlaceOrderBody): PlaceOrderRequest {
+  if (typeof order !== 'object' || order === null) throw new TypeError('placeOrder: the order must be an object')
+  const petId = int64Text(order.petId, 'placeOrder: petId')
+  if (!DECIMAL.test(petId)) throw new TypeError('placeOrder: petId must be a bigint or a decimal string')
+  const body: PlaceOrderRequest = { petId: BigInt(petId), quantity: order.quantity }
+  if (order.shipDate !== undefined) body.shipDate = instant(order.shipDate)
+  return body
+}
+
+/** A response whose headers arrived but whose body did not: as good as no response. */
+class ResponseCutOffError extends Error {
+  constructor(cause: unknown) {
+    super('the response was cut off before its end', { cause })
+    this.name = 'ResponseCutOffError'
+  }
+}
+
+/** Retried with the same key: no (whole) response, a 5xx, or the first request with the key still in flight. */
+function isRetriedPlaceFailure(error: unknown): boolean {
+  if (error instanceof PetstoreApiError) return error.status >= 500 || (error.status === 409 && error.code === 'idempotency_key_in_use')
+  if (error instanceof ResponseCutOffError) return true
+  // fetch's network errors are TypeErrors with the cause (refused, reset, closed); one without a
+  // cause could never be sent (e.g. an API key with a newline), and an abort is not a TypeError.
+  return error instanceof TypeError && error.cause !== undefined
 }
 
 /** `?limit=…&status=…`, from the options given; their values checked only where a mistake would be silent. */
@@ -522,6 +679,14 @@ function decodeOrderV2(value: unknown): OrderV2 {
   if (typeof record.complete !== 'boolean') throw new Error('complete is not a boolean')
   if (typeof record.status !== 'string' || !STATUSES.includes(record.status)) throw new Error('status is not a known status')
   const order: OrderV2 = { ...v1, id: v1.id, complete: record.complete, status: record.status as OrderStatus }
+  if (record.shippedAt !== undefined) {
+    if (typeof record.shippedAt !== 'string') throw new Error('shippedAt is not a string')
+    order.shippedAt = record.shippedAt
+  }
+  if (record.completedAt !== undefined) {
+    if (typeof record.completedAt !== 'string') throw new Error('completedAt is not a string')
+    order.completedAt = record.completedAt
+  }
   if (record.cancelledAt !== undefined) {
     if (typeof record.cancelledAt !== 'string') throw new Error('cancelledAt is not a string')
     order.cancelledAt = record.cancelledAt
@@ -552,7 +717,10 @@ function serverUrl(baseUrl: string | URL, version: 'v1' | 'v2'): URL {
 }
 
 async function readJson(response: Response): Promise<unknown> {
-  const text = await response.text()
+  return parseJson(await response.text(), response)
+}
+
+function parseJson(text: string, response: Response): unknown {
   if (!/^application\/json\b/i.test(response.headers.get('content-type') ?? '')) {
     throw unexpected(response, 'the response is not JSON')
   }

@@ -18,7 +18,11 @@ export interface paths {
          */
         get: operations["listOrders"];
         put?: never;
-        post?: never;
+        /**
+         * Place an order
+         * @description Places a new order for `quantity` units of the pet `petId`, `pending` and not `complete`; the service gives it its id (greater than every id the store holds) and answers 201 with the order and its URL in `Location`, once it is durable, with its `order.created` event in the feed. `petId` is not checked against the pets. Send an `Idempotency-Key` to make a retry safe: a request with a key this API key used in the last IDEMPOTENCY_KEY_TTL_HOURS (24 by default) and the same body (however spelled: the order it describes) places nothing and gets the first response again, with `Idempotent-Replayed: true`; with another body it is 422; while the first request with the key is still being processed, 409 with `Retry-After`. Of any number of concurrent requests with one key, on any number of instances, exactly one places an order. Requires the `orders:write` scope, which a key has only when it was given it.
+         */
+        post: operations["placeOrder"];
         delete?: never;
         options?: never;
         head?: never;
@@ -59,6 +63,46 @@ export interface paths {
          * @description Cancels a pending order and returns it, with `status` `cancelled`, `cancelledAt` and the `reason` given, if any. The 200 is sent only once the cancellation is durable. Safe to retry: an order already cancelled (by this request before a lost response, by another client, or through v1) is returned as it stands, with the first cancellation's time and reason — a retry with another reason does not change them. Of any number of concurrent cancels of one order, on any number of instances, exactly one cancels it and all of them return the same `cancelledAt`. A shipped order cannot be cancelled (409). The body is optional; without one, no reason is recorded. Requires the `orders:cancel` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again).
          */
         post: operations["cancelOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/store/orders/{orderId}/ship": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ship an order
+         * @description Ships a pending order: its `status` becomes `shipped` and `shippedAt` is set; 200 with the order once the change is durable, with its `order.shipped` event in the feed. Safe to retry: an order already shipped is returned as it stands (its first `shippedAt`). A cancelled order cannot be shipped (409); of a ship and a cancel racing on one pending order, on any instances, exactly one wins. No body, or `{}`. Requires the `orders:write` scope.
+         */
+        post: operations["shipOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/store/orders/{orderId}/complete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Complete an order
+         * @description Marks a shipped order fulfilled: `complete` becomes `true` and `completedAt` is set; 200 with the order once the change is durable, with its `order.completed` event in the feed. Safe to retry: an order already complete is returned as it stands (its first `completedAt`). Only a shipped order can be completed: a pending or a cancelled one is 409. No body, or `{}`. Requires the `orders:write` scope.
+         */
+        post: operations["completeOrder"];
         delete?: never;
         options?: never;
         head?: never;
@@ -135,6 +179,16 @@ export interface components {
             status: "pending" | "shipped" | "cancelled";
             /**
              * Format: date-time
+             * @description When the order was shipped (RFC 3339, UTC); shipped orders only, and only when known (not for imported ones)
+             */
+            shippedAt?: string;
+            /**
+             * Format: date-time
+             * @description When the order was completed (RFC 3339, UTC); complete orders only, and only when known (not for imported ones)
+             */
+            completedAt?: string;
+            /**
+             * Format: date-time
              * @description When the order was cancelled (RFC 3339, UTC); cancelled orders only
              */
             cancelledAt?: string;
@@ -166,10 +220,10 @@ export interface components {
             /** @description The event's position in the feed, in decimal: ascending in the order events are read; pass it as `after` to resume after it */
             id: string;
             /**
-             * @description What happened: `order.created` and `order.updated` (an import), `order.shipped`, `order.cancelled` (through v1 or v2)
+             * @description What happened: `order.created` (placeOrder, or an import of a new order), `order.updated` (an import), `order.shipped`, `order.completed`, `order.cancelled` (through v1 or v2)
              * @enum {string}
              */
-            type: "order.created" | "order.updated" | "order.shipped" | "order.cancelled";
+            type: "order.created" | "order.updated" | "order.shipped" | "order.completed" | "order.cancelled";
             /**
              * Format: date-time
              * @description When the change happened (RFC 3339, UTC)
@@ -189,7 +243,7 @@ export interface components {
              * @description Machine-readable error code
              * @enum {string}
              */
-            code: "bad_request" | "invalid_order_id" | "invalid_pet_id" | "invalid_body" | "invalid_parameter" | "invalid_cursor" | "unauthorized" | "insufficient_scope" | "not_found" | "order_not_found" | "pet_not_found" | "method_not_allowed" | "request_timeout" | "order_already_shipped" | "gone" | "events_expired" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "service_unavailable";
+            code: "bad_request" | "invalid_order_id" | "invalid_pet_id" | "invalid_body" | "invalid_parameter" | "invalid_idempotency_key" | "invalid_cursor" | "unauthorized" | "insufficient_scope" | "not_found" | "order_not_found" | "pet_not_found" | "method_not_allowed" | "request_timeout" | "order_already_shipped" | "order_cancelled" | "order_not_shipped" | "idempotency_key_in_use" | "order_ids_exhausted" | "gone" | "events_expired" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "headers_too_large" | "internal_error" | "service_unavailable";
             /** @description Human-readable description of the error */
             message: string;
             /** @description The HTTP status code */
@@ -206,10 +260,14 @@ export interface components {
         RateLimit: string;
         /** @description The rate limit `RateLimit` reports on: `"<name>";q=<requests>;w=<seconds of the window>`. */
         "RateLimit-Policy": string;
-        /** @description Seconds to wait before retrying: on 429, until the rate limit's window resets; on 503, a short pause. */
+        /** @description Seconds to wait before retrying: on 429, until the rate limit's window resets; on 503, a short pause; on placeOrder's 409 `idempotency_key_in_use`, while the first request with the key finishes (`order_ids_exhausted` has none: a retry cannot succeed). */
         "Retry-After": number;
         /** @description The Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` and an `error_description` when a bearer token was sent (401), or `error="insufficient_scope", scope="<the scope needed>"` (403). */
         "WWW-Authenticate": string;
+        /** @description The placed order's URL, relative to this host: `/v2/store/orders/{id}` (getOrder). Also on a replayed response. */
+        Location: string;
+        /** @description `true` on a response given again to a request whose `Idempotency-Key` was used before with the same body: nothing was placed; the status, body and `Location` are those of the first response. Absent on any other response. */
+        "Idempotent-Replayed": "true";
         /** @description The next page, when there is one: `<path?query>; rel="next"`, a URL relative to this host with the same parameters and the new cursor (the same as `nextCursor`). */
         Link: string;
     };
@@ -294,6 +352,150 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    placeOrder: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: a request with a key already used by this API key in the last IDEMPOTENCY_KEY_TTL_HOURS (24 by default) places nothing and gets the first response again (with `Idempotent-Replayed: true`), when its body is the same order (422 `idempotency_key_reused` otherwise). 1–255 visible ASCII characters, no spaces, taken as sent (quotes included); a UUID is a good key.
+                 * @example 8e03978e-40d5-43e8-bc93-6894a57f9324
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The order to place: the server gives it its id; it is `pending` and not `complete` */
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "petId": 7,
+                 *       "quantity": 2,
+                 *       "shipDate": "2026-12-01T10:00:00Z"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: int64
+                     * @description Identifier of the animal ordered (int64, exact; 1 or more). Not checked against the pets.
+                     */
+                    petId: bigint;
+                    /** @description Number of units ordered (1–1000) */
+                    quantity: number;
+                    /**
+                     * Format: date-time
+                     * @description Expected ship date (RFC 3339 with a time zone); stored and returned in UTC, to the millisecond
+                     */
+                    shipDate?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The order placed (by this request, or, replayed, by the first with its Idempotency-Key) */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    Location: components["headers"]["Location"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Order"];
+                };
+            };
+            /** @description The body is missing, not a JSON object, has a field other than `petId`, `quantity` and `shipDate`, or one of them is missing or invalid (`invalid_body`, naming the field); the `Idempotency-Key` header is empty, longer than 255 characters, has a character that is not visible ASCII, or is sent twice (`invalid_idempotency_key`); a query parameter was sent (`invalid_parameter`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the `orders:write` scope (`insufficient_scope`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A request with this `Idempotency-Key` is still being processed (`idempotency_key_in_use`): retry after `Retry-After` seconds; or the store holds an order with the greatest int64 id, so no greater id is left and nothing was placed (`order_ids_exhausted`) */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON (`unsupported_media_type`): send it with `Content-Type: application/json` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description This `Idempotency-Key` was used with another body (`idempotency_key_reused`): a key names one request */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -517,6 +719,248 @@ export interface operations {
                 };
             };
             /** @description The body is not JSON (`unsupported_media_type`): send it with `Content-Type: application/json`, or send none */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    shipOrder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The identifier of the order to ship
+                 * @example 4
+                 */
+                orderId: bigint;
+            };
+            cookie?: never;
+        };
+        /** @description Optional: no body, or `{}` */
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The order, shipped: by this request, or by an earlier one (then as it stands) */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Order"];
+                };
+            };
+            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor `{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the `orders:write` scope (`insufficient_scope`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No order has this id (`order_not_found`) */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The order has been cancelled and cannot be shipped (`order_cancelled`) */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON (`unsupported_media_type`): send none, or `{}` with `Content-Type: application/json` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    completeOrder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The identifier of the order to complete
+                 * @example 1
+                 */
+                orderId: bigint;
+            };
+            cookie?: never;
+        };
+        /** @description Optional: no body, or `{}` */
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The order, complete: by this request, or by an earlier one (then as it stands) */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Order"];
+                };
+            };
+            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor `{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the `orders:write` scope (`insufficient_scope`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No order has this id (`order_not_found`) */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The order has not shipped yet (`order_not_shipped`), or it has been cancelled (`order_cancelled`) */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON (`unsupported_media_type`): send none, or `{}` with `Content-Type: application/json` */
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
