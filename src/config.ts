@@ -27,6 +27,13 @@ export interface Config {
   events: { retentionDays: number; maxWaiting: number }
   /** How long placeOrder's Idempotency-Key records are kept (and a key replays its first response). */
   idempotencyKeyTtlHours: number
+  /**
+   * Webhooks: a delivery succeeds on a 2xx within `timeoutMs`; a failed one is retried after each
+   * delay of `retryScheduleMs` in turn (±10%), then the endpoint is disabled. `allowPrivateNetworks`
+   * lets URLs reach loopback and private addresses, and http (tests, on-premises). At most
+   * `maxEndpoints` endpoints.
+   */
+  webhooks: { timeoutMs: number; retryScheduleMs: number[]; allowPrivateNetworks: boolean; maxEndpoints: number }
   /** Requests per minute; 0 turns a limit off. With `redisUrl` the counters are shared by all instances. */
   rateLimit: { perKeyPerMinute: number; authFailuresPerMinute: number; redisUrl: string | undefined; redisPrefix: string }
   /** The proxies (addresses or CIDRs) whose X-Forwarded-For gives the client's address; false: none. */
@@ -90,6 +97,12 @@ export function loadConfig(env: Env = process.env): Config {
     pets: petsDeprecation(env),
     events: eventsConfig(env, http.maxConnections),
     idempotencyKeyTtlHours: integer(env, 'IDEMPOTENCY_KEY_TTL_HOURS', 24, 1, 8760),
+    webhooks: {
+      timeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 15_000, 100, 300_000),
+      retryScheduleMs: durations(env, 'WEBHOOK_RETRY_SCHEDULE', '5s,5m,30m,2h,5h,10h,14h,20h,24h'),
+      allowPrivateNetworks: boolean(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', false),
+      maxEndpoints: integer(env, 'WEBHOOK_MAX_ENDPOINTS', 100, 1, 10_000),
+    },
     rateLimit: {
       perKeyPerMinute: integer(env, 'RATE_LIMIT_PER_KEY', 1200, 0, 10_000_000),
       authFailuresPerMinute: integer(env, 'RATE_LIMIT_AUTH_FAILURES', 30, 0, 10_000_000),
@@ -164,6 +177,29 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
     throw new ConfigError(name, `must be an integer from ${min} to ${max}, got "${value}"`)
   }
   return Number(value)
+}
+
+function boolean(env: Env, name: string, fallback: boolean): boolean {
+  const value = env[name]
+  if (value === undefined || value === '') return fallback
+  if (value !== 'true' && value !== 'false') throw new ConfigError(name, `must be true or false, got "${value}"`)
+  return value === 'true'
+}
+
+const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+
+/** Comma-separated durations such as `5s,5m,2h` (units ms, s, m, h, d), each from 1 ms to 7 days, 1 to 50 of them. */
+function durations(env: Env, name: string, fallback: string): number[] {
+  const value = string(env, name, fallback)
+  const parts = value.split(',').map((part) => part.trim())
+  const parsed = parts.map((part) => {
+    const match = /^([0-9]{1,9})(ms|s|m|h|d)$/.exec(part)
+    return match === null ? NaN : Number(match[1]) * DURATION_UNITS_MS[match[2]!]!
+  })
+  if (parts.length > 50 || parsed.some((ms) => !(ms >= 1 && ms <= 7 * 86_400_000))) {
+    throw new ConfigError(name, `must be 1 to 50 comma-separated durations such as 5s,5m,2h (units ms, s, m, h, d; each at most 7d), got "${value}"`)
+  }
+  return parsed
 }
 
 function oneOf<T extends string>(env: Env, name: string, values: readonly T[], fallback: T): T {

@@ -3,6 +3,7 @@ import type { CancelResult, CompleteResult, OrderRecord, PlaceRequest, PlaceResu
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../domain/order-pages.js'
 import type { MaybePromise } from '../maybe-async.js'
 import type { OrderEventsRepository } from './order-events.js'
+import type { WebhooksRepository } from './webhooks.js'
 import type { Pet } from '../schemas/pet.js'
 
 /** A run of Order JSON objects, as UTF-8 bytes (see OrdersRepository.streamJson). */
@@ -127,6 +128,8 @@ export interface Store {
   readonly pets: PetsRepository
   /** The order event feed: the outbox every change to orders writes in its own transaction. */
   readonly events: OrderEventsRepository
+  /** Webhook endpoints, their positions in the feed, leases and attempts. */
+  readonly webhooks: WebhooksRepository
 }
 
 /** An import record that breaks a rule the database enforces (e.g. a cancelled order revived). */
