@@ -190,7 +190,8 @@ describe('/docs in headless Chromium', { skip: process.env.REQUIRE_BROWSER === '
       ['shipOrder', '/store/orders/{orderId}/ship', 'Ship an order'],
       ['completeOrder', '/store/orders/{orderId}/complete', 'Complete an order'],
     ] as const) {
-      const block = page.locator('.opblock', { hasText: id }).first()
+      // By the operation id its summary shows: an open block's text (listOrders') may name other operations.
+      const block = page.locator('.opblock').filter({ has: page.locator('.opblock-summary-operation-id').getByText(id, { exact: true }) })
       await block.waitFor()
       const text = await block.innerText()
       assert.ok(text.startsWith('POST') && text.includes(path) && text.includes(summary), `${id}: ${text}`)

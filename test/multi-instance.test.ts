@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -8,17 +7,19 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import Database from 'better-sqlite3'
 import pg from 'pg'
 import { bearer, createDatabase, forEachStore, type TestDatabaseHandle } from './support/harness.js'
-import { BIN, spawnServer, type ServerProcess } from './support/server-process.js'
+import { cli as runCli } from './support/cli.js'
+import { spawnServer, type ServerProcess } from './support/server-process.js'
 
 const KEY_CACHE_TTL_MS = 2000 // the documented revocation bound (the default)
 
-function cli(database: TestDatabaseHandle, ...args: string[]): string {
-  const result = spawnSync(process.execPath, [BIN, ...args], {
-    env: { ...process.env, DATABASE_URL: database.url },
-    encoding: 'utf8',
-    timeout: 30_000,
-  })
-  assert.equal(result.status, 0, `petstore-orders ${args.join(' ')}: ${result.stderr}`)
+/**
+ * Runs the CLI on the database. Asynchronous on purpose: a spawnSync blocked this process's event
+ * loop for seconds on a loaded machine, so sockets the servers closed meanwhile (keep-alive timeout)
+ * were still in fetch's pool, and the next request on one failed with "other side closed".
+ */
+async function cli(database: TestDatabaseHandle, ...args: string[]): Promise<string> {
+  const result = await runCli(args, { DATABASE_URL: database.url })
+  assert.equal(result.code, 0, `petstore-orders ${args.join(' ')}: ${result.stderr}`)
   return result.stdout
 }
 
@@ -48,7 +49,7 @@ forEachStore('several instances on one database', (kind) => {
 
   before(async () => {
     database = await createDatabase(kind)
-    cli(database, 'migrate')
+    await cli(database, 'migrate')
     servers = await Promise.all([0, 1].map(() => spawnServer(database.url, { RATE_LIMIT_PER_KEY: '0' })))
   })
 
@@ -59,18 +60,18 @@ forEachStore('several instances on one database', (kind) => {
   })
 
   it('accepts a key created by the CLI on both instances at once', async () => {
-    const key = cli(database, 'keys', 'create', '--name', 'shared').trim()
+    const key = (await cli(database, 'keys', 'create', '--name', 'shared')).trim()
     const statuses = await Promise.all(servers.map((s) => fetch(`${s.origin}/v1/store/orders`, { headers: bearer(key) }).then((r) => r.status)))
     assert.deepEqual(statuses, [200, 200])
   })
 
   it('gives exactly one 204 per order when concurrent cancels of the same orders hit both instances', async () => {
-    const key = cli(database, 'keys', 'create', '--name', 'cancels').trim()
+    const key = (await cli(database, 'keys', 'create', '--name', 'cancels')).trim()
     const ids = Array.from({ length: 40 }, (_, i) => 1000 + i)
     const lines = ids.map((id) => JSON.stringify({ id, status: 'pending' })).join('\n')
     const file = join(mkdtempSync(join(tmpdir(), 'petstore-orders-')), 'orders.ndjson')
     writeFileSync(file, lines)
-    cli(database, 'orders', 'import', file)
+    await cli(database, 'orders', 'import', file)
     // 10 cancels of each order, alternating between the two instances, all in flight together.
     const attempts = ids.flatMap((id) => Array.from({ length: 10 }, (_, i) => ({ id, origin: servers[i % 2]!.origin })))
     const results = await Promise.all(
@@ -87,10 +88,10 @@ forEachStore('several instances on one database', (kind) => {
   })
 
   it('v2: of 50 concurrent cancels of one order across both instances, exactly one changes it; all answer 200 with the same cancelledAt', async () => {
-    const key = cli(database, 'keys', 'create', '--name', 'v2 cancels').trim()
+    const key = (await cli(database, 'keys', 'create', '--name', 'v2 cancels')).trim()
     const file = join(mkdtempSync(join(tmpdir(), 'petstore-orders-')), 'orders.ndjson')
     writeFileSync(file, [2000, 2001].map((id) => JSON.stringify({ id, petId: 5, status: 'pending' })).join('\n'))
-    cli(database, 'orders', 'import', file)
+    await cli(database, 'orders', 'import', file)
     const reasons = ['customer_request', 'out_of_stock', 'duplicate', 'fraudulent', 'other']
     for (const id of [2000, 2001]) {
       const version = await dataVersion(database)
@@ -126,9 +127,9 @@ forEachStore('several instances on one database', (kind) => {
   })
 
   it(`refuses a key revoked by the CLI on both instances within ${KEY_CACHE_TTL_MS} ms`, async () => {
-    const key = cli(database, 'keys', 'create', '--name', 'to revoke').trim()
+    const key = (await cli(database, 'keys', 'create', '--name', 'to revoke')).trim()
     for (const server of servers) assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200)
-    cli(database, 'keys', 'revoke', key.slice(0, 12))
+    await cli(database, 'keys', 'revoke', key.slice(0, 12))
     const revokedAt = Date.now()
     const refusedAfter = await Promise.all(
       servers.map(async (server) => {

@@ -189,6 +189,26 @@ describe('PostgreSQL writes over several instances', { skip }, () => {
     }
   })
 
+  it('ships and completes an order once when the same request comes many times at once on both instances; the others answer it as it stands', async () => {
+    const id = 7_000_000_000_000_000_001n
+    await first.orders.import(records([order({ id })]))
+    const ships = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? first : second).orders.ship(id)))
+    assert.equal(ships.filter((r) => r.outcome === 'shipped').length, 1, ships.map((r) => r.outcome).join(', '))
+    const shippedAt = new Set(ships.map((r) => (r.outcome === 'shipped' || r.outcome === 'already_shipped' ? r.order.shippedAt : r.outcome)))
+    assert.equal(shippedAt.size, 1)
+    assert.match([...shippedAt][0]!, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
+    const completes = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? second : first).orders.complete(id)))
+    assert.equal(completes.filter((r) => r.outcome === 'completed').length, 1, completes.map((r) => r.outcome).join(', '))
+    for (const result of completes) {
+      assert.ok(result.outcome === 'completed' || result.outcome === 'already_complete', result.outcome)
+      assert.equal(result.order.complete, true)
+      assert.equal(result.order.shippedAt, [...shippedAt][0])
+    }
+    assert.equal(new Set(completes.map((r) => (r.outcome === 'completed' || r.outcome === 'already_complete') && r.order.completedAt)).size, 1)
+    const { rows } = await admin.query<{ type: string }>(`SELECT type FROM order_events WHERE order_id = $1 ORDER BY position`, [id.toString()])
+    assert.deepEqual(rows.map((r) => r.type), ['order.created', 'order.shipped', 'order.completed'])
+  })
+
   it('gives the ids up to 9223372036854775807 exactly, then ids_exhausted with nothing written', async () => {
     await first.orders.import(records([order({ id: INT64_MAX - 2n })]))
     // One batch: two ids are left for three places.

@@ -3,13 +3,14 @@ import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../do
 import { INT64_MAX, INT64_MIN } from '../../domain/int64.js'
 import type { CancelResult, CompleteResult, OrderRecord, OrderStatus, PlaceRequest, PlaceResult, ShipResult } from '../../domain/orders.js'
 import { ImportConflictError, StoreUnavailableError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
-import { CancelBatcher, type BatchOutcome, type CancelRequest } from './cancel-batcher.js'
+import { RowWriteBatcher, type BatchOutcome } from './row-write-batcher.js'
 import type { PostgresDatabase } from './database.js'
 import { PlaceBatcher } from './place-batcher.js'
 import { mustRetryPlaces, placeInTransaction } from './place-orders.js'
 import { ORDER_V2_JSON, orderV2Columns, readOrderPageJson, readOrderV2, toOrderV2Record, type OrderV2Row } from './order-pages.js'
 import { boolArray, consumeInBatches, int8, intArray, textArray } from './import.js'
 import { bumpVersion, changedOrders, recordEvents, WRITE_TIME } from './write-sql.js'
+import type { OrderEventType } from '../order-events.js'
 
 /**
  * The JSON list, one order per line, in id order. Each order's JSON is stored in `orders.list_json`
@@ -23,7 +24,7 @@ const ORDER_COLUMNS = orderV2Columns('o')
 const CHANGED_ORDER_COLUMNS = `${ORDER_COLUMNS}, ${ORDER_V2_JSON} AS json`
 
 // One cancel on its own (an order another transaction held locked when its batch ran; see
-// cancel-batcher.ts). The conditional update and the version bump are one statement, hence one
+// row-write-batcher.ts). The conditional update and the version bump are one statement, hence one
 // transaction: the bump happens exactly when the order changed. It returns the order it cancelled;
 // an order that did not change is read by a separate statement, whose fresh snapshot sees whatever
 // change made the update miss.
@@ -68,12 +69,42 @@ const CANCEL_BATCH = `WITH request AS (
   UNION ALL
   SELECT o.status, ${ORDER_COLUMNS}, NULL, NULL FROM orders o JOIN request r ON r.id = o.id
   WHERE o.status <> 'pending' OR o.id NOT IN (SELECT id FROM changed)`
-// pending → shipped and shipped → complete: one conditional update each, with the version bump and
-// the event in the same statement (one transaction), returning the order it changed. A miss is read
-// by a separate statement, whose fresh snapshot sees whatever change made the update miss.
+/**
+ * A batch of ships or completes (`set` where `when` holds), distinct orders, in one statement, as
+ * CANCEL_BATCH is for cancels: rows another transaction holds locked are skipped, and written one by
+ * one afterwards. It returns a row per order it changed (`found` = 'changed') and a row per other
+ * requested order of the snapshot (`found` = 'complete' for a complete order, else its status).
+ */
+function updateBatch(set: string, when: string, type: OrderEventType): string {
+  return `WITH request AS (
+    SELECT * FROM unnest($1::bigint[]) AS r(id)
+  ), target AS (
+    SELECT o.id AS target_id FROM orders o JOIN request r ON r.id = o.id WHERE ${when} ORDER BY o.id FOR UPDATE OF o SKIP LOCKED
+  ), changed AS (
+    UPDATE orders o SET ${set} FROM target t WHERE o.id = t.target_id AND ${when} RETURNING ${CHANGED_ORDER_COLUMNS}
+  ), bumped AS (
+    ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
+  ), recorded AS (
+    ${recordEvents(changedOrders(type))}
+  )
+  SELECT 'changed' AS found, changed.*, (SELECT version FROM bumped) AS version FROM changed
+  UNION ALL
+  SELECT CASE WHEN o.complete THEN 'complete' ELSE o.status END, ${ORDER_COLUMNS}, NULL, NULL FROM orders o JOIN request r ON r.id = o.id
+  WHERE NOT (${when}) OR o.id NOT IN (SELECT id FROM changed)`
+}
+const SHIPPABLE = `o.status = 'pending'`
+const SHIP_SET = `status = 'shipped', shipped_at = ${WRITE_TIME}`
+const SHIP_BATCH = updateBatch(SHIP_SET, SHIPPABLE, 'order.shipped')
+const COMPLETABLE = `o.status = 'shipped' AND NOT o.complete`
+const COMPLETE_SET = `complete = true, completed_at = ${WRITE_TIME}`
+const COMPLETE_BATCH = updateBatch(COMPLETE_SET, COMPLETABLE, 'order.completed')
+
+// One ship or complete on its own (an order another transaction held locked when its batch ran): one
+// conditional update with the version bump and the event in the same statement (one transaction),
+// returning the order it changed. A miss is read by a separate statement, whose fresh snapshot sees
+// whatever change made the update miss.
 const SHIP = `WITH changed AS (
-    UPDATE orders o SET status = 'shipped', shipped_at = ${WRITE_TIME}
-    WHERE o.id = $1 AND o.status = 'pending' RETURNING ${CHANGED_ORDER_COLUMNS}
+    UPDATE orders o SET ${SHIP_SET} WHERE o.id = $1 AND ${SHIPPABLE} RETURNING ${CHANGED_ORDER_COLUMNS}
   ), bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
   ), recorded AS (
@@ -81,8 +112,7 @@ const SHIP = `WITH changed AS (
   )
   SELECT changed.*, (SELECT version FROM bumped) AS version FROM changed`
 const COMPLETE = `WITH changed AS (
-    UPDATE orders o SET complete = true, completed_at = ${WRITE_TIME}
-    WHERE o.id = $1 AND o.status = 'shipped' AND NOT o.complete RETURNING ${CHANGED_ORDER_COLUMNS}
+    UPDATE orders o SET ${COMPLETE_SET} WHERE o.id = $1 AND ${COMPLETABLE} RETURNING ${CHANGED_ORDER_COLUMNS}
   ), bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
   ), recorded AS (
@@ -105,6 +135,14 @@ const SHIP_DATE = /^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
 /** What one ship or complete statement returns: the order it changed. */
 type ChangedRow = OrderV2Row & { version: bigint | null }
+/** What a batch of ships or completes returns: the orders it changed, and the others as they were. */
+type BatchRow = ChangedRow & { found: 'changed' | 'complete' | OrderStatus }
+
+interface CancelRequest {
+  id: bigint
+  cancelledByKey: bigint | null
+  reason: CancellationReason | null
+}
 
 // A status only moves forward (pending → shipped | cancelled); the WHERE refuses anything else and
 // the refused rows are then looked up to name the first one. It also leaves an order the record
@@ -146,15 +184,31 @@ const FIRST_REFUSED = `SELECT t.id, o.status AS current, t.status AS wanted
   WHERE o.status <> t.status
   ORDER BY t.n LIMIT 1`
 export class PostgresOrdersRepository implements OrdersRepository {
-  private readonly cancels: CancelBatcher
+  private readonly cancels: RowWriteBatcher<CancelRequest, CancelResult>
+  private readonly ships: RowWriteBatcher<{ id: bigint }, ShipResult>
+  private readonly completes: RowWriteBatcher<{ id: bigint }, CompleteResult>
   private readonly places: PlaceBatcher
   private closing = false
 
   constructor(private readonly database: PostgresDatabase) {
-    this.cancels = new CancelBatcher(
-      (requests) => this.commitCancels(requests),
-      (request) => this.cancelAlone(request),
-    )
+    this.cancels = new RowWriteBatcher({
+      commitBatch: (requests) => this.commitCancels(requests),
+      writeOne: (request) => this.cancelAlone(request),
+      notFound: { outcome: 'not_found' },
+      repeated: (first) => (first.outcome === 'cancelled' ? { ...first, outcome: 'already_cancelled' } : first),
+    })
+    this.ships = new RowWriteBatcher({
+      commitBatch: (requests) => this.commitShips(requests),
+      writeOne: ({ id }) => this.shipAlone(id),
+      notFound: { outcome: 'not_found' },
+      repeated: (first) => (first.outcome === 'shipped' ? { ...first, outcome: 'already_shipped' } : first),
+    })
+    this.completes = new RowWriteBatcher({
+      commitBatch: (requests) => this.commitCompletes(requests),
+      writeOne: ({ id }) => this.completeAlone(id),
+      notFound: { outcome: 'not_found' },
+      repeated: (first) => (first.outcome === 'completed' ? { ...first, outcome: 'already_complete' } : first),
+    })
     this.places = new PlaceBatcher((requests) => this.commitPlaces(requests))
   }
 
@@ -207,10 +261,10 @@ export class PostgresOrdersRepository implements OrdersRepository {
     return this.database.versions.current()
   }
 
-  /** Group-committed with the cancels of the same moment (cancel-batcher.ts). */
+  /** Group-committed with the cancels of the same moment (row-write-batcher.ts). */
   cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null): Promise<CancelResult> {
     if (this.closing) return Promise.reject(new StoreUnavailableError('the store is closed'))
-    return this.cancels.cancel(id, cancelledByKey, reason)
+    return this.cancels.write({ id, cancelledByKey, reason })
   }
 
   /**
@@ -228,7 +282,20 @@ export class PostgresOrdersRepository implements OrdersRepository {
     return this.places.place(request)
   }
 
-  async ship(id: bigint): Promise<ShipResult> {
+  /** Group-committed with the ships of the same moment (row-write-batcher.ts). */
+  ship(id: bigint): Promise<ShipResult> {
+    if (this.closing) return Promise.reject(new StoreUnavailableError('the store is closed'))
+    return this.ships.write({ id })
+  }
+
+  /** Group-committed with the completes of the same moment (row-write-batcher.ts). */
+  complete(id: bigint): Promise<CompleteResult> {
+    if (this.closing) return Promise.reject(new StoreUnavailableError('the store is closed'))
+    return this.completes.write({ id })
+  }
+
+  /** One ship in its own transaction, waiting for the order's row lock if another holds it. */
+  private async shipAlone(id: bigint): Promise<ShipResult> {
     for (;;) {
       const changed = await this.changeOne(SHIP, id)
       if (changed !== undefined) return { outcome: 'shipped', order: changed }
@@ -240,7 +307,8 @@ export class PostgresOrdersRepository implements OrdersRepository {
     }
   }
 
-  async complete(id: bigint): Promise<CompleteResult> {
+  /** One complete in its own transaction, waiting for the order's row lock if another holds it. */
+  private async completeAlone(id: bigint): Promise<CompleteResult> {
     for (;;) {
       const changed = await this.changeOne(COMPLETE, id)
       if (changed !== undefined) return { outcome: 'completed', order: changed }
@@ -299,10 +367,47 @@ export class PostgresOrdersRepository implements OrdersRepository {
     return count
   }
 
-  /** Refuses new cancels and places, and settles those in flight. */
+  /** Refuses new writes, and settles those in flight. */
   async close(): Promise<void> {
     this.closing = true
-    await Promise.all([this.cancels.drain(), this.places.drain()])
+    await Promise.all([this.cancels.drain(), this.ships.drain(), this.completes.drain(), this.places.drain()])
+  }
+
+  /** One batch of ships of distinct orders (SHIP_BATCH); resolves once committed. */
+  private async commitShips(requests: { id: bigint }[]): Promise<Map<bigint, BatchOutcome<ShipResult>>> {
+    return this.commitUpdates(SHIP_BATCH, requests, (row) => {
+      if (row.found === 'changed') return { outcome: 'shipped', order: toOrderV2Record(row) }
+      if (row.found === 'pending') return 'locked'
+      return row.found === 'cancelled' ? { outcome: 'cancelled' } : { outcome: 'already_shipped', order: toOrderV2Record(row) }
+    })
+  }
+
+  /** One batch of completes of distinct orders (COMPLETE_BATCH); resolves once committed. */
+  private async commitCompletes(requests: { id: bigint }[]): Promise<Map<bigint, BatchOutcome<CompleteResult>>> {
+    return this.commitUpdates(COMPLETE_BATCH, requests, (row) => {
+      if (row.found === 'changed') return { outcome: 'completed', order: toOrderV2Record(row) }
+      if (row.found === 'complete') return { outcome: 'already_complete', order: toOrderV2Record(row) }
+      // Shipped, not complete, and not completed by the batch: locked (or changed since).
+      if (row.found === 'shipped') return 'locked'
+      return row.found === 'cancelled' ? { outcome: 'cancelled' } : { outcome: 'not_shipped' }
+    })
+  }
+
+  /** A batch of SHIP_BATCH or COMPLETE_BATCH: each order's outcome, from its changed row or its snapshot's. */
+  private async commitUpdates<Result>(
+    statement: string,
+    requests: { id: bigint }[],
+    outcome: (row: BatchRow) => BatchOutcome<Result>,
+  ): Promise<Map<bigint, BatchOutcome<Result>>> {
+    // Not retried on a lost connection: the commit may have happened.
+    const { rows } = await this.database.write<BatchRow>(statement, [intArray(requests.map((r) => r.id))])
+    const results = new Map<bigint, BatchOutcome<Result>>()
+    for (const row of rows) {
+      if (row.found === 'changed' && row.version !== null) this.database.versions.observe(row.version)
+      results.set(row.id, outcome(row)) // one row per known order
+    }
+    // Any other order is unknown: not found.
+    return results
   }
 
   /** SHIP or COMPLETE: the order it changed, or undefined when the update missed. Never retried: it may have committed. */
@@ -334,14 +439,14 @@ export class PostgresOrdersRepository implements OrdersRepository {
   }
 
   /** One batch of cancels of distinct orders (CANCEL_BATCH); resolves once committed. */
-  private async commitCancels(requests: CancelRequest[]): Promise<Map<bigint, BatchOutcome>> {
+  private async commitCancels(requests: CancelRequest[]): Promise<Map<bigint, BatchOutcome<CancelResult>>> {
     // Not retried on a lost connection: the commit may have happened.
     const { rows } = await this.database.write<OrderV2Row & { found: 'changed' | OrderStatus; version: bigint | null }>(CANCEL_BATCH, [
       intArray(requests.map((r) => r.id)),
       intArray(requests.map((r) => r.cancelledByKey)),
       textArray(requests.map((r) => r.reason)),
     ])
-    const results = new Map<bigint, BatchOutcome>()
+    const results = new Map<bigint, BatchOutcome<CancelResult>>()
     for (const row of rows) {
       if (row.found === 'changed') {
         if (row.version !== null) this.database.versions.observe(row.version)
