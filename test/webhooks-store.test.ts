@@ -250,6 +250,21 @@ forEachStore('webhooks store', (kind) => {
     })
   })
 
+  it('never gives one endpoint to two owners when they lease at the same moment, round after round', async () => {
+    await withStores(kind, 2, async (stores) => {
+      for (let i = 0; i < 8; i++) await create(stores[0]!)
+      await addOrders(stores[0]!, 1n, 1)
+      for (let round = 0; round < 30; round++) {
+        const owners = ['a', 'b', 'c', 'd']
+        const leases = await Promise.all(owners.map((owner, i) => stores[i % 2]!.webhooks.lease(`${owner}${round}`, new Date(), LEASE_MS, 8)))
+        const ids = leases.flat().map((lease) => lease.endpoint.id)
+        assert.equal(new Set(ids).size, ids.length, `round ${round}: no endpoint leased twice`)
+        assert.equal(ids.length, 8, `round ${round}: every endpoint leased`)
+        await Promise.all(leases.flat().map((lease) => stores[0]!.webhooks.release(lease)))
+      }
+    })
+  })
+
   it('a lease that expired without being taken writes nothing; release frees an endpoint at once', async () => {
     await withStores(kind, 1, async ([store]) => {
       const endpoint = await create(store!)
