@@ -220,7 +220,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
 
   async attempts(id: bigint, limit: number): Promise<WebhookAttempt[] | undefined> {
     return this.read(() => {
-      // One statement each, on the one writer connection: nothing commits in between.
+      // Back to back on this connection: only another process's remove can come between (no attempts then).
       if (this.statement('SELECT 1 FROM webhook_endpoints WHERE id = ?').pluck().get(id) === undefined) return undefined
       const rows = this.statement(
         `SELECT event_position, attempted_at, status, error, duration_ms FROM webhook_attempts
@@ -287,8 +287,10 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
       if (attempt !== null) this.record(lease.endpoint.id, attempt)
       return true
     })
-    if (advanced) Object.assign(lease.endpoint, { position, failingSince: null, nextAttemptAt: null })
-    if (advanced) lease.failures = 0
+    if (advanced) {
+      Object.assign(lease.endpoint, { position, failingSince: null, nextAttemptAt: null })
+      lease.failures = 0
+    }
     return advanced
   }
 
