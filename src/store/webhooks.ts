@@ -118,8 +118,9 @@ export interface WebhooksRepository {
 
   /**
    * Leases to `owner`, until now + `leaseMs`, at most `limit` endpoints that are enabled, due
-   * (`nextAttemptAt` null or past), not leased by another owner (or whose lease expired), and behind
-   * the head of the feed. One statement per call; two owners never hold one endpoint.
+   * (`nextAttemptAt` null or past), not leased (or whose lease expired: one `owner` holds is not
+   * leased to it again either), and behind the head of the feed. One statement per call; two owners
+   * never hold one endpoint. A previous secret whose `previousUntil` is not after `now` is left out.
    */
   lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]>
   /** Extends a lease held; false when it was lost (expired and taken, or the endpoint removed or disabled). */
@@ -131,7 +132,10 @@ export interface WebhooksRepository {
   /**
    * The event at `position` got a 2xx (or, with `attempt` null, there was none of its types up to
    * `position`): the position moves to it, failure and retry are cleared, the attempt is recorded
-   * (the endpoint's oldest beyond 100 deleted). False, and nothing written, when the lease was lost.
+   * (the endpoint's oldest beyond 100 deleted). False, and nothing written, when the lease was lost
+   * or a replay moved the position since the lease's (every write under a lease checks both). On
+   * success `lease.endpoint` (position, failure and retry) and `lease.failures` say so, so that
+   * `next(lease)` reads on from there.
    */
   advance(lease: WebhookLease, position: bigint, attempt: WebhookAttempt | null): Promise<boolean>
   /**
