@@ -32,6 +32,9 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
           'The event feed (`listOrderEvents`) has no last page: every page has a `nextCursor`, and a client that resumes ' +
           'from each one receives every change exactly once, in the order it was committed; `wait` makes a request a ' +
           'long poll.\n\n' +
+          'Webhooks (beta) push the same feed: each webhook endpoint is a consumer of the feed with its own position, ' +
+          'POSTed each event of its types in feed order, signed per Standard Webhooks (the `WebhookDelivery` schema shows ' +
+          'a delivery). Managing endpoints needs the `webhooks:manage` scope, which no key has by default.\n\n' +
           'An order is `pending` when placed, then `shipped` (`shipOrder`), then `complete` (`completeOrder`); only a ' +
           'pending order can be cancelled. Every write is durable before its answer and safe to retry: placeOrder with ' +
           'an `Idempotency-Key`, the others by their nature (an order already shipped, complete or cancelled is returned ' +
@@ -45,7 +48,10 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
         { url: config.publicBaseUrl.replace(/\/v1$/, '/v2'), description: 'Production' },
         { url: config.stagingBaseUrl.replace(/\/v1$/, '/v2'), description: 'Staging' },
       ],
-      tags: [{ name: 'orders', description: 'Orders placed in the store' }],
+      tags: [
+        { name: 'orders', description: 'Orders placed in the store' },
+        { name: 'webhooks', description: 'Webhook endpoints: the order event feed, pushed (beta)' },
+      ],
       components: {
         securitySchemes: {
           bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key: `pso_` followed by 40 base62 characters' },
@@ -64,7 +70,7 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
       url.startsWith('/v2/') ? { schema, url: url.replace(/^\/v2(?=\/)/, '') } : { schema: { ...schema, hide: true }, url },
     transformObject: (document) => {
       if (!('openapiObject' in document)) throw new Error('an OpenAPI 3 document is expected')
-      const v2 = onlyComponents(document.openapiObject as OperationsOf, ['Order', 'OrderEvent', 'Error'], ERROR_CODES)
+      const v2 = onlyComponents(document.openapiObject as OperationsOf, V2_COMPONENTS, ERROR_CODES)
       const error = v2.components?.schemas?.Error as { example?: unknown } | undefined
       if (error !== undefined) error.example = errorBody('order_not_found', V2_MESSAGES.order_not_found)
       const documented = withErrorExamples(optionalBodies(v2), V2_MESSAGES)
@@ -87,6 +93,9 @@ function optionalBodies(document: OperationsOf): OperationsOf {
   }
   return document
 }
+
+/** The schema components of the v2 document. */
+const V2_COMPONENTS = ['Order', 'OrderEvent', 'WebhookEndpoint', 'WebhookEndpointCreated', 'WebhookSecret', 'WebhookAttempt', 'WebhookDelivery', 'Error']
 
 /** The messages v2 sends for a code in place of v1's (which also says "or has been cancelled"). */
 export const V2_MESSAGES: Partial<Record<ErrorCode, string>> = { order_not_found: 'No order has this id.' }
@@ -137,7 +146,7 @@ function withDefaultErrors(document: OperationsOf): OperationsOf {
  * and `RateLimit-Policy` go on every response (the two limits' headers on any that follows counting
  * a known key, and on every 429), `WWW-Authenticate` on 401 and 403, `Retry-After` with 429 and 503
  * (`default`) and with placeOrder's 409 `idempotency_key_in_use`, `Link` on listOrders' pages that
- * have a next one, `Location` and `Idempotent-Replayed` on placeOrder's 201.
+ * have a next one, `Location` and `Idempotent-Replayed` on placeOrder's 201, `Location` on createWebhookEndpoint's 201.
  */
 function withHeaders(document: Document): Document {
   const ref = (name: string) => ({ $ref: `#/components/headers/${name}` })
@@ -152,6 +161,7 @@ function withHeaders(document: Document): Document {
         headers['Idempotent-Replayed'] = ref('Idempotent-Replayed')
       }
       if (status === '409' && operation.operationId === 'placeOrder') headers['Retry-After'] = ref('Retry-After')
+      if (status === '201' && operation.operationId === 'createWebhookEndpoint') headers.Location = ref('Location')
       response.headers = headers
     }
   }
@@ -191,7 +201,9 @@ const HEADERS: Record<string, { description: string; schema: object }> = {
     schema: { type: 'string', example: 'Bearer realm="petstore", error="insufficient_scope", scope="orders:read"' },
   },
   Location: {
-    description: 'The placed order\'s URL, relative to this host: `/v2/store/orders/{id}` (getOrder). Also on a replayed response.',
+    description:
+      "The new resource's URL, relative to this host: the placed order's `/v2/store/orders/{id}` (getOrder; also on a " +
+      "replayed response), or the new webhook endpoint's `/v2/webhook-endpoints/{id}` (getWebhookEndpoint).",
     schema: { type: 'string', example: '/v2/store/orders/1001' },
   },
   'Idempotent-Replayed': {
