@@ -21,6 +21,7 @@ import { INSERT_EVENT, orderEvent } from '../../src/store/sqlite/order-events-re
 import { ORDER_V2_COLUMNS, ORDER_V2_JSON, toOrderV2Record, type OrderV2Row } from '../../src/store/sqlite/order-pages.js'
 import type { ApiKeysRepository, OrdersRepository, PetsRepository, Store } from '../../src/store/store.js'
 import type { OrderEventsRepository } from '../../src/store/order-events.js'
+import type { WebhooksRepository } from '../../src/store/webhooks.js'
 import { failed, onShutdown, tell } from '../lib/child-side.js'
 
 /** One synchronous=FULL transaction per cancel (the change, its event, the version) on a writer connection of its own. */
@@ -76,6 +77,7 @@ class PerTransactionCancelStore implements Store {
   readonly apiKeys: ApiKeysRepository
   readonly pets: PetsRepository
   readonly events: OrderEventsRepository
+  readonly webhooks: WebhooksRepository
 
   constructor(
     private readonly store: Store,
@@ -83,6 +85,7 @@ class PerTransactionCancelStore implements Store {
   ) {
     this.kind = store.kind
     this.events = store.events
+    this.webhooks = store.webhooks
     const orders = store.orders
     this.orders = {
       hasAny: () => orders.hasAny(),

@@ -32,6 +32,7 @@ import { BUMP_DATA_VERSION } from '../../src/store/sqlite/migrations.js'
 import { OrderWrites } from '../../src/store/sqlite/order-writes.js'
 import type { ApiKeysRepository, OrdersRepository, PetsRepository, Store } from '../../src/store/store.js'
 import type { OrderEventsRepository } from '../../src/store/order-events.js'
+import type { WebhooksRepository } from '../../src/store/webhooks.js'
 import { failed, onShutdown, tell } from '../lib/child-side.js'
 
 type PlaceOne = (request: PlaceRequest) => Promise<PlaceResult>
@@ -89,6 +90,7 @@ class PerTransactionPlaceStore implements Store {
   readonly apiKeys: ApiKeysRepository
   readonly pets: PetsRepository
   readonly events: OrderEventsRepository
+  readonly webhooks: WebhooksRepository
 
   constructor(
     private readonly store: Store,
@@ -97,6 +99,7 @@ class PerTransactionPlaceStore implements Store {
   ) {
     this.kind = store.kind
     this.events = store.events
+    this.webhooks = store.webhooks
     const orders = store.orders
     this.orders = {
       hasAny: () => orders.hasAny(),

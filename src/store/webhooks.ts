@@ -131,7 +131,10 @@ export interface WebhooksRepository {
   /**
    * The event at `position` got a 2xx (or, with `attempt` null, there was none of its types up to
    * `position`): the position moves to it, failure and retry are cleared, the attempt is recorded
-   * (the endpoint's oldest beyond 100 deleted). False, and nothing written, when the lease was lost.
+   * (the endpoint's oldest beyond 100 deleted). False, and nothing written, when the lease was lost
+   * or a replay moved the position since the lease's (every write under a lease checks both). On
+   * success `lease.endpoint` (position, failure and retry) and `lease.failures` say so, so that
+   * `next(lease)` reads on from there.
    */
   advance(lease: WebhookLease, position: bigint, attempt: WebhookAttempt | null): Promise<boolean>
   /**

@@ -176,6 +176,45 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
     transaction: false,
     sql: 'ALTER TABLE order_events VALIDATE CONSTRAINT order_events_type',
   },
+  {
+    version: 11,
+    name: 'webhooks: endpoints with their feed positions and leases, their last attempts',
+    // An identity's sequence never gives an id out twice. The due index serves the dispatchers'
+    // lease; attempts are read newest first per endpoint (their id is the order of recording), and
+    // go with their endpoint.
+    sql: `
+      CREATE TABLE webhook_endpoints (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        url text NOT NULL,
+        event_types text[] NOT NULL CHECK (event_types <@ ARRAY['order.created', 'order.updated', 'order.shipped', 'order.completed', 'order.cancelled']),
+        description text,
+        enabled boolean NOT NULL DEFAULT true,
+        disabled_reason text CHECK (disabled_reason IN ('endpoint_gone', 'retries_exhausted', 'events_expired', 'disabled_by_request')),
+        position bigint NOT NULL,
+        failures integer NOT NULL DEFAULT 0,
+        failing_since timestamptz,
+        next_attempt_at timestamptz,
+        created_at timestamptz NOT NULL,
+        secret text NOT NULL,
+        previous_secret text,
+        previous_until timestamptz,
+        lease_owner text,
+        lease_until timestamptz,
+        CHECK (enabled = (disabled_reason IS NULL))
+      );
+      CREATE INDEX webhook_endpoints_due ON webhook_endpoints (enabled, next_attempt_at, lease_until);
+      CREATE TABLE webhook_attempts (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        endpoint_id bigint NOT NULL REFERENCES webhook_endpoints (id) ON DELETE CASCADE,
+        event_position bigint NOT NULL,
+        attempted_at timestamptz NOT NULL,
+        status integer,
+        error text,
+        duration_ms integer NOT NULL
+      );
+      CREATE INDEX webhook_attempts_endpoint ON webhook_attempts (endpoint_id, id);
+    `,
+  },
 ]
 
 /** Created before anything else, under the migration lock. */

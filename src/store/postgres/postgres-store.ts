@@ -5,6 +5,7 @@ import { PostgresOrderEventsRepository } from './order-events-repository.js'
 import { readCursorSecret } from './order-pages.js'
 import { PostgresOrdersRepository } from './orders-repository.js'
 import { PostgresPetsRepository } from './pets-repository.js'
+import { PostgresWebhooksRepository } from './webhooks-repository.js'
 
 export type { PostgresStoreOptions } from './database.js'
 
@@ -15,6 +16,7 @@ export class PostgresStore implements Store {
   readonly apiKeys: PostgresApiKeysRepository
   readonly pets: PostgresPetsRepository
   readonly events: PostgresOrderEventsRepository
+  readonly webhooks: PostgresWebhooksRepository
   private readonly database: PostgresDatabase
   private closing: Promise<void> | undefined
 
@@ -24,6 +26,7 @@ export class PostgresStore implements Store {
     this.apiKeys = new PostgresApiKeysRepository(this.database)
     this.pets = new PostgresPetsRepository(this.database)
     this.events = new PostgresOrderEventsRepository(this.database)
+    this.webhooks = new PostgresWebhooksRepository(this.database)
   }
 
   /** Connections of the pool: for metrics and tests. */

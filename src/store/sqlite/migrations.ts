@@ -124,4 +124,44 @@ export const SQLITE_MIGRATIONS: Migration[] = [
       CREATE INDEX idempotency_keys_expires_at ON idempotency_keys (expires_at);
     `,
   },
+  {
+    version: 5,
+    name: 'webhooks: endpoints with their feed positions and leases, their last attempts',
+    // AUTOINCREMENT: an endpoint id is never given out twice. Instants are toISOString() text, so
+    // they compare as text. event_types is comma-joined. The due index serves the dispatchers'
+    // lease; attempts are read newest first per endpoint (their id is the order of recording), and
+    // go with their endpoint.
+    sql: `
+      CREATE TABLE webhook_endpoints (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        url TEXT NOT NULL,
+        event_types TEXT NOT NULL,
+        description TEXT,
+        enabled INTEGER NOT NULL DEFAULT 1 CHECK (enabled IN (0, 1)),
+        disabled_reason TEXT CHECK (disabled_reason IN ('endpoint_gone', 'retries_exhausted', 'events_expired', 'disabled_by_request')),
+        position INTEGER NOT NULL,
+        failures INTEGER NOT NULL DEFAULT 0,
+        failing_since TEXT,
+        next_attempt_at TEXT,
+        created_at TEXT NOT NULL,
+        secret TEXT NOT NULL,
+        previous_secret TEXT,
+        previous_until TEXT,
+        lease_owner TEXT,
+        lease_until TEXT,
+        CHECK ((enabled = 1) = (disabled_reason IS NULL))
+      );
+      CREATE INDEX webhook_endpoints_due ON webhook_endpoints (enabled, next_attempt_at, lease_until);
+      CREATE TABLE webhook_attempts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        endpoint_id INTEGER NOT NULL REFERENCES webhook_endpoints (id) ON DELETE CASCADE,
+        event_position INTEGER NOT NULL,
+        attempted_at TEXT NOT NULL,
+        status INTEGER,
+        error TEXT,
+        duration_ms INTEGER NOT NULL
+      );
+      CREATE INDEX webhook_attempts_endpoint ON webhook_attempts (endpoint_id, id);
+    `,
+  },
 ]

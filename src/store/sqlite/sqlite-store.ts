@@ -5,6 +5,7 @@ import { SqliteOrderEventsRepository } from './order-events-repository.js'
 import { SqliteOrdersRepository } from './orders-repository.js'
 import { readCursorSecret } from './order-pages.js'
 import { SqlitePetsRepository } from './pets-repository.js'
+import { SqliteWebhooksRepository } from './webhooks-repository.js'
 
 export type { SqliteStoreOptions } from './database.js'
 
@@ -16,6 +17,7 @@ export class SqliteStore implements Store {
   readonly apiKeys: SqliteApiKeysRepository
   readonly pets: SqlitePetsRepository
   readonly events: SqliteOrderEventsRepository
+  readonly webhooks: SqliteWebhooksRepository
   private readonly database: SqliteDatabase
   private closed = false
 
@@ -26,6 +28,7 @@ export class SqliteStore implements Store {
     this.apiKeys = new SqliteApiKeysRepository(this.database)
     this.pets = new SqlitePetsRepository(this.database)
     this.events = new SqliteOrderEventsRepository(this.database)
+    this.webhooks = new SqliteWebhooksRepository(this.database)
   }
 
   migrate(): Promise<number[]> {

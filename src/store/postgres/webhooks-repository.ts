@@ -1,0 +1,334 @@
+import type { OrderEventType } from '../order-events.js'
+import { ATTEMPTS_KEPT, canonicalTypes, checkReplayPosition, NEXT_SCAN, toNextEvents, type NextRow } from '../webhook-rows.js'
+import type {
+  NewWebhookEndpoint,
+  NextEvents,
+  WebhookAttempt,
+  WebhookDisabledReason,
+  WebhookEndpoint,
+  WebhookEndpointPatch,
+  WebhookLease,
+  WebhooksRepository,
+} from '../webhooks.js'
+import type { PostgresDatabase } from './database.js'
+import { int8 } from './import.js'
+import { utc } from './order-pages.js'
+import { WRITE_TIME } from './write-sql.js'
+
+/** A row of webhook_endpoints without its secrets, instants as toISOString() text. */
+interface EndpointRow {
+  id: bigint
+  url: string
+  event_types: OrderEventType[]
+  description: string | null
+  enabled: boolean
+  disabled_reason: WebhookDisabledReason | null
+  position: bigint
+  failing_since: string | null
+  next_attempt_at: string | null
+  created_at: string
+}
+
+interface LeaseRow extends EndpointRow {
+  failures: number
+  secret: string
+  previous_secret: string | null
+  previous_until: string | null
+}
+
+interface AttemptRow {
+  event_position: bigint
+  attempted_at: string
+  status: number | null
+  error: string | null
+  duration_ms: number
+}
+
+/** The columns of an endpoint, of `table`'s row. */
+const endpointColumns = (table: string): string =>
+  `${table}.id, ${table}.url, ${table}.event_types, ${table}.description, ${table}.enabled, ${table}.disabled_reason, ${table}.position,
+   ${utc(`${table}.failing_since`)} AS failing_since, ${utc(`${table}.next_attempt_at`)} AS next_attempt_at, ${utc(`${table}.created_at`)} AS created_at`
+const ENDPOINT_COLUMNS = endpointColumns('webhook_endpoints')
+
+/** The newest position given out: the newest event retained, or the newest retention deleted. */
+const HEAD = `greatest(coalesce((SELECT max(position) FROM order_events), 0), (SELECT pruned_through FROM event_retention WHERE id = 1))`
+
+// Due, free (or its holder's lease expired), and behind the head; the least recently leased first,
+// so that endpoints take turns when there are more than a dispatcher takes at once. SKIP LOCKED:
+// instances never wait on each other, and a row another one has just leased is checked again
+// against its new lease once its lock is free (READ COMMITTED re-evaluates the WHERE).
+const LEASE = `
+  WITH due AS (
+    SELECT id FROM webhook_endpoints
+    WHERE enabled AND (next_attempt_at IS NULL OR next_attempt_at <= $3) AND (lease_until IS NULL OR lease_until <= $3)
+      AND position < ${HEAD}
+    ORDER BY lease_until NULLS FIRST, id LIMIT $4
+    FOR UPDATE SKIP LOCKED
+  )
+  UPDATE webhook_endpoints AS e SET lease_owner = $1, lease_until = $2 FROM due WHERE e.id = due.id
+  RETURNING ${endpointColumns('e')}, e.failures, e.secret, e.previous_secret, ${utc('e.previous_until')} AS previous_until`
+
+// One statement, hence one snapshot: the retention bound, how far the scan went, and the matching
+// events (the summary row first). Positions become visible in ascending order (write-sql.ts), so
+// the scan never passes one that commits later.
+const NEXT = `
+  WITH scanned AS (SELECT position, type, occurred_at, body FROM order_events WHERE position > $1::bigint ORDER BY position LIMIT $2),
+    matching AS (SELECT position, type, occurred_at, body FROM scanned WHERE type = ANY ($3::text[]) ORDER BY position LIMIT $4)
+  SELECT NULL::bigint AS position, NULL::text AS type, NULL::text AS occurred_at, NULL::text AS body,
+    (SELECT pruned_through FROM event_retention WHERE id = 1) AS pruned_through,
+    (SELECT max(position) FROM scanned) AS scanned_through
+  UNION ALL
+  SELECT position, type, ${utc('occurred_at')}, body, NULL, NULL FROM matching
+  ORDER BY position NULLS FIRST`
+
+// Every write under a lease ($1 to $4): still held by this owner, not expired, and at the position
+// the holder works from (a replay moves it, and the holder's late writes must not undo that).
+const HELD = 'id = $1 AND lease_owner = $2 AND lease_until > $3 AND position = $4::bigint'
+
+/**
+ * The attempt ($5 to $9) recorded when `changed` (a CTE of the same statement) changed its endpoint
+ * and $5 is not null, and the endpoint's attempts beyond the last ATTEMPTS_KEPT deleted: the
+ * statement's snapshot does not hold the new one, so the older ones kept are one fewer.
+ */
+const recordAttempt = (changed: string): string => `
+  recorded AS (
+    INSERT INTO webhook_attempts (endpoint_id, event_position, attempted_at, status, error, duration_ms)
+    SELECT id, $5::bigint, $6::timestamptz, $7::integer, $8::text, $9::integer FROM ${changed} WHERE $5::bigint IS NOT NULL
+    RETURNING endpoint_id
+  ), trimmed AS (
+    DELETE FROM webhook_attempts WHERE endpoint_id = $1 AND EXISTS (SELECT 1 FROM recorded)
+      AND id <= (SELECT id FROM webhook_attempts WHERE endpoint_id = $1 ORDER BY id DESC LIMIT 1 OFFSET ${ATTEMPTS_KEPT - 1})
+  )`
+
+const ADVANCE = `
+  WITH moved AS (
+    UPDATE webhook_endpoints SET position = $10::bigint, failures = 0, failing_since = NULL, next_attempt_at = NULL
+    WHERE ${HELD} RETURNING id
+  ), ${recordAttempt('moved')}
+  SELECT count(*)::int AS changed FROM moved`
+
+const FAIL = `
+  WITH failed AS (
+    UPDATE webhook_endpoints SET failures = failures + 1, failing_since = coalesce(failing_since, $6::timestamptz),
+      next_attempt_at = $10::timestamptz,
+      enabled = CASE WHEN $11::text IS NULL THEN enabled ELSE false END, disabled_reason = coalesce($11::text, disabled_reason),
+      lease_owner = NULL, lease_until = NULL
+    WHERE ${HELD} RETURNING id
+  ), ${recordAttempt('failed')}
+  SELECT count(*)::int AS changed FROM failed`
+
+function toEndpoint(row: EndpointRow): WebhookEndpoint {
+  return {
+    id: row.id,
+    url: row.url,
+    eventTypes: row.event_types,
+    description: row.description,
+    enabled: row.enabled,
+    disabledReason: row.disabled_reason,
+    position: row.position,
+    failingSince: row.failing_since,
+    nextAttemptAt: row.next_attempt_at,
+    createdAt: row.created_at,
+  }
+}
+
+/** HELD's parameters for a lease, now. */
+function held(lease: WebhookLease): [string, string, string, string] {
+  return [int8(lease.endpoint.id), lease.owner, new Date().toISOString(), int8(lease.endpoint.position)]
+}
+
+/** recordAttempt's parameters. */
+function attemptParams(attempt: WebhookAttempt | null): [string | null, string | null, number | null, string | null, number | null] {
+  if (attempt === null) return [null, null, null, null, null]
+  return [int8(attempt.eventId), attempt.attemptedAt, attempt.status, attempt.error, Math.round(attempt.durationMs)]
+}
+
+export class PostgresWebhooksRepository implements WebhooksRepository {
+  constructor(private readonly database: PostgresDatabase) {}
+
+  async create(endpoint: NewWebhookEndpoint, maxEndpoints: number): Promise<WebhookEndpoint | 'too_many'> {
+    return this.database.transaction(async (lease) => {
+      // data_version's row lock first, as every writer of events takes it before its positions and
+      // holds it until COMMIT: once held, every event committed before is visible to the statements
+      // below and every later one takes a position after the head read here. It also puts creates
+      // one after the other, so the count below is exact at the commit.
+      await lease.query('SELECT 1 FROM data_version WHERE id = 1 FOR UPDATE')
+      const { rows: counted } = await lease.query<{ count: number }>('SELECT count(*)::int AS count FROM webhook_endpoints')
+      if (counted[0]!.count >= maxEndpoints) return 'too_many'
+      const { rows } = await lease.query<EndpointRow>(
+        `INSERT INTO webhook_endpoints (url, event_types, description, position, created_at, secret)
+         VALUES ($1, $2::text[], $3, ${HEAD}, ${WRITE_TIME}, $4) RETURNING ${ENDPOINT_COLUMNS}`,
+        [endpoint.url, canonicalTypes(endpoint.eventTypes), endpoint.description, endpoint.secret],
+      )
+      return toEndpoint(rows[0]!)
+    })
+  }
+
+  async list(): Promise<WebhookEndpoint[]> {
+    const { rows } = await this.database.read<EndpointRow>(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints ORDER BY id`)
+    return rows.map(toEndpoint)
+  }
+
+  async find(id: bigint): Promise<WebhookEndpoint | undefined> {
+    const { rows } = await this.database.read<EndpointRow>(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1`, [int8(id)])
+    return rows[0] === undefined ? undefined : toEndpoint(rows[0])
+  }
+
+  async update(id: bigint, patch: WebhookEndpointPatch): Promise<WebhookEndpoint | undefined> {
+    // Enabling clears what disabled it and the failure of its current event (once disabled: an
+    // enabled endpoint keeps its retry schedule); disabling keeps the position it stopped at.
+    const { rows } = await this.database.write<EndpointRow>(
+      `UPDATE webhook_endpoints SET
+         url = coalesce($2, url),
+         event_types = coalesce($3::text[], event_types),
+         description = CASE WHEN $4 THEN $5 ELSE description END,
+         failures = CASE WHEN $6 AND NOT enabled THEN 0 ELSE failures END,
+         failing_since = CASE WHEN $6 AND NOT enabled THEN NULL ELSE failing_since END,
+         next_attempt_at = CASE WHEN ($6 AND NOT enabled) OR $7 THEN NULL ELSE next_attempt_at END,
+         disabled_reason = CASE WHEN $6 THEN NULL WHEN $7 THEN 'disabled_by_request' ELSE disabled_reason END,
+         enabled = CASE WHEN $6 THEN true WHEN $7 THEN false ELSE enabled END
+       WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
+      [
+        int8(id),
+        patch.url ?? null,
+        patch.eventTypes === undefined ? null : canonicalTypes(patch.eventTypes),
+        patch.description !== undefined,
+        patch.description ?? null,
+        patch.enabled === true,
+        patch.enabled === false,
+      ],
+    )
+    return rows[0] === undefined ? undefined : toEndpoint(rows[0])
+  }
+
+  async remove(id: bigint): Promise<boolean> {
+    // Its attempts go with it (ON DELETE CASCADE).
+    const { rowCount } = await this.database.write('DELETE FROM webhook_endpoints WHERE id = $1', [int8(id)])
+    return (rowCount ?? 0) > 0
+  }
+
+  async rotateSecret(id: bigint, secret: string, previousUntil: Date): Promise<boolean> {
+    const { rowCount } = await this.database.write(
+      'UPDATE webhook_endpoints SET previous_secret = secret, previous_until = $2, secret = $3 WHERE id = $1',
+      [int8(id), previousUntil.toISOString(), secret],
+    )
+    return (rowCount ?? 0) > 0
+  }
+
+  async replay(id: bigint, after: bigint): Promise<WebhookEndpoint | undefined> {
+    return this.database.transaction(async (lease) => {
+      const { rows: found } = await lease.query('SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE', [int8(id)])
+      if (found.length === 0) return undefined
+      const { rows: bounds } = await lease.query<{ pruned_through: bigint; newest: bigint | null }>(
+        'SELECT (SELECT pruned_through FROM event_retention WHERE id = 1) AS pruned_through, (SELECT max(position) FROM order_events) AS newest',
+      )
+      checkReplayPosition(after, bounds[0]!.pruned_through, bounds[0]!.newest)
+      const { rows } = await lease.query<EndpointRow>(
+        `UPDATE webhook_endpoints SET position = $2, enabled = true, disabled_reason = NULL, failures = 0, failing_since = NULL, next_attempt_at = NULL
+         WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
+        [int8(id), int8(after)],
+      )
+      return toEndpoint(rows[0]!)
+    })
+  }
+
+  async attempts(id: bigint, limit: number): Promise<WebhookAttempt[] | undefined> {
+    // One statement: no row when there is no such endpoint, one of nulls when it has no attempts.
+    const { rows } = await this.database.read<{ [K in keyof AttemptRow]: AttemptRow[K] | null }>(
+      `SELECT a.event_position, ${utc('a.attempted_at')} AS attempted_at, a.status, a.error, a.duration_ms
+       FROM webhook_endpoints AS e
+       LEFT JOIN LATERAL (SELECT * FROM webhook_attempts WHERE endpoint_id = e.id ORDER BY id DESC LIMIT $2) AS a ON true
+       WHERE e.id = $1 ORDER BY a.id DESC`,
+      [int8(id), limit],
+    )
+    if (rows.length === 0) return undefined
+    return rows
+      .filter((row) => row.event_position !== null)
+      .map((row) => ({
+        eventId: row.event_position!,
+        attemptedAt: row.attempted_at!,
+        status: row.status,
+        error: row.error,
+        durationMs: row.duration_ms!,
+      }))
+  }
+
+  async lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]> {
+    const until = new Date(now.getTime() + leaseMs)
+    const { rows } = await this.database.write<LeaseRow>(LEASE, [owner, until.toISOString(), now.toISOString(), limit])
+    const nowText = now.toISOString()
+    return rows
+      .sort((a, b) => (a.id < b.id ? -1 : 1))
+      .map((row) => {
+        // A previous secret signs only until its time is up.
+        const previousValid = row.previous_until !== null && row.previous_until > nowText
+        return {
+          endpoint: toEndpoint(row),
+          secrets: { current: row.secret, previous: previousValid ? row.previous_secret : null, previousUntil: previousValid ? row.previous_until : null },
+          owner,
+          leaseUntil: until,
+          failures: row.failures,
+        }
+      })
+  }
+
+  async renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean> {
+    const until = new Date(now.getTime() + leaseMs)
+    const { rowCount } = await this.database.write(
+      'UPDATE webhook_endpoints SET lease_until = $4 WHERE id = $1 AND lease_owner = $2 AND lease_until > $3 AND enabled',
+      [int8(lease.endpoint.id), lease.owner, now.toISOString(), until.toISOString()],
+    )
+    const renewed = (rowCount ?? 0) > 0
+    if (renewed) lease.leaseUntil = until
+    return renewed
+  }
+
+  async release(lease: WebhookLease): Promise<void> {
+    await this.database.write('UPDATE webhook_endpoints SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2', [
+      int8(lease.endpoint.id),
+      lease.owner,
+    ])
+  }
+
+  async next(lease: WebhookLease, limit: number): Promise<NextEvents> {
+    const after = lease.endpoint.position
+    const { rows } = await this.database.read<NextRow>(NEXT, [int8(after), Math.max(limit, NEXT_SCAN), lease.endpoint.eventTypes, limit])
+    return toNextEvents(after, limit, rows)
+  }
+
+  async advance(lease: WebhookLease, position: bigint, attempt: WebhookAttempt | null): Promise<boolean> {
+    const { rows } = await this.database.write<{ changed: number }>(ADVANCE, [...held(lease), ...attemptParams(attempt), int8(position)])
+    const advanced = rows[0]!.changed > 0
+    if (advanced) {
+      Object.assign(lease.endpoint, { position, failingSince: null, nextAttemptAt: null })
+      lease.failures = 0
+    }
+    return advanced
+  }
+
+  async fail(lease: WebhookLease, attempt: WebhookAttempt, next: { retryAt: Date } | { disable: WebhookDisabledReason }): Promise<boolean> {
+    const { rows } = await this.database.write<{ changed: number }>(FAIL, [
+      ...held(lease),
+      ...attemptParams(attempt),
+      'retryAt' in next ? next.retryAt.toISOString() : null,
+      'disable' in next ? next.disable : null,
+    ])
+    return rows[0]!.changed > 0
+  }
+
+  async disable(lease: WebhookLease, reason: WebhookDisabledReason): Promise<boolean> {
+    const { rowCount } = await this.database.write(
+      `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $5, next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL WHERE ${HELD}`,
+      [...held(lease), reason],
+    )
+    return (rowCount ?? 0) > 0
+  }
+
+  async lag(): Promise<{ id: bigint; events: bigint }[]> {
+    const { rows } = await this.database.read<{ id: bigint; events: bigint }>(
+      `SELECT id, (SELECT count(*) FROM order_events WHERE position > e.position) AS events
+       FROM webhook_endpoints AS e WHERE enabled ORDER BY id`,
+    )
+    return rows
+  }
+}

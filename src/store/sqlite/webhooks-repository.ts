@@ -1,0 +1,340 @@
+import type Database from 'better-sqlite3'
+import type { OrderEventType } from '../order-events.js'
+import { ATTEMPTS_KEPT, canonicalTypes, checkReplayPosition, NEXT_SCAN, toNextEvents, type NextRow } from '../webhook-rows.js'
+import type {
+  NewWebhookEndpoint,
+  NextEvents,
+  WebhookAttempt,
+  WebhookDisabledReason,
+  WebhookEndpoint,
+  WebhookEndpointPatch,
+  WebhookLease,
+  WebhooksRepository,
+} from '../webhooks.js'
+import { classify, type SqliteDatabase } from './database.js'
+
+/** A row of webhook_endpoints without its secrets. */
+interface EndpointRow {
+  id: bigint
+  url: string
+  event_types: string
+  description: string | null
+  enabled: bigint
+  disabled_reason: WebhookDisabledReason | null
+  position: bigint
+  failing_since: string | null
+  next_attempt_at: string | null
+  created_at: string
+}
+
+interface LeaseRow extends EndpointRow {
+  failures: bigint
+  secret: string
+  previous_secret: string | null
+  previous_until: string | null
+  lease_until: string
+}
+
+interface AttemptRow {
+  event_position: bigint
+  attempted_at: string
+  status: bigint | null
+  error: string | null
+  duration_ms: bigint
+}
+
+const ENDPOINT_COLUMNS = 'id, url, event_types, description, enabled, disabled_reason, position, failing_since, next_attempt_at, created_at'
+const LEASE_COLUMNS = `${ENDPOINT_COLUMNS}, failures, secret, previous_secret, previous_until, lease_until`
+
+/** The newest position given out: the newest event retained, or the newest retention deleted. */
+const HEAD = `max(coalesce((SELECT max(position) FROM order_events), 0), (SELECT pruned_through FROM event_retention WHERE id = 1))`
+
+// Due, free (or its holder's lease expired), and behind the head; the least recently leased first,
+// so that endpoints take turns when there are more than a dispatcher takes at once.
+const LEASE = `
+  UPDATE webhook_endpoints SET lease_owner = @owner, lease_until = @until
+  WHERE id IN (
+    SELECT id FROM webhook_endpoints
+    WHERE enabled = 1 AND (next_attempt_at IS NULL OR next_attempt_at <= @now) AND (lease_until IS NULL OR lease_until <= @now)
+      AND position < ${HEAD}
+    ORDER BY lease_until, id LIMIT @limit)
+  RETURNING ${LEASE_COLUMNS}`
+
+// One statement, hence one snapshot: the retention bound, how far the scan went, and the matching
+// events (the summary row, its position null, sorts first).
+const NEXT = `
+  WITH scanned AS (SELECT position, type, occurred_at, body FROM order_events WHERE position > @after ORDER BY position LIMIT @scan),
+    matching AS (SELECT position, type, occurred_at, body FROM scanned
+                 WHERE type IN (SELECT value FROM json_each(@types)) ORDER BY position LIMIT @limit)
+  SELECT NULL AS position, NULL AS type, NULL AS occurred_at, NULL AS body,
+    (SELECT pruned_through FROM event_retention WHERE id = 1) AS pruned_through,
+    (SELECT max(position) FROM scanned) AS scanned_through
+  UNION ALL
+  SELECT position, type, occurred_at, body, NULL, NULL FROM matching
+  ORDER BY position`
+
+// Every write under a lease: still held by this owner, not expired, and the position the holder
+// works from (a replay moves it, and the holder's late writes must not undo that).
+const HELD = 'id = ? AND lease_owner = ? AND lease_until > ? AND position = ?'
+
+const INSERT_ATTEMPT = `INSERT INTO webhook_attempts (endpoint_id, event_position, attempted_at, status, error, duration_ms)
+  VALUES (?, ?, ?, ?, ?, ?)`
+const TRIM_ATTEMPTS = `DELETE FROM webhook_attempts WHERE endpoint_id = @id AND id <= (
+  SELECT id FROM webhook_attempts WHERE endpoint_id = @id ORDER BY id DESC LIMIT 1 OFFSET ${ATTEMPTS_KEPT})`
+
+function toEndpoint(row: EndpointRow): WebhookEndpoint {
+  return {
+    id: row.id,
+    url: row.url,
+    eventTypes: (row.event_types === '' ? [] : row.event_types.split(',')) as OrderEventType[],
+    description: row.description,
+    enabled: row.enabled === 1n,
+    disabledReason: row.disabled_reason,
+    position: row.position,
+    failingSince: row.failing_since,
+    nextAttemptAt: row.next_attempt_at,
+    createdAt: row.created_at,
+  }
+}
+
+function toAttempt(row: AttemptRow): WebhookAttempt {
+  return {
+    eventId: row.event_position,
+    attemptedAt: row.attempted_at,
+    status: row.status === null ? null : Number(row.status),
+    error: row.error,
+    durationMs: Number(row.duration_ms),
+  }
+}
+
+export class SqliteWebhooksRepository implements WebhooksRepository {
+  private readonly statements = new Map<string, Database.Statement>()
+
+  constructor(private readonly database: SqliteDatabase) {}
+
+  /** A statement prepared once (the dispatcher runs a few of them all the time). */
+  private statement(sql: string): Database.Statement {
+    let statement = this.statements.get(sql)
+    if (statement === undefined) {
+      statement = this.database.db.prepare(sql)
+      this.statements.set(sql, statement)
+    }
+    return statement
+  }
+
+  /** A read of one statement, its driver errors classified. */
+  private read<T>(work: () => T): T {
+    try {
+      return work()
+    } catch (error) {
+      classify(error)
+    }
+  }
+
+  async create(endpoint: NewWebhookEndpoint, maxEndpoints: number): Promise<WebhookEndpoint | 'too_many'> {
+    // The write transaction is exclusive: the count and the head are exact at its commit.
+    return this.database.immediate(() => {
+      const count = this.statement('SELECT count(*) FROM webhook_endpoints').pluck().get() as bigint
+      if (count >= BigInt(maxEndpoints)) return 'too_many'
+      const row = this.statement(
+        `INSERT INTO webhook_endpoints (url, event_types, description, position, created_at, secret)
+         VALUES (?, ?, ?, ${HEAD}, ?, ?) RETURNING ${ENDPOINT_COLUMNS}`,
+      ).get(endpoint.url, canonicalTypes(endpoint.eventTypes).join(','), endpoint.description, new Date().toISOString(), endpoint.secret) as EndpointRow
+      return toEndpoint(row)
+    })
+  }
+
+  async list(): Promise<WebhookEndpoint[]> {
+    return this.read(() => (this.statement(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints ORDER BY id`).all() as EndpointRow[]).map(toEndpoint))
+  }
+
+  async find(id: bigint): Promise<WebhookEndpoint | undefined> {
+    const row = this.read(() => this.statement(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ?`).get(id) as EndpointRow | undefined)
+    return row === undefined ? undefined : toEndpoint(row)
+  }
+
+  async update(id: bigint, patch: WebhookEndpointPatch): Promise<WebhookEndpoint | undefined> {
+    // Enabling clears what disabled it and the failure of its current event (once disabled: an
+    // enabled endpoint keeps its retry schedule); disabling keeps the position it stopped at.
+    const enabling = patch.enabled === true ? 1 : 0
+    const disabling = patch.enabled === false ? 1 : 0
+    const row = this.database.immediate(
+      () =>
+        this.statement(
+          `UPDATE webhook_endpoints SET
+             url = coalesce(@url, url),
+             event_types = coalesce(@types, event_types),
+             description = CASE WHEN @setDescription THEN @description ELSE description END,
+             failures = CASE WHEN @enabling AND enabled = 0 THEN 0 ELSE failures END,
+             failing_since = CASE WHEN @enabling AND enabled = 0 THEN NULL ELSE failing_since END,
+             next_attempt_at = CASE WHEN (@enabling AND enabled = 0) OR @disabling THEN NULL ELSE next_attempt_at END,
+             disabled_reason = CASE WHEN @enabling THEN NULL WHEN @disabling THEN 'disabled_by_request' ELSE disabled_reason END,
+             enabled = CASE WHEN @enabling THEN 1 WHEN @disabling THEN 0 ELSE enabled END
+           WHERE id = @id RETURNING ${ENDPOINT_COLUMNS}`,
+        ).get({
+          id,
+          url: patch.url ?? null,
+          types: patch.eventTypes === undefined ? null : canonicalTypes(patch.eventTypes).join(','),
+          setDescription: patch.description === undefined ? 0 : 1,
+          description: patch.description ?? null,
+          enabling,
+          disabling,
+        }) as EndpointRow | undefined,
+    )
+    return row === undefined ? undefined : toEndpoint(row)
+  }
+
+  async remove(id: bigint): Promise<boolean> {
+    // Its attempts go with it (ON DELETE CASCADE).
+    return this.database.immediate(() => this.statement('DELETE FROM webhook_endpoints WHERE id = ?').run(id).changes > 0)
+  }
+
+  async rotateSecret(id: bigint, secret: string, previousUntil: Date): Promise<boolean> {
+    return this.database.immediate(
+      () =>
+        this.statement('UPDATE webhook_endpoints SET previous_secret = secret, previous_until = ?, secret = ? WHERE id = ?').run(
+          previousUntil.toISOString(),
+          secret,
+          id,
+        ).changes > 0,
+    )
+  }
+
+  async replay(id: bigint, after: bigint): Promise<WebhookEndpoint | undefined> {
+    const row = this.database.immediate(() => {
+      const exists = this.statement('SELECT 1 FROM webhook_endpoints WHERE id = ?').pluck().get(id)
+      if (exists === undefined) return undefined
+      const [prunedThrough, newest] = this.statement(
+        'SELECT (SELECT pruned_through FROM event_retention WHERE id = 1), (SELECT max(position) FROM order_events)',
+      )
+        .raw(true)
+        .get() as [bigint, bigint | null]
+      checkReplayPosition(after, prunedThrough, newest)
+      return this.statement(
+        `UPDATE webhook_endpoints SET position = ?, enabled = 1, disabled_reason = NULL, failures = 0, failing_since = NULL, next_attempt_at = NULL
+         WHERE id = ? RETURNING ${ENDPOINT_COLUMNS}`,
+      ).get(after, id) as EndpointRow
+    })
+    return row === undefined ? undefined : toEndpoint(row)
+  }
+
+  async attempts(id: bigint, limit: number): Promise<WebhookAttempt[] | undefined> {
+    return this.read(() => {
+      // One statement each, on the one writer connection: nothing commits in between.
+      if (this.statement('SELECT 1 FROM webhook_endpoints WHERE id = ?').pluck().get(id) === undefined) return undefined
+      const rows = this.statement(
+        `SELECT event_position, attempted_at, status, error, duration_ms FROM webhook_attempts
+         WHERE endpoint_id = ? ORDER BY id DESC LIMIT ?`,
+      ).all(id, limit) as AttemptRow[]
+      return rows.map(toAttempt)
+    })
+  }
+
+  async lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]> {
+    const until = new Date(now.getTime() + leaseMs)
+    const rows = this.database.immediate(() => this.statement(LEASE).all({ owner, until: until.toISOString(), now: now.toISOString(), limit }) as LeaseRow[])
+    return rows
+      .sort((a, b) => (a.id < b.id ? -1 : 1))
+      .map((row) => ({
+        endpoint: toEndpoint(row),
+        secrets: {
+          current: row.secret,
+          // A previous secret signs only until its time is up.
+          previous: row.previous_until !== null && row.previous_until > now.toISOString() ? row.previous_secret : null,
+          previousUntil: row.previous_until !== null && row.previous_until > now.toISOString() ? row.previous_until : null,
+        },
+        owner,
+        leaseUntil: until,
+        failures: Number(row.failures),
+      }))
+  }
+
+  async renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean> {
+    const until = new Date(now.getTime() + leaseMs)
+    const renewed = this.database.immediate(
+      () =>
+        this.statement('UPDATE webhook_endpoints SET lease_until = ? WHERE id = ? AND lease_owner = ? AND lease_until > ? AND enabled = 1').run(
+          until.toISOString(),
+          lease.endpoint.id,
+          lease.owner,
+          now.toISOString(),
+        ).changes > 0,
+    )
+    if (renewed) lease.leaseUntil = until
+    return renewed
+  }
+
+  async release(lease: WebhookLease): Promise<void> {
+    this.database.immediate(() =>
+      this.statement('UPDATE webhook_endpoints SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?').run(lease.endpoint.id, lease.owner),
+    )
+  }
+
+  async next(lease: WebhookLease, limit: number): Promise<NextEvents> {
+    const after = lease.endpoint.position
+    const rows = this.read(
+      () => this.statement(NEXT).all({ after, scan: Math.max(limit, NEXT_SCAN), types: JSON.stringify(lease.endpoint.eventTypes), limit }) as NextRow[],
+    )
+    return toNextEvents(after, limit, rows)
+  }
+
+  async advance(lease: WebhookLease, position: bigint, attempt: WebhookAttempt | null): Promise<boolean> {
+    const advanced = this.database.immediate(() => {
+      const changes = this.statement(
+        `UPDATE webhook_endpoints SET position = ?, failures = 0, failing_since = NULL, next_attempt_at = NULL WHERE ${HELD}`,
+      ).run(position, ...this.held(lease)).changes
+      if (changes === 0) return false
+      if (attempt !== null) this.record(lease.endpoint.id, attempt)
+      return true
+    })
+    if (advanced) Object.assign(lease.endpoint, { position, failingSince: null, nextAttemptAt: null })
+    if (advanced) lease.failures = 0
+    return advanced
+  }
+
+  async fail(lease: WebhookLease, attempt: WebhookAttempt, next: { retryAt: Date } | { disable: WebhookDisabledReason }): Promise<boolean> {
+    const retryAt = 'retryAt' in next ? next.retryAt.toISOString() : null
+    const reason = 'disable' in next ? next.disable : null
+    return this.database.immediate(() => {
+      const changes = this.statement(
+        `UPDATE webhook_endpoints SET failures = failures + 1, failing_since = coalesce(failing_since, ?), next_attempt_at = ?,
+           enabled = CASE WHEN ? IS NULL THEN enabled ELSE 0 END, disabled_reason = coalesce(?, disabled_reason),
+           lease_owner = NULL, lease_until = NULL
+         WHERE ${HELD}`,
+      ).run(attempt.attemptedAt, retryAt, reason, reason, ...this.held(lease)).changes
+      if (changes === 0) return false
+      this.record(lease.endpoint.id, attempt)
+      return true
+    })
+  }
+
+  async disable(lease: WebhookLease, reason: WebhookDisabledReason): Promise<boolean> {
+    return this.database.immediate(
+      () =>
+        this.statement(
+          `UPDATE webhook_endpoints SET enabled = 0, disabled_reason = ?, next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL WHERE ${HELD}`,
+        ).run(reason, ...this.held(lease)).changes > 0,
+    )
+  }
+
+  async lag(): Promise<{ id: bigint; events: bigint }[]> {
+    return this.read(
+      () =>
+        this.statement(
+          `SELECT id, (SELECT count(*) FROM order_events WHERE position > e.position) AS events
+           FROM webhook_endpoints AS e WHERE enabled = 1 ORDER BY id`,
+        ).all() as { id: bigint; events: bigint }[],
+    )
+  }
+
+  /** HELD's parameters for a lease, now. */
+  private held(lease: WebhookLease): [bigint, string, string, bigint] {
+    return [lease.endpoint.id, lease.owner, new Date().toISOString(), lease.endpoint.position]
+  }
+
+  /** Records an attempt and deletes the endpoint's attempts older than the last ATTEMPTS_KEPT. */
+  private record(endpointId: bigint, attempt: WebhookAttempt): void {
+    this.statement(INSERT_ATTEMPT).run(endpointId, attempt.eventId, attempt.attemptedAt, attempt.status, attempt.error, Math.round(attempt.durationMs))
+    this.statement(TRIM_ATTEMPTS).run({ id: endpointId })
+  }
+}
