@@ -6,6 +6,8 @@ import { EventPruner } from './http/event-pruner.js'
 import { IdempotencyKeyPruner } from './http/idempotency-key-pruner.js'
 import { openStore } from './store/open-store.js'
 import type { Store } from './store/store.js'
+import { Deliverer } from './webhooks/delivery.js'
+import { WebhookDispatcher } from './webhooks/dispatcher.js'
 
 export const SERVER_SQLITE_OPTIONS = { busyTimeoutMs: 50 }
 
@@ -14,7 +16,9 @@ export interface RunningServer {
   url: string
   /**
    * Stops accepting, answers held long polls at once, finishes in-flight requests (up to the
-   * shutdown timeout), stops pruning events and idempotency keys, closes the database.
+   * shutdown timeout), stops pruning events and idempotency keys, lets webhook deliveries in flight
+   * finish (up to the shutdown timeout, then aborts them) and releases their leases, closes the
+   * database.
    */
   close(): Promise<void>
   /** Writes every log line logged so far (a failed write is reported on stderr). */
@@ -83,6 +87,19 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   // Expired Idempotency-Key records of placeOrder, likewise on every instance.
   const keyPruner = new IdempotencyKeyPruner(store.orders, { log: logger })
   keyPruner.start()
+  // Webhook deliveries, shared with every other instance through leases in the database.
+  const deliverer = new Deliverer({ timeoutMs: config.webhooks.timeoutMs, allowPrivateNetworks: config.webhooks.allowPrivateNetworks })
+  const dispatcher = new WebhookDispatcher({
+    webhooks: store.webhooks,
+    dataVersion: () => store.orders.dataVersion(),
+    deliver: (request, signal) => deliverer.deliver(request, signal),
+    timeoutMs: config.webhooks.timeoutMs,
+    retryScheduleMs: config.webhooks.retryScheduleMs,
+    log: logger,
+    metrics: running.metrics,
+  })
+  running.metrics.watchWebhookLag(() => store.webhooks.lag())
+  dispatcher.start()
 
   let closing: Promise<void> | undefined
   const close = (): Promise<void> =>
@@ -94,12 +111,14 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       const reaper = setInterval(() => running.server.closeIdleConnections(), 100)
       const timer = setTimeout(() => running.server.closeAllConnections(), config.shutdownTimeoutMs)
       const pruned = Promise.all([pruner.stop(), keyPruner.stop()]) // a pass in progress ends after its current batch
+      const dispatched = dispatcher.stop(config.shutdownTimeoutMs).finally(() => deliverer.close())
       try {
         await running.close()
       } finally {
         clearInterval(reaper)
         clearTimeout(timer)
         await pruned
+        await dispatched
         await store.close()
       }
     })())

@@ -58,6 +58,20 @@ export class Metrics {
     registers: [this.registry],
   })
 
+  readonly webhookDeliveries = new Counter({
+    name: 'webhook_deliveries_total',
+    help: 'Webhook delivery attempts by outcome (success, failure, gone, aborted)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  })
+  readonly webhookDurations = new Histogram({
+    name: 'webhook_delivery_duration_seconds',
+    help: 'Webhook delivery attempt durations by outcome',
+    labelNames: ['outcome'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  })
+
   // The series of every method, route and status seen, for the collect above.
   private readonly series = new Map<string, Series>()
 
@@ -90,6 +104,34 @@ export class Metrics {
 
   completed(outcome: CompleteOutcome | 'error'): void {
     this.completes.inc({ outcome })
+  }
+
+  /** A delivery attempt of the webhook dispatcher. */
+  delivered(result: { outcome: string; durationMs: number }): void {
+    this.webhookDeliveries.inc({ outcome: result.outcome })
+    this.webhookDurations.observe({ outcome: result.outcome }, result.durationMs / 1000)
+  }
+
+  /**
+   * Each enabled endpoint's lag in events, read from the store when scraped (only where the
+   * dispatcher runs). A failed read leaves the gauge empty rather than failing the scrape.
+   */
+  watchWebhookLag(lag: () => Promise<{ id: bigint; events: bigint }[]>): void {
+    new Gauge({
+      name: 'webhook_endpoint_lag_events',
+      help: 'Events after each enabled webhook endpoint\'s position, of any type',
+      labelNames: ['endpoint'] as const,
+      registers: [this.registry],
+      async collect() {
+        this.reset()
+        try {
+          // A float, as every Prometheus value is: exact up to 2^53 events of lag.
+          for (const { id, events } of await lag()) this.set({ endpoint: id.toString() }, Number(events))
+        } catch {
+          // The database is unreachable: no series this scrape.
+        }
+      },
+    })
   }
 
   register(app: FastifyInstance): void {

@@ -43,30 +43,39 @@ export function isForbiddenAddress(address: string): boolean {
 }
 
 /**
- * Whether `raw` may be a webhook URL: https (http too when private networks are allowed, for
- * receivers on a private network or this host), no user name or password, and a host every
- * address of which passes `isForbiddenAddress` (unless allowed). `problem` is a short sentence for
- * the caller; it names no address, so the check does not map the service's network for anyone.
+ * The part of `checkWebhookUrl` that needs no DNS: scheme, credentials, host, and an IP literal's
+ * address. A delivery runs it before connecting, since Node skips `lookup` for an IP literal.
  */
-export async function checkWebhookUrl(raw: string, options: UrlPolicyOptions): Promise<UrlCheck> {
+export function checkWebhookUrlForm(raw: string, allowPrivateNetworks: boolean): UrlCheck {
   let url: URL
   try {
     url = new URL(raw)
   } catch {
     return { ok: false, problem: 'is not an absolute URL' }
   }
-  const schemes = options.allowPrivateNetworks ? ['https:', 'http:'] : ['https:']
-  if (!schemes.includes(url.protocol)) {
-    return { ok: false, problem: options.allowPrivateNetworks ? 'must use https or http' : 'must use https' }
-  }
+  const schemes = allowPrivateNetworks ? ['https:', 'http:'] : ['https:']
+  if (!schemes.includes(url.protocol)) return { ok: false, problem: allowPrivateNetworks ? 'must use https or http' : 'must use https' }
   if (url.username !== '' || url.password !== '') return { ok: false, problem: 'must not contain a user name or password' }
   const host = hostOf(url)
   if (host === '') return { ok: false, problem: 'must name a host' }
-  if (options.allowPrivateNetworks) return { ok: true, url }
-
-  if (isIP(host) !== 0) {
-    return isForbiddenAddress(host) ? { ok: false, problem: 'must not point to a private or reserved address' } : { ok: true, url }
+  if (!allowPrivateNetworks && isIP(host) !== 0 && isForbiddenAddress(host)) {
+    return { ok: false, problem: 'must not point to a private or reserved address' }
   }
+  return { ok: true, url }
+}
+
+/**
+ * Whether `raw` may be a webhook URL: https (http too when private networks are allowed, for
+ * receivers on a private network or this host), no user name or password, and a host every
+ * address of which passes `isForbiddenAddress` (unless allowed). `problem` is a short sentence for
+ * the caller; it names no address, so the check does not map the service's network for anyone.
+ */
+export async function checkWebhookUrl(raw: string, options: UrlPolicyOptions): Promise<UrlCheck> {
+  const form = checkWebhookUrlForm(raw, options.allowPrivateNetworks)
+  if (!form.ok || options.allowPrivateNetworks) return form
+  const host = hostOf(form.url)
+  if (isIP(host) !== 0) return form
+  const url = form.url
   let addresses: LookupAddress[]
   try {
     addresses = await lookupAll(options.lookup ?? (dnsLookup as LookupFunction), host)

@@ -1,0 +1,277 @@
+import { randomUUID } from 'node:crypto'
+import type { MaybePromise } from '../maybe-async.js'
+import type { WebhookAttempt, WebhookDisabledReason, WebhookLease, WebhooksRepository } from '../store/webhooks.js'
+import type { DeliveryRequest, DeliveryResult } from './delivery.js'
+import { nextRetry, parseRetryAfter } from './retry-schedule.js'
+import { deliveryBody, deliveryHeaders } from './signing.js'
+
+export interface DispatcherLog {
+  info(fields: object, message: string): void
+  warn(fields: object, message: string): void
+}
+
+export interface DispatcherMetrics {
+  delivered(result: DeliveryResult): void
+}
+
+export interface DispatcherOptions {
+  webhooks: WebhooksRepository
+  /** Moves with every commit that writes events (`store.orders.dataVersion()`). */
+  dataVersion: () => MaybePromise<bigint>
+  deliver: (request: DeliveryRequest, signal: AbortSignal) => Promise<DeliveryResult>
+  timeoutMs: number
+  retryScheduleMs: readonly number[]
+  log: DispatcherLog
+  metrics?: DispatcherMetrics | undefined
+  /** Endpoints delivered to at once by this instance. */
+  maxInFlight?: number
+  /** How often the data version is read (a cheap read on both stores). */
+  pollIntervalMs?: number
+  /** How often due endpoints are looked for without a new event (retries that came due). */
+  sweepIntervalMs?: number
+  /** Events read from the feed at a time for one endpoint. */
+  batch?: number
+  now?: () => Date
+}
+
+export const MAX_IN_FLIGHT = 32
+export const DISPATCH_POLL_MS = 100
+export const SWEEP_INTERVAL_MS = 1000
+const BATCH = 100
+
+/** A lease outlives the attempt it covers: an attempt starts only with `timeoutMs` + this left. */
+const LEASE_MARGIN_MS = 2000
+
+interface Running {
+  /** Set when the endpoint was found due again while its loop ran: read the feed again before releasing. */
+  woken: boolean
+  finishing: boolean
+  done: Promise<void>
+}
+
+/**
+ * Pushes the event feed to the webhook endpoints (docs/webhooks.md), on every instance that serves.
+ *
+ * Endpoints are taken through leases in the database, so instances share them and at most one
+ * delivery per endpoint is in flight anywhere. Each leased endpoint gets its own async loop that
+ * delivers its events strictly in order, one at a time, moving its position after each 2xx; no loop
+ * waits for another, so a hanging endpoint costs only its own slot. A loop ends when the endpoint
+ * is caught up (lease released), failing (retry scheduled, lease ended by `fail`), disabled, or its
+ * lease is lost (another instance took it: every write is conditional on the lease, so it changes
+ * nothing). New endpoints are leased when the data version moves (read every 100 ms, as the long
+ * poll does) and at least every second, for retries that came due.
+ *
+ * A lease lasts 2 × WEBHOOK_TIMEOUT_MS + 5 s and is renewed before an attempt when less than the
+ * timeout (+ 2 s) is left, so an attempt always ends before its lease can expire and be taken. Leases
+ * are timed by each instance's clock: instances sharing a database need clocks within a second.
+ */
+export class WebhookDispatcher {
+  readonly owner = randomUUID()
+  private readonly running = new Map<bigint, Running>()
+  private readonly abort = new AbortController()
+  private readonly maxInFlight: number
+  private readonly leaseMs: number
+  private readonly now: () => Date
+  private timer: NodeJS.Timeout | undefined
+  private ticking = false
+  private version: bigint | undefined
+  private lastSweep = 0
+  /** Set when a loop ended with more to do, or a lease pass was full: lease again at the next tick. */
+  private rescan = false
+  private failing = false
+  private stopping = false
+
+  constructor(private readonly options: DispatcherOptions) {
+    this.maxInFlight = options.maxInFlight ?? MAX_IN_FLIGHT
+    this.leaseMs = 2 * options.timeoutMs + 5000
+    this.now = options.now ?? (() => new Date())
+  }
+
+  /** Endpoints being delivered to by this instance now. */
+  get inFlight(): number {
+    return this.running.size
+  }
+
+  start(): void {
+    if (this.timer !== undefined || this.stopping) return
+    this.timer = setInterval(() => void this.tick(), this.options.pollIntervalMs ?? DISPATCH_POLL_MS)
+    void this.tick()
+  }
+
+  /**
+   * Starts no more attempts; waits up to `graceMs` for those in flight, then aborts them (their
+   * event is sent again later, with the same webhook-id); every lease held is released.
+   */
+  async stop(graceMs: number): Promise<void> {
+    this.stopping = true
+    clearInterval(this.timer)
+    const all = (): Promise<unknown> => Promise.all([...this.running.values()].map((loop) => loop.done))
+    let timer: NodeJS.Timeout | undefined
+    const graceOver = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))
+    await Promise.race([all(), graceOver])
+    clearTimeout(timer)
+    this.abort.abort()
+    await all()
+  }
+
+  private async tick(): Promise<void> {
+    if (this.ticking || this.stopping) return
+    this.ticking = true
+    try {
+      const version = await this.options.dataVersion()
+      const moved = version !== this.version
+      this.version = version
+      const now = Date.now()
+      if (moved || this.rescan || now - this.lastSweep >= (this.options.sweepIntervalMs ?? SWEEP_INTERVAL_MS)) {
+        this.lastSweep = now
+        this.rescan = false
+        await this.leaseMore()
+      }
+      if (this.failing) this.options.log.info({}, 'webhook dispatch resumed')
+      this.failing = false
+    } catch (error) {
+      if (!this.failing) this.options.log.warn({ err: error }, 'webhook dispatch failed; it tries again')
+      this.failing = true
+    } finally {
+      this.ticking = false
+    }
+  }
+
+  private async leaseMore(): Promise<void> {
+    const free = this.maxInFlight - this.running.size
+    if (free <= 0) {
+      this.rescan = true
+      return
+    }
+    const leases = await this.options.webhooks.lease(this.owner, this.now(), this.leaseMs, free)
+    if (leases.length === free) this.rescan = true
+    for (const lease of leases) {
+      const id = lease.endpoint.id
+      const current = this.running.get(id)
+      if (current === undefined) this.launch(lease, false)
+      else if (!current.finishing) current.woken = true
+      // Its loop is releasing it: a new loop follows, first checking that the lease it got holds.
+      else void current.done.then(() => this.running.has(id) || this.stopping || this.launch(lease, true))
+    }
+  }
+
+  private launch(lease: WebhookLease, recheck: boolean): void {
+    const loop: Running = { woken: false, finishing: false, done: Promise.resolve() }
+    this.running.set(lease.endpoint.id, loop)
+    loop.done = this.serve(lease, loop, recheck)
+      .catch((error: unknown) => {
+        this.options.log.warn({ err: error, endpointId: lease.endpoint.id.toString() }, 'webhook delivery failed; the endpoint is tried again')
+        return this.options.webhooks.release(lease).catch(() => {})
+      })
+      .finally(() => {
+        this.running.delete(lease.endpoint.id)
+      })
+  }
+
+  /** Delivers the leased endpoint's events in order until it is caught up, failing, or the lease is lost. */
+  private async serve(lease: WebhookLease, loop: Running, recheck: boolean): Promise<void> {
+    const { webhooks } = this.options
+    const endpointId = lease.endpoint.id.toString()
+    let leaseUntil = lease.leaseUntil.getTime()
+    if (recheck) {
+      const now = this.now()
+      if (!(await webhooks.renew(lease, now, this.leaseMs))) return
+      leaseUntil = now.getTime() + this.leaseMs
+    }
+    const holdLease = async (): Promise<boolean> => {
+      const now = this.now()
+      if (leaseUntil - now.getTime() > this.options.timeoutMs + LEASE_MARGIN_MS) return true
+      if (!(await webhooks.renew(lease, now, this.leaseMs))) return false
+      leaseUntil = now.getTime() + this.leaseMs
+      return true
+    }
+
+    for (;;) {
+      if (this.stopping || !(await holdLease())) break
+      loop.woken = false
+      const seen = this.version
+      const next = await webhooks.next(lease, this.options.batch ?? BATCH)
+      if (next === 'expired') {
+        if (await webhooks.disable(lease, 'events_expired')) this.logDisabled(endpointId, 'events_expired')
+        return
+      }
+      for (const event of next.events) {
+        if (this.stopping || !(await holdLease())) return this.release(lease)
+        const body = deliveryBody(event)
+        const attemptedAt = this.now()
+        const result = await this.options.deliver(
+          { url: lease.endpoint.url, body, headers: deliveryHeaders(lease.secrets, event, body, attemptedAt) },
+          this.abort.signal,
+        )
+        // Shut down mid-attempt: nothing is recorded, the event is sent again by whoever leases next.
+        if (result.outcome === 'aborted') return this.release(lease)
+        this.options.metrics?.delivered(result)
+        const attempt: WebhookAttempt = {
+          eventId: event.position,
+          attemptedAt: attemptedAt.toISOString(),
+          status: result.status,
+          error: result.error,
+          durationMs: result.durationMs,
+        }
+        if (result.outcome === 'success') {
+          if (!(await webhooks.advance(lease, event.position, attempt))) return
+          this.advanced(lease, event.position)
+          continue
+        }
+        if (result.outcome === 'gone') return this.disable(lease, attempt, 'endpoint_gone')
+        return this.failed(lease, attempt, result)
+      }
+      // The rest of what was read had none of its types: skipped past at once.
+      if (next.through > lease.endpoint.position) {
+        if (!(await webhooks.advance(lease, next.through, null))) return
+        this.advanced(lease, next.through)
+        continue
+      }
+      if (next.events.length > 0) continue
+      // Caught up, unless an event committed since the read (the version moved, or the endpoint
+      // was found due again meanwhile): then read again rather than wait for the next lease pass.
+      if (loop.woken || this.version !== seen) continue
+      break
+    }
+    loop.finishing = true
+    await this.release(lease)
+  }
+
+  private advanced(lease: WebhookLease, position: bigint): void {
+    // The lease is this loop's view of the endpoint: kept as the store now has it.
+    lease.endpoint.position = position
+    lease.endpoint.failingSince = null
+    lease.endpoint.nextAttemptAt = null
+    lease.failures = 0
+  }
+
+  private async failed(lease: WebhookLease, attempt: WebhookAttempt, result: DeliveryResult): Promise<void> {
+    const schedule = this.options.retryScheduleMs
+    const retryAfterMs = parseRetryAfter(result.retryAfter, this.now(), Math.max(0, ...schedule))
+    const retry = nextRetry(lease.failures, schedule, retryAfterMs)
+    if (retry === 'exhausted') return this.disable(lease, attempt, 'retries_exhausted')
+    const retryAt = new Date(this.now().getTime() + retry.retryInMs)
+    if (!(await this.options.webhooks.fail(lease, attempt, { retryAt }))) return
+    if (lease.failures === 0) {
+      this.options.log.warn(
+        { endpointId: lease.endpoint.id.toString(), eventId: attempt.eventId.toString(), status: attempt.status, error: attempt.error, retryAt: retryAt.toISOString() },
+        'webhook endpoint failing',
+      )
+    }
+  }
+
+  private async disable(lease: WebhookLease, attempt: WebhookAttempt, reason: WebhookDisabledReason): Promise<void> {
+    if (await this.options.webhooks.fail(lease, attempt, { disable: reason })) this.logDisabled(lease.endpoint.id.toString(), reason, attempt)
+  }
+
+  private logDisabled(endpointId: string, reason: WebhookDisabledReason, attempt?: WebhookAttempt): void {
+    const fields = attempt === undefined ? {} : { eventId: attempt.eventId.toString(), status: attempt.status, error: attempt.error }
+    this.options.log.warn({ endpointId, reason, ...fields }, 'webhook endpoint disabled')
+  }
+
+  private async release(lease: WebhookLease): Promise<void> {
+    const loop = this.running.get(lease.endpoint.id)
+    if (loop !== undefined) loop.finishing = true
+    await this.options.webhooks.release(lease)
+  }
+}

@@ -1,0 +1,160 @@
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo, Socket } from 'node:net'
+import { after, before, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Webhook } from 'standardwebhooks'
+import { openStore } from '../src/store/open-store.js'
+import type { Store } from '../src/store/store.js'
+import type { WebhookEndpoint } from '../src/store/webhooks.js'
+import { createDatabase, forEachStore, within, type TestDatabaseHandle } from './support/harness.js'
+import { spawnServer, type ServerProcess } from './support/server-process.js'
+
+interface Receiver {
+  url: string
+  ids: string[]
+  /** When each arrived (performance.now()). */
+  times: number[]
+  /** Requests that arrived while another to this receiver was still open. */
+  overlaps: number
+  answer: (id: string, req: IncomingMessage, res: ServerResponse) => void
+  close(): Promise<void>
+}
+
+/** A receiver on 127.0.0.1 that records each webhook-id, verifies each signature, and counts overlapping requests. */
+async function receiver(secret: string): Promise<Receiver> {
+  const verifier = new Webhook(secret)
+  const sockets = new Set<Socket>()
+  let open = 0
+  const server = createServer((req, res) => {
+    if (++open > 1) state.overlaps++
+    res.on('close', () => open--)
+    let body = ''
+    req.setEncoding('utf8')
+    req.on('data', (chunk: string) => (body += chunk))
+    req.on('end', () => {
+      verifier.verify(body, req.headers as Record<string, string>)
+      const id = String(req.headers['webhook-id'])
+      state.ids.push(id)
+      state.times.push(performance.now())
+      state.answer(id, req, res)
+    })
+  })
+  server.on('connection', (socket) => {
+    sockets.add(socket)
+    socket.on('close', () => sockets.delete(socket))
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const state: Receiver = {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    ids: [],
+    times: [],
+    overlaps: 0,
+    // A few milliseconds per delivery, so two instances delivering to one endpoint at once would overlap.
+    answer: (_id, _req, res) => void setTimeout(() => res.end(), 3),
+    close: async () => {
+      for (const socket of sockets) socket.destroy()
+      await new Promise((resolve) => server.close(resolve))
+    },
+  }
+  return state
+}
+
+const ENV = { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETRY_SCHEDULE: '100ms,100ms,100ms,100ms,100ms' }
+
+// `serve` processes on one database share the endpoints through leases: each endpoint's events
+// arrive in order, none twice, never two at once; a killed instance's endpoint is taken over.
+forEachStore('webhook dispatch across instances', (kind) => {
+  let database: TestDatabaseHandle
+  let store: Store
+  const processes: ServerProcess[] = []
+  const receivers: Receiver[] = []
+
+  before(async () => {
+    database = await createDatabase(kind)
+    store = await openStore(database.config)
+    await store.migrate()
+  })
+  after(async () => {
+    for (const child of processes) {
+      if (child.child.exitCode === null && child.child.signalCode === null) {
+        child.child.kill('SIGTERM')
+        await child.exited
+      }
+    }
+    for (const receiving of receivers) await receiving.close()
+    await store.close()
+    await database.dispose()
+  })
+
+  async function serveProcess(env: Record<string, string> = {}): Promise<ServerProcess> {
+    const child = await spawnServer(database.url, { ...ENV, ...env })
+    processes.push(child)
+    return child
+  }
+
+  async function endpointWithReceiver(): Promise<{ endpoint: WebhookEndpoint; receiving: Receiver }> {
+    const secret = `whsec_${randomBytes(32).toString('base64')}`
+    const receiving = await receiver(secret)
+    receivers.push(receiving)
+    const endpoint = await store.webhooks.create({ url: receiving.url, eventTypes: ['order.created'], description: null, secret }, 100)
+    assert.notEqual(endpoint, 'too_many')
+    return { endpoint: endpoint as WebhookEndpoint, receiving }
+  }
+
+  async function placeOrders(count: number): Promise<string[]> {
+    const head = (await store.events.read(undefined, 100_000)).next
+    for (let i = 0; i < count; i++) assert.equal((await store.orders.place({ order: { petId: 3n, quantity: 1, shipDate: null } })).outcome, 'placed')
+    const page = await store.events.read(head, 100_000)
+    return [...page.json.toString().matchAll(/"id":"(\d+)"/g)].map((match) => match[1]!)
+  }
+
+  it('two instances never deliver to one endpoint at once, and every event arrives once, in order', async () => {
+    const endpoints = await Promise.all(Array.from({ length: 4 }, () => endpointWithReceiver()))
+    await Promise.all([serveProcess(), serveProcess()])
+    const positions: string[] = []
+    // In bursts, so leases move between the instances as endpoints catch up and are leased again.
+    for (let burst = 0; burst < 6; burst++) {
+      positions.push(...(await placeOrders(10)))
+      await sleep(150)
+    }
+    for (const { receiving } of endpoints) {
+      await within(30_000, 'every event delivered', () => receiving.ids.length >= positions.length)
+    }
+    await sleep(500)
+    for (const { receiving } of endpoints) {
+      assert.deepEqual(receiving.ids, positions)
+      assert.equal(receiving.overlaps, 0)
+    }
+    for (const { endpoint } of endpoints) await store.webhooks.remove(endpoint.id)
+    for (const child of processes.splice(0)) {
+      child.child.kill('SIGTERM')
+      assert.deepEqual(await child.exited, { code: 0, signal: null })
+    }
+  })
+
+  it('an instance killed mid-delivery: another takes over after the lease expires, only the event in flight twice', async () => {
+    const { receiving } = await endpointWithReceiver()
+    // A 3 s timeout: the lease is 2 × 3 s + 5 s = 11 s.
+    const first = await serveProcess({ WEBHOOK_TIMEOUT_MS: '3000' })
+    let held: string | undefined
+    const positions = await placeOrders(6)
+    receiving.answer = (id, _req, res) => {
+      if (id === positions[3] && held === undefined) held = id // never answered: the instance dies first
+      else res.end()
+    }
+    await within(15_000, 'the fourth event in flight', () => held !== undefined)
+    first.child.kill('SIGKILL')
+    assert.equal((await first.exited).signal, 'SIGKILL')
+    await serveProcess({ WEBHOOK_TIMEOUT_MS: '3000' })
+    await within(40_000, 'every event delivered', () => receiving.ids.at(-1) === positions[5])
+    await sleep(500)
+    assert.deepEqual(receiving.ids, [...positions.slice(0, 4), ...positions.slice(3)])
+    assert.equal(receiving.overlaps, 0)
+    // Not before the killed instance's lease expired: an attempt starts with at least the timeout
+    // + 2 s of its lease left, so the event is sent again no sooner than about 5 s after.
+    const gap = receiving.times[4]! - receiving.times[3]!
+    assert.ok(gap >= 4000, `sent again ${Math.round(gap)} ms later`)
+  })
+})

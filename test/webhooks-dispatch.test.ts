@@ -1,0 +1,293 @@
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo, Socket } from 'node:net'
+import { after, afterEach, before, beforeEach, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Webhook } from 'standardwebhooks'
+import { openStore } from '../src/store/open-store.js'
+import type { Store } from '../src/store/store.js'
+import type { WebhookEndpoint } from '../src/store/webhooks.js'
+import { Deliverer } from '../src/webhooks/delivery.js'
+import { WebhookDispatcher } from '../src/webhooks/dispatcher.js'
+import { createDatabase, forEachStore, within, type TestDatabaseHandle } from './support/harness.js'
+
+interface Delivery {
+  id: string
+  body: string
+  headers: Record<string, string>
+  at: number
+}
+
+type Answer = (delivery: Delivery, req: IncomingMessage, res: ServerResponse) => void
+
+/** A receiver on 127.0.0.1: records every request and answers as `answer` says (200 by default). */
+async function receiver(): Promise<{ url: string; deliveries: Delivery[]; answer: Answer; overlaps: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>()
+  let open = 0
+  const state = {
+    url: '',
+    deliveries: [] as Delivery[],
+    answer: ((_delivery, _req, res) => res.end()) as Answer,
+    overlaps: 0,
+    close: async () => {
+      for (const socket of sockets) socket.destroy()
+      await new Promise((resolve) => server.close(resolve))
+    },
+  }
+  const server = createServer((req, res) => {
+    if (++open > 1) state.overlaps++
+    res.on('close', () => open--)
+    let body = ''
+    req.setEncoding('utf8')
+    req.on('data', (chunk: string) => (body += chunk))
+    req.on('end', () => {
+      const delivery = { id: String(req.headers['webhook-id']), body, headers: req.headers as Record<string, string>, at: performance.now() }
+      state.deliveries.push(delivery)
+      state.answer(delivery, req, res)
+    })
+  })
+  server.on('connection', (socket) => {
+    sockets.add(socket)
+    socket.on('close', () => sockets.delete(socket))
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`
+  return state
+}
+
+const newSecret = (): string => `whsec_${randomBytes(32).toString('base64')}`
+const log = { lines: [] as { fields: object; message: string }[], info() {}, warn(fields: object, message: string) { log.lines.push({ fields, message }) } }
+
+forEachStore('webhook dispatcher', (kind) => {
+  let database: TestDatabaseHandle
+  let store: Store
+  const cleanups: (() => Promise<void> | void)[] = []
+
+  before(async () => {
+    database = await createDatabase(kind)
+    store = await openStore(database.config)
+    await store.migrate()
+  })
+  after(async () => {
+    await store.close()
+    await database.dispose()
+  })
+  beforeEach(() => {
+    log.lines.length = 0
+  })
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+    // Endpoints of one test are not served in the next.
+    for (const endpoint of await store.webhooks.list()) await store.webhooks.remove(endpoint.id)
+  })
+
+  async function dispatcher(options: { timeoutMs?: number; retryScheduleMs?: number[] } = {}): Promise<WebhookDispatcher> {
+    const timeoutMs = options.timeoutMs ?? 5000
+    const deliverer = new Deliverer({ timeoutMs, allowPrivateNetworks: true })
+    const value = new WebhookDispatcher({
+      webhooks: store.webhooks,
+      dataVersion: () => store.orders.dataVersion(),
+      deliver: (request, signal) => deliverer.deliver(request, signal),
+      timeoutMs,
+      retryScheduleMs: options.retryScheduleMs ?? [100, 100, 100],
+      log,
+    })
+    value.start()
+    cleanups.push(async () => {
+      await value.stop(0)
+      deliverer.close()
+    })
+    return value
+  }
+
+  async function hook(): Promise<Awaited<ReturnType<typeof receiver>>> {
+    const value = await receiver()
+    cleanups.push(() => value.close())
+    return value
+  }
+
+  async function endpoint(url: string, secret = newSecret()): Promise<WebhookEndpoint & { secret: string }> {
+    const created = await store.webhooks.create({ url, eventTypes: ['order.created', 'order.cancelled'], description: null, secret }, 100)
+    assert.notEqual(created, 'too_many')
+    return { ...(created as WebhookEndpoint), secret }
+  }
+
+  /** Places `count` orders, one order.created event each; the events' positions, ascending. */
+  async function placeOrders(count: number): Promise<string[]> {
+    const head = (await store.events.read(undefined, 100_000)).next
+    for (let i = 0; i < count; i++) {
+      const result = await store.orders.place({ order: { petId: 1n, quantity: 1, shipDate: null } })
+      assert.equal(result.outcome, 'placed')
+    }
+    const events = await feedAfter(head)
+    assert.equal(events.length, count)
+    return events.map((event) => event.id)
+  }
+
+  async function feedAfter(after: bigint): Promise<{ id: string; type: string }[]> {
+    const page = await store.events.read(after, 10_000)
+    return [...page.json.toString().matchAll(/"id":"(\d+)","type":"([a-z.]+)"/g)].map((match) => ({ id: match[1]!, type: match[2]! }))
+  }
+
+  it('delivers every event in feed order, once, signed so standardwebhooks verifies it', async () => {
+    const receiving = await hook()
+    const target = await endpoint(receiving.url)
+    await dispatcher()
+    const positions = await placeOrders(30)
+    await within(10_000, 'every event delivered', () => receiving.deliveries.length >= 30)
+    await sleep(300) // nothing more comes
+    assert.deepEqual(receiving.deliveries.map((d) => d.id), positions)
+    const verifier = new Webhook(target.secret)
+    for (const delivery of receiving.deliveries) {
+      const payload = verifier.verify(delivery.body, delivery.headers) as { type: string; data: { id: string } }
+      assert.equal(payload.type, 'order.created')
+      assert.equal(payload.data.id, delivery.id)
+    }
+    assert.equal(receiving.overlaps, 0)
+    assert.equal((await store.webhooks.find(target.id))?.position.toString(), positions.at(-1))
+  })
+
+  it('sends the next event only after a 2xx, retrying 3xx, 4xx, 5xx, timeouts and resets', async () => {
+    const receiving = await hook()
+    const target = await endpoint(receiving.url)
+    const misbehaviours: Answer[] = [
+      (_d, _req, res) => res.writeHead(302, { location: '/elsewhere' }).end(),
+      (_d, _req, res) => res.writeHead(400).end(),
+      (_d, _req, res) => res.writeHead(500).end(),
+      () => {}, // hangs: the 1 s timeout
+      (_d, req) => req.socket.destroy(),
+    ]
+    // The second event fails each way in turn before it is taken.
+    let secondTries = 0
+    const positions: string[] = []
+    receiving.answer = (delivery, req, res) => {
+      if (delivery.id === positions[1] && secondTries < misbehaviours.length) misbehaviours[secondTries++]!(delivery, req, res)
+      else res.end()
+    }
+    await dispatcher({ timeoutMs: 1000, retryScheduleMs: [50, 50, 50, 50, 50, 50] })
+    positions.push(...(await placeOrders(3)))
+    await within(20_000, 'every event delivered', () => receiving.deliveries.filter((d) => d.id === positions[2]).length > 0)
+    await sleep(300)
+    const second = positions[1]!
+    assert.deepEqual(receiving.deliveries.map((d) => d.id), [positions[0], ...Array(6).fill(second), positions[2]])
+    assert.ok(receiving.deliveries.every((d) => !d.headers['location']))
+    const attempts = await store.webhooks.attempts(target.id, 100)
+    assert.deepEqual(
+      attempts?.reverse().map((a) => [a.eventId.toString(), a.status, a.error]),
+      [
+        [positions[0], 200, null],
+        [second, 302, 'redirect not followed'],
+        [second, 400, 'status 400'],
+        [second, 500, 'status 500'],
+        [second, null, 'timeout'],
+        [second, null, 'connection reset'],
+        [second, 200, null],
+        [positions[2], 200, null],
+      ],
+    )
+    assert.equal(log.lines.filter((line) => line.message === 'webhook endpoint failing').length, 1, 'one line per failure streak')
+    const endpointNow = await store.webhooks.find(target.id)
+    assert.equal(endpointNow?.failingSince, null)
+    assert.equal(endpointNow?.enabled, true)
+  })
+
+  it('waits at least Retry-After after a 429', async () => {
+    const receiving = await hook()
+    await endpoint(receiving.url)
+    let first = true
+    receiving.answer = (_d, _req, res) => {
+      if (first) res.writeHead(429, { 'retry-after': '2' }).end()
+      else res.end()
+      first = false
+    }
+    await dispatcher({ retryScheduleMs: [50] })
+    await placeOrders(1)
+    await within(15_000, 'the retry', () => receiving.deliveries.length >= 2)
+    const [a, b] = receiving.deliveries
+    assert.equal(a!.id, b!.id)
+    assert.ok(b!.at - a!.at >= 1900, `retried after ${Math.round(b!.at - a!.at)} ms`)
+  })
+
+  it('disables at once on 410', async () => {
+    const receiving = await hook()
+    const target = await endpoint(receiving.url)
+    receiving.answer = (_d, _req, res) => res.writeHead(410).end()
+    await dispatcher()
+    await placeOrders(2)
+    await within(10_000, 'disabled', async () => (await store.webhooks.find(target.id))?.enabled === false)
+    await sleep(300)
+    assert.equal(receiving.deliveries.length, 1)
+    assert.equal((await store.webhooks.find(target.id))?.disabledReason, 'endpoint_gone')
+    assert.deepEqual(
+      log.lines.filter((line) => line.message === 'webhook endpoint disabled').map((line) => (line.fields as { endpointId: string; reason: string }).reason),
+      ['endpoint_gone'],
+    )
+  })
+
+  it('disables when the schedule runs out, and resumes at the stopped event when enabled again', async () => {
+    const receiving = await hook()
+    const target = await endpoint(receiving.url)
+    receiving.answer = (_d, _req, res) => res.writeHead(503).end()
+    await dispatcher({ retryScheduleMs: [50, 50] })
+    const positions = await placeOrders(3)
+    await within(10_000, 'disabled', async () => (await store.webhooks.find(target.id))?.enabled === false)
+    const disabled = await store.webhooks.find(target.id)
+    assert.equal(disabled?.disabledReason, 'retries_exhausted')
+    assert.deepEqual(receiving.deliveries.map((d) => d.id), [positions[0], positions[0], positions[0]])
+    const logged = log.lines.find((line) => line.message === 'webhook endpoint disabled')
+    assert.equal((logged?.fields as { endpointId: string }).endpointId, target.id.toString())
+    assert.doesNotMatch(JSON.stringify(log.lines), new RegExp(target.secret.slice(6, 20)))
+
+    receiving.answer = (_d, _req, res) => res.end()
+    await store.webhooks.update(target.id, { enabled: true })
+    await within(10_000, 'resumed', () => receiving.deliveries.length >= 6)
+    await sleep(300)
+    assert.deepEqual(receiving.deliveries.slice(3).map((d) => d.id), positions)
+  })
+
+  it('does not let a hanging endpoint delay a healthy one', async () => {
+    const hanging = await hook()
+    hanging.answer = () => {}
+    const healthy = await hook()
+    await endpoint(hanging.url)
+    await endpoint(healthy.url)
+    await dispatcher({ timeoutMs: 30_000 })
+    const positions = await placeOrders(20)
+    await within(10_000, 'the healthy endpoint served', () => healthy.deliveries.length >= 20)
+    assert.deepEqual(healthy.deliveries.map((d) => d.id), positions)
+    assert.deepEqual(hanging.deliveries.map((d) => d.id), [positions[0]])
+  })
+
+  it('delivers to a healthy endpoint within a second of the commit', async () => {
+    const receiving = await hook()
+    await endpoint(receiving.url)
+    await dispatcher()
+    for (let i = 0; i < 5; i++) {
+      const committed = performance.now()
+      const [position] = await placeOrders(1)
+      await within(10_000, 'delivered', () => receiving.deliveries.some((d) => d.id === position))
+      const took = receiving.deliveries.find((d) => d.id === position)!.at - committed
+      assert.ok(took <= 1000, `delivered ${Math.round(took)} ms after its commit`)
+    }
+  })
+
+  it('aborts an attempt at shutdown and releases its lease', async () => {
+    const receiving = await hook()
+    receiving.answer = () => {}
+    const target = await endpoint(receiving.url)
+    const first = await dispatcher({ timeoutMs: 60_000 })
+    const [position] = await placeOrders(1)
+    await within(10_000, 'the attempt started', () => receiving.deliveries.length === 1)
+    const stopped = performance.now()
+    await first.stop(200)
+    assert.ok(performance.now() - stopped < 10_000)
+    assert.equal(first.inFlight, 0)
+    // Released: another owner leases it at once, not after the lease (2 min here) expires.
+    const leases = await store.webhooks.lease('another', new Date(), 10_000, 10)
+    assert.deepEqual(leases.map((lease) => lease.endpoint.id), [target.id])
+    assert.equal(leases[0]!.endpoint.position < BigInt(position!), true, 'nothing recorded for the aborted attempt')
+    assert.deepEqual(await store.webhooks.attempts(target.id, 10), [])
+    await store.webhooks.release(leases[0]!)
+  })
+})
