@@ -121,7 +121,9 @@ forEachStore('v2 webhook endpoints', (kind) => {
 
     const changed = await call(server, key, 'PATCH', `/${created.id}`, JSON.stringify({ url: `${PUBLIC_URL}/new`, eventTypes: ['order.shipped'], description: '' }))
     assert.equal(changed.status, 200, changed.text)
-    assert.deepEqual(parseEndpoint(changed.text), { ...endpoint, url: `${PUBLIC_URL}/new`, eventTypes: ['order.shipped'], description: undefined })
+    const { description: _description, ...withoutDescription } = endpoint
+    assert.equal(_description, 'before')
+    assert.deepEqual(parseEndpoint(changed.text), { ...withoutDescription, url: `${PUBLIC_URL}/new`, eventTypes: ['order.shipped'] })
 
     const disabled = parseEndpoint((await call(server, key, 'PATCH', `/${created.id}`, '{"enabled": false}')).text)
     assert.equal(disabled.status, 'disabled')
@@ -131,7 +133,7 @@ forEachStore('v2 webhook endpoints', (kind) => {
     assert.equal(enabled.status, 'enabled')
     assert.equal(enabled.disabledReason, undefined)
     assert.equal(enabled.position, created.position, 'it resumes where it stopped, the event meanwhile still ahead')
-    assert.doesNotMatch(changed.text + enabled.text, /whsec_/)
+    assert.doesNotMatch(changed.text + JSON.stringify(enabled), /whsec_/)
   })
 
   it('deletes an endpoint (204), which is then unknown (404)', async () => {
@@ -268,7 +270,7 @@ forEachStore('v2 webhook endpoints', (kind) => {
       `{"url": "${PUBLIC_URL}", "description": null}`,
       `{"url": "${PUBLIC_URL}", "secret": "whsec_AAAA"}`,
       `{"url": "${PUBLIC_URL}", "enabled": false}`,
-      `{"url": "${PUBLIC_URL}", "url": "${PUBLIC_URL}"}`,
+      `{"url": "${PUBLIC_URL}", "url": "${PUBLIC_URL}/other"}`,
     ]
     for (const body of bodies) {
       const response = await call(server, key, 'POST', '', body)
@@ -317,7 +319,7 @@ forEachStore('v2 webhook endpoints', (kind) => {
       const body = JSON.parse(response.text) as { code: string; message: string }
       assert.equal(body.code, 'invalid_webhook_url', url)
       assert.match(body.message, problem, url)
-      assert.doesNotMatch(body.message, /pass/, 'the credentials are not echoed')
+      assert.doesNotMatch(body.message, /user:pass/, 'the credentials are not echoed')
     }
     assert.deepEqual(await server.store.webhooks.list(), [], 'nothing was created')
 

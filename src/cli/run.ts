@@ -19,6 +19,7 @@ const GROUPS: Record<string, string> = {
   orders: 'orders: import a file, ship one',
   pets: 'pets: import a file',
   events: 'the order event feed: tail it',
+  webhooks: 'webhook endpoints: add, list, remove, replay',
 }
 
 const ENVIRONMENT = `Environment:
