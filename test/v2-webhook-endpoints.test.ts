@@ -433,3 +433,26 @@ describe('v2 webhook endpoints: retention, private networks and logs', () => {
     }
   })
 })
+
+describe('v2 webhook endpoints: the examples of the document', () => {
+  it('are accepted as they are: create, update and replay', async () => {
+    // Private networks allowed: the example's host is judged without DNS, which a test host may lack.
+    const server = await startTestServer('sqlite', { env: { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' } })
+    const key = await server.createKey({ scopes: ['webhooks:manage'] })
+    await server.importOrders(Array.from({ length: 3 }, (_, i) => ({ id: BigInt(i + 1), petId: 1n, quantity: 1 })))
+    type Op = { requestBody: { content: { 'application/json': { example?: unknown } } } }
+    const doc = (await (await fetch(`${server.origin}/v2/openapi.json`)).json()) as { paths: Record<string, Record<string, Op>> }
+    const example = (path: string, method: string): string => {
+      const body = doc.paths[path]![method]!.requestBody.content['application/json'].example
+      assert.ok(body !== undefined, `${method} ${path} has an example`)
+      return JSON.stringify(body)
+    }
+    const created = await call(server, key, 'POST', '', example('/webhook-endpoints', 'post'))
+    assert.equal(created.status, 201, created.text)
+    const { id } = parseEndpoint(created.text)
+    const updated = await call(server, key, 'PATCH', `/${id}`, example('/webhook-endpoints/{endpointId}', 'patch'))
+    assert.equal(updated.status, 200, updated.text)
+    const replayed = await call(server, key, 'POST', `/${id}/replay`, example('/webhook-endpoints/{endpointId}/replay', 'post'))
+    assert.equal(replayed.status, 202, replayed.text)
+  })
+})

@@ -74,7 +74,7 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
       const error = v2.components?.schemas?.Error as { example?: unknown } | undefined
       if (error !== undefined) error.example = errorBody('order_not_found', V2_MESSAGES.order_not_found)
       const documented = withErrorExamples(optionalBodies(v2), V2_MESSAGES)
-      return withHeaders(withDefaultErrors(withEventPositions(documented))) as typeof document.openapiObject
+      return withDeliveryCallback(withHeaders(withDefaultErrors(withEventPositions(documented)))) as typeof document.openapiObject
     },
   }
 }
@@ -218,6 +218,72 @@ const HEADERS: Record<string, { description: string; schema: object }> = {
       'parameters and the new cursor (the same as `nextCursor`).',
     schema: { type: 'string', example: '</v2/store/orders?limit=100&cursor=AbC123>; rel="next"' },
   },
+}
+
+/**
+ * What a webhook endpoint receives, as OpenAPI 3.0 says it: a callback of createWebhookEndpoint, a
+ * POST to the `url` of its body, with the WebhookDelivery body and the Standard Webhooks headers.
+ */
+function withDeliveryCallback(document: OperationsOf): OperationsOf {
+  const create = operations(document).find((operation) => operation.operationId === 'createWebhookEndpoint') as
+    | (Operation & { callbacks?: object })
+    | undefined
+  if (create === undefined) return document
+  const header = (name: string, description: string, example: string) => ({
+    name,
+    in: 'header',
+    required: true,
+    description,
+    schema: { type: 'string' },
+    example,
+  })
+  create.callbacks = {
+    webhookDelivery: {
+      '{$request.body#/url}': {
+        post: {
+          operationId: 'deliverWebhookEvent',
+          tags: ['webhooks'],
+          summary: 'An event delivered to a webhook endpoint',
+          description:
+            'Each event of the endpoint\'s types, in feed order: the next one is sent only after this one got a 2xx within ' +
+            'WEBHOOK_TIMEOUT_MS (15 s by default). Anything else — a 3xx (redirects are not followed), 4xx, 5xx, a timeout, ' +
+            'a refused connection — is retried, the same event with the same `webhook-id`, after each delay of ' +
+            'WEBHOOK_RETRY_SCHEDULE (5s, 5m, 30m, 2h, 5h, 10h, 14h, 20h, 24h by default, each ±10%); 429 and 503 with ' +
+            '`Retry-After` wait at least that long; 410 disables the endpoint at once, as does the end of the schedule. ' +
+            'At least once: handle each `webhook-id` once. Verify the signature on the raw body (the `standardwebhooks` ' +
+            'package\'s `Webhook.verify` does) before trusting it. At most 64 KB of the response is read.',
+          security: [],
+          'x-stability': 'beta',
+          parameters: [
+            header(
+              'webhook-id',
+              "The event's feed id: the same on every retry, the receiver's idempotency key and its cursor into the feed",
+              '1043',
+            ),
+            header('webhook-timestamp', "The attempt's Unix time in seconds: refuse one far from now (Standard Webhooks allows 5 minutes)", '1795162500'),
+            header(
+              'webhook-signature',
+              '`v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` keyed by the base64-decoded ' +
+                'secret after `whsec_`; for 24 hours after a rotation, two such entries separated by a space (the new and ' +
+                'the previous secret): accept either. The example signs the WebhookDelivery example (as compact JSON) with ' +
+                "the WebhookSecret example's secret",
+              'v1,Qw1IM8m0DpWwBMXgkXZj3Ie+ilAGBDwFyBb589kU5O4=',
+            ),
+          ],
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/WebhookDelivery' } } },
+          },
+          responses: {
+            '200': { description: 'Any 2xx within the timeout: received; the next event follows' },
+            '410': { description: 'Gone: the endpoint is disabled at once (`disabledReason` `endpoint_gone`)' },
+            default: { description: 'Anything else, or no answer in time: the same event is sent again later' },
+          },
+        },
+      },
+    },
+  }
+  return document
 }
 
 /**

@@ -10,7 +10,7 @@ export const MAX_WEBHOOK_DESCRIPTION_LENGTH = 256
 /** The secret format: `whsec_` and the base64 of 32 random bytes. */
 export const WEBHOOK_SECRET_PATTERN = '^whsec_[A-Za-z0-9+/]{43}=$'
 
-const EXAMPLE_URL = 'https://hooks.example.com/petstore'
+const EXAMPLE_URL = 'https://example.com/webhooks/petstore'
 const EXAMPLE_SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw7kZ8zQ0lVqY='
 
 const ENDPOINT_FIELDS = {
@@ -202,10 +202,10 @@ export const ReplayWebhookEndpointBody = Type.Object(
     after: Type.String({
       description:
         'A feed cursor (a `nextCursor`, or an event\'s `id`): the endpoint is sent every event of its types after it again, in order',
-      examples: ['1000'],
+      examples: ['1'],
     }),
   },
-  { additionalProperties: false, examples: [{ after: '1000' }] },
+  { additionalProperties: false, examples: [{ after: '1' }] },
 )
 
 export const ListWebhookAttemptsQuery = Type.Object(

@@ -365,7 +365,7 @@ export interface components {
          * @description A webhook endpoint: a consumer of the order event feed with its own position, sent each event of its types in feed order
          * @example {
          *       "id": 7,
-         *       "url": "https://hooks.example.com/petstore",
+         *       "url": "https://example.com/webhooks/petstore",
          *       "eventTypes": [
          *         "order.shipped",
          *         "order.cancelled"
@@ -420,7 +420,7 @@ export interface components {
          * @description A new webhook endpoint, with its signing secret (shown only this once)
          * @example {
          *       "id": 7,
-         *       "url": "https://hooks.example.com/petstore",
+         *       "url": "https://example.com/webhooks/petstore",
          *       "eventTypes": [
          *         "order.shipped",
          *         "order.cancelled"
@@ -1475,7 +1475,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "url": "https://hooks.example.com/petstore",
+                 *       "url": "https://example.com/webhooks/petstore",
                  *       "eventTypes": [
                  *         "order.shipped",
                  *         "order.cancelled"
@@ -1486,7 +1486,7 @@ export interface operations {
                 "application/json": {
                     /**
                      * @description An https URL whose host resolves only to public addresses (no user name or password)
-                     * @example https://hooks.example.com/petstore
+                     * @example https://example.com/webhooks/petstore
                      */
                     url: string;
                     /** @description The event types to send, at least one, each once (default: every type) */
@@ -1783,7 +1783,7 @@ export interface operations {
                 "application/json": {
                     /**
                      * @description An https URL whose host resolves only to public addresses (no user name or password)
-                     * @example https://hooks.example.com/petstore
+                     * @example https://example.com/webhooks/petstore
                      */
                     url?: string;
                     /** @description The event types to send, at least one, each once (default: every type) */
@@ -2004,13 +2004,13 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "after": "1000"
+                 *       "after": "1"
                  *     }
                  */
                 "application/json": {
                     /**
                      * @description A feed cursor (a `nextCursor`, or an event's `id`): the endpoint is sent every event of its types after it again, in order
-                     * @example 1000
+                     * @example 1
                      */
                     after: string;
                 };
