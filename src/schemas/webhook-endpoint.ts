@@ -200,6 +200,7 @@ export const UpdateWebhookEndpointBody = Type.Object(
 export const ReplayWebhookEndpointBody = Type.Object(
   {
     after: Type.String({
+      pattern: EVENT_POSITION_PATTERN, // documented; the route checks it, answering invalid_cursor as the feed does
       description:
         'A feed cursor (a `nextCursor`, or an event\'s `id`): the endpoint is sent every event of its types after it again, in order',
       examples: ['1'],
