@@ -15,9 +15,9 @@ const newSecret = (): string => `whsec_${randomBytes(32).toString('base64')}`
 
 const EVENT: FeedEvent = {
   position: 9_007_199_254_740_993n,
-  type: 'order.placed',
+  type: 'order.created',
   occurredAt: '2025-01-02T03:04:05.678Z',
-  json: '{"id":"9007199254740993","type":"order.placed","occurredAt":"2025-01-02T03:04:05.678Z","order":{"id":9007199254740995,"petId":1,"quantity":1,"status":"placed","complete":false}}',
+  json: '{"id":"9007199254740993","type":"order.created","occurredAt":"2025-01-02T03:04:05.678Z","order":{"id":9007199254740995,"petId":1,"quantity":1,"status":"placed","complete":false}}',
 }
 
 interface Received {
@@ -86,10 +86,10 @@ describe('signing', () => {
     assert.equal(got.headers['webhook-id'], '9007199254740993')
     assert.equal(got.headers['content-type'], 'application/json')
     const payload = new Webhook(keys.current).verify(got.body, got.headers as Record<string, string>) as Record<string, unknown>
-    assert.equal(payload.type, 'order.placed')
+    assert.equal(payload.type, 'order.created')
     assert.equal(payload.timestamp, EVENT.occurredAt)
     // The ids past 2^53 are the feed's text, not a rounded number.
-    assert.equal(got.body, `{"type":"order.placed","timestamp":"2025-01-02T03:04:05.678Z","data":${EVENT.json}}`)
+    assert.equal(got.body, `{"type":"order.created","timestamp":"2025-01-02T03:04:05.678Z","data":${EVENT.json}}`)
     assert.throws(() => new Webhook(newSecret()).verify(got.body, got.headers as Record<string, string>))
   })
 

@@ -127,6 +127,12 @@ forEachStore('webhook dispatch across instances', (kind) => {
       assert.deepEqual(receiving.ids, positions)
       assert.equal(receiving.overlaps, 0)
     }
+    // The metrics of the instances: deliveries by outcome, their durations, each endpoint caught up.
+    const scrapes = await Promise.all(processes.map(async (child) => (await fetch(`${child.origin}/metrics`)).text()))
+    const succeeded = scrapes.map((text) => Number(/^webhook_deliveries_total\{outcome="success"\} (\d+)$/m.exec(text)?.[1] ?? 0))
+    assert.equal(succeeded[0]! + succeeded[1]!, 4 * positions.length)
+    assert.match(scrapes.join(''), /^webhook_delivery_duration_seconds_count\{outcome="success"\} \d+$/m)
+    for (const { endpoint } of endpoints) assert.match(scrapes[0]!, new RegExp(`^webhook_endpoint_lag_events\\{endpoint="${endpoint.id}"\\} 0$`, 'm'))
     for (const { endpoint } of endpoints) await store.webhooks.remove(endpoint.id)
     for (const child of processes.splice(0)) {
       child.child.kill('SIGTERM')

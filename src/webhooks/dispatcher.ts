@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { MaybePromise } from '../maybe-async.js'
+import { StoreUnavailableError } from '../store/store.js'
 import type { WebhookAttempt, WebhookDisabledReason, WebhookLease, WebhooksRepository } from '../store/webhooks.js'
 import type { DeliveryRequest, DeliveryResult } from './delivery.js'
 import { nextRetry, parseRetryAfter } from './retry-schedule.js'
@@ -38,6 +40,12 @@ export const MAX_IN_FLIGHT = 32
 export const DISPATCH_POLL_MS = 100
 export const SWEEP_INTERVAL_MS = 1000
 const BATCH = 100
+
+/** How long a write under a lease is tried again while the store is unavailable (SQLite busy). */
+const STORE_RETRY_MS = 3000
+
+/** A receiver's Retry-After is honoured up to a day (or the schedule's longest delay). */
+const MAX_RETRY_AFTER_MS = 86_400_000
 
 /** A lease outlives the attempt it covers: an attempt starts only with `timeoutMs` + this left. */
 const LEASE_MARGIN_MS = 2000
@@ -175,13 +183,13 @@ export class WebhookDispatcher {
     let leaseUntil = lease.leaseUntil.getTime()
     if (recheck) {
       const now = this.now()
-      if (!(await webhooks.renew(lease, now, this.leaseMs))) return
+      if (!(await this.persist(() => webhooks.renew(lease, now, this.leaseMs)))) return
       leaseUntil = now.getTime() + this.leaseMs
     }
     const holdLease = async (): Promise<boolean> => {
       const now = this.now()
       if (leaseUntil - now.getTime() > this.options.timeoutMs + LEASE_MARGIN_MS) return true
-      if (!(await webhooks.renew(lease, now, this.leaseMs))) return false
+      if (!(await this.persist(() => webhooks.renew(lease, now, this.leaseMs)))) return false
       leaseUntil = now.getTime() + this.leaseMs
       return true
     }
@@ -190,9 +198,9 @@ export class WebhookDispatcher {
       if (this.stopping || !(await holdLease())) break
       loop.woken = false
       const seen = this.version
-      const next = await webhooks.next(lease, this.options.batch ?? BATCH)
+      const next = await this.persist(() => webhooks.next(lease, this.options.batch ?? BATCH))
       if (next === 'expired') {
-        if (await webhooks.disable(lease, 'events_expired')) this.logDisabled(endpointId, 'events_expired')
+        if (await this.persist(() => webhooks.disable(lease, 'events_expired'))) this.logDisabled(endpointId, 'events_expired')
         return
       }
       for (const event of next.events) {
@@ -214,7 +222,7 @@ export class WebhookDispatcher {
           durationMs: result.durationMs,
         }
         if (result.outcome === 'success') {
-          if (!(await webhooks.advance(lease, event.position, attempt))) return
+          if (!(await this.persist(() => webhooks.advance(lease, event.position, attempt)))) return
           this.advanced(lease, event.position)
           continue
         }
@@ -223,7 +231,7 @@ export class WebhookDispatcher {
       }
       // The rest of what was read had none of its types: skipped past at once.
       if (next.through > lease.endpoint.position) {
-        if (!(await webhooks.advance(lease, next.through, null))) return
+        if (!(await this.persist(() => webhooks.advance(lease, next.through, null)))) return
         this.advanced(lease, next.through)
         continue
       }
@@ -234,7 +242,10 @@ export class WebhookDispatcher {
       break
     }
     loop.finishing = true
+    const seen = this.version
     await this.release(lease)
+    // A lease pass while it was being released did not see it: the next pass looks again.
+    if (this.version !== seen) this.rescan = true
   }
 
   private advanced(lease: WebhookLease, position: bigint): void {
@@ -247,11 +258,11 @@ export class WebhookDispatcher {
 
   private async failed(lease: WebhookLease, attempt: WebhookAttempt, result: DeliveryResult): Promise<void> {
     const schedule = this.options.retryScheduleMs
-    const retryAfterMs = parseRetryAfter(result.retryAfter, this.now(), Math.max(0, ...schedule))
+    const retryAfterMs = parseRetryAfter(result.retryAfter, this.now(), Math.max(MAX_RETRY_AFTER_MS, ...schedule))
     const retry = nextRetry(lease.failures, schedule, retryAfterMs)
     if (retry === 'exhausted') return this.disable(lease, attempt, 'retries_exhausted')
     const retryAt = new Date(this.now().getTime() + retry.retryInMs)
-    if (!(await this.options.webhooks.fail(lease, attempt, { retryAt }))) return
+    if (!(await this.persist(() => this.options.webhooks.fail(lease, attempt, { retryAt })))) return
     if (lease.failures === 0) {
       this.options.log.warn(
         { endpointId: lease.endpoint.id.toString(), eventId: attempt.eventId.toString(), status: attempt.status, error: attempt.error, retryAt: retryAt.toISOString() },
@@ -261,7 +272,7 @@ export class WebhookDispatcher {
   }
 
   private async disable(lease: WebhookLease, attempt: WebhookAttempt, reason: WebhookDisabledReason): Promise<void> {
-    if (await this.options.webhooks.fail(lease, attempt, { disable: reason })) this.logDisabled(lease.endpoint.id.toString(), reason, attempt)
+    if (await this.persist(() => this.options.webhooks.fail(lease, attempt, { disable: reason }))) this.logDisabled(lease.endpoint.id.toString(), reason, attempt)
   }
 
   private logDisabled(endpointId: string, reason: WebhookDisabledReason, attempt?: WebhookAttempt): void {
@@ -272,6 +283,24 @@ export class WebhookDispatcher {
   private async release(lease: WebhookLease): Promise<void> {
     const loop = this.running.get(lease.endpoint.id)
     if (loop !== undefined) loop.finishing = true
-    await this.options.webhooks.release(lease)
+    await this.persist(() => this.options.webhooks.release(lease))
+  }
+
+  /**
+   * A store call of a loop, tried again while the store is briefly unavailable (on SQLite, another
+   * process holding the write lock past the server's short busy timeout): a 2xx whose `advance`
+   * failed would be sent again, and a lease whose `release` failed would stay held until it expires.
+   * Safe to repeat: a failed call wrote nothing, and every write checks the lease.
+   */
+  private async persist<T>(work: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + STORE_RETRY_MS
+    for (let wait = 5; ; wait = Math.min(2 * wait, 100)) {
+      try {
+        return await work()
+      } catch (error) {
+        if (!(error instanceof StoreUnavailableError) || Date.now() + wait > deadline) throw error
+        await sleep(wait * (0.5 + Math.random()))
+      }
+    }
   }
 }
