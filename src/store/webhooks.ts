@@ -118,8 +118,9 @@ export interface WebhooksRepository {
 
   /**
    * Leases to `owner`, until now + `leaseMs`, at most `limit` endpoints that are enabled, due
-   * (`nextAttemptAt` null or past), not leased by another owner (or whose lease expired), and behind
-   * the head of the feed. One statement per call; two owners never hold one endpoint.
+   * (`nextAttemptAt` null or past), not leased (or whose lease expired: one `owner` holds is not
+   * leased to it again either), and behind the head of the feed. One statement per call; two owners
+   * never hold one endpoint. A previous secret whose `previousUntil` is not after `now` is left out.
    */
   lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]>
   /** Extends a lease held; false when it was lost (expired and taken, or the endpoint removed or disabled). */
