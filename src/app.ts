@@ -26,11 +26,14 @@ import { orderEventsRoute } from './http/routes/v2/order-events.js'
 import { ordersV2Routes } from './http/routes/v2/orders.js'
 import { placeOrderRoute } from './http/routes/v2/place-order.js'
 import { shipOrderRoute } from './http/routes/v2/ship-order.js'
+import { webhookEndpointActionsRoutes } from './http/routes/v2/webhook-endpoint-actions.js'
+import { webhookEndpointsRoutes } from './http/routes/v2/webhook-endpoints.js'
 import { ErrorSchema } from './schemas/error.js'
 import { Order } from './schemas/order.js'
 import { OrderEvent } from './schemas/order-event.js'
 import { OrderV2 } from './schemas/order-v2.js'
 import { Pet } from './schemas/pet.js'
+import { WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEndpointCreated, WebhookSecret } from './schemas/webhook-endpoint.js'
 import type { Store } from './store/store.js'
 
 export interface AppOptions {
@@ -150,6 +153,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   })
 
   for (const schema of [Order, OrderV2, OrderEvent, Pet, ErrorSchema]) app.addSchema(schema)
+  for (const schema of [WebhookEndpoint, WebhookEndpointCreated, WebhookSecret, WebhookAttempt, WebhookDelivery]) app.addSchema(schema)
   await app.register(swagger, openApiDocument(config))
 
   // Every path's methods, so that every other method on it is a 405 with Allow (below).
@@ -183,6 +187,8 @@ export async function buildApp({ config, store, logger, processMetrics = false }
       shipOrderRoute(api)
       completeOrderRoute(api)
       orderEventsRoute(api, waiters, authenticator)
+      webhookEndpointsRoutes(api)
+      webhookEndpointActionsRoutes(api)
       api.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) =>
         reply.header('cache-control', 'public, max-age=300').send((v2 as unknown as Record<string, () => unknown>)[SWAGGER_V2]!()),
       )

@@ -6,6 +6,7 @@ export const ERRORS = {
   bad_request: { status: 400, message: 'The request is malformed.' },
   invalid_order_id: { status: 400, message: 'orderId must be a decimal integer in the int64 range.' },
   invalid_pet_id: { status: 400, message: 'petId must be a decimal integer in the int64 range.' },
+  invalid_endpoint_id: { status: 400, message: 'endpointId must be a decimal integer in the int64 range.' },
   invalid_body: { status: 400, message: 'The request body is not valid JSON.' },
   invalid_parameter: { status: 400, message: 'A query parameter is unknown, repeated or has an invalid value.' },
   invalid_idempotency_key: {
@@ -16,11 +17,16 @@ export const ERRORS = {
     status: 400,
     message: 'The cursor is not valid here: it was altered, is not from this API, or was issued for other filters.',
   },
+  invalid_webhook_url: {
+    status: 400,
+    message: 'The webhook URL is not allowed: it must be an https URL whose host resolves to public addresses only.',
+  },
   unauthorized: { status: 401, message: 'A valid API key is required: send "Authorization: Bearer <API_KEY>".' },
   insufficient_scope: { status: 403, message: 'The API key does not have the scope this operation requires.' },
   not_found: { status: 404, message: 'No resource exists at this path.' },
   order_not_found: { status: 404, message: 'The order does not exist or has been cancelled.' },
   pet_not_found: { status: 404, message: 'The pet does not exist.' },
+  webhook_endpoint_not_found: { status: 404, message: 'No webhook endpoint has this id.' },
   method_not_allowed: { status: 405, message: 'This method is not allowed on this resource.' },
   request_timeout: { status: 408, message: 'The request was not received in time.' },
   order_already_shipped: { status: 409, message: 'The order has already shipped and cannot be cancelled.' },
@@ -33,6 +39,10 @@ export const ERRORS = {
   order_ids_exhausted: {
     status: 409,
     message: 'No order id above 9223372036854775807 is left: the store holds an order with the greatest int64 id. Nothing was placed.',
+  },
+  webhook_endpoint_limit: {
+    status: 409,
+    message: 'As many webhook endpoints exist as WEBHOOK_MAX_ENDPOINTS allows; delete one before creating another.',
   },
   gone: { status: 410, message: 'This operation has reached its sunset date and is no longer available.' },
   events_expired: {
@@ -67,6 +77,10 @@ export const V2_ONLY_ERROR_CODES: readonly ErrorCode[] = [
   'order_ids_exhausted',
   'events_expired',
   'idempotency_key_reused',
+  'invalid_endpoint_id',
+  'invalid_webhook_url',
+  'webhook_endpoint_not_found',
+  'webhook_endpoint_limit',
 ]
 
 /** The codes v1 can answer with, as its document lists them. */

@@ -7,6 +7,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { after, before, describe, it } from 'node:test'
+import { Webhook } from 'standardwebhooks'
 import { ERROR_CODES, ERRORS, type ErrorCode } from '../src/errors.js'
 import { CANCELLATION_REASONS } from '../src/domain/order-pages.js'
 import { ListOrderEventsQuery } from '../src/schemas/order-event.js'
@@ -84,7 +85,7 @@ describe('OpenAPI document of v2', () => {
       { url: 'https://api.example.test/v2', description: 'Production' },
       { url: 'https://staging.example.test/edge/v2', description: 'Staging' },
     ])
-    assert.deepEqual(doc.tags.map((tag) => tag.name), ['orders'])
+    assert.deepEqual(doc.tags.map((tag) => tag.name), ['orders', 'webhooks'])
   })
 
   it('describes listOrders, getOrder and cancelOrder, beta, tagged orders, with summaries and descriptions', () => {
@@ -95,6 +96,11 @@ describe('OpenAPI document of v2', () => {
       '/store/orders/{orderId}/cancel',
       '/store/orders/{orderId}/complete',
       '/store/orders/{orderId}/ship',
+      '/webhook-endpoints',
+      '/webhook-endpoints/{endpointId}',
+      '/webhook-endpoints/{endpointId}/attempts',
+      '/webhook-endpoints/{endpointId}/replay',
+      '/webhook-endpoints/{endpointId}/rotate-secret',
     ])
     assert.deepEqual(Object.keys(doc.paths['/store/orders']!), ['get', 'post'])
     assert.deepEqual(Object.keys(doc.paths['/store/orders/{orderId}']!), ['get'])
@@ -267,7 +273,16 @@ describe('OpenAPI document of v2', () => {
   })
 
   it('has the v2 Order (status always, cancelledAt, cancellationReason), OrderEvent and Error with every code, and no v1 schema', () => {
-    assert.deepEqual(Object.keys(doc.components.schemas).sort(), ['Error', 'Order', 'OrderEvent'])
+    assert.deepEqual(Object.keys(doc.components.schemas).sort(), [
+      'Error',
+      'Order',
+      'OrderEvent',
+      'WebhookAttempt',
+      'WebhookDelivery',
+      'WebhookEndpoint',
+      'WebhookEndpointCreated',
+      'WebhookSecret',
+    ])
     const order = doc.components.schemas.Order!
     assert.deepEqual(Object.keys(order.properties), [
       'id',
@@ -324,6 +339,84 @@ describe('OpenAPI document of v2', () => {
     ]) {
       assert.ok(seen.has(expected), expected)
     }
+  })
+
+  it('describes the eight webhook endpoint operations, beta, tagged webhooks, scope webhooks:manage, with every error code they send', () => {
+    const operations = operationsOf(doc)
+    const expected: Record<string, [string, string, string[]]> = {
+      createWebhookEndpoint: ['/webhook-endpoints', 'post', ['201', '400', '401', '403', '409', '415', 'default']],
+      listWebhookEndpoints: ['/webhook-endpoints', 'get', ['200', '400', '401', '403', 'default']],
+      getWebhookEndpoint: ['/webhook-endpoints/{endpointId}', 'get', ['200', '400', '401', '403', '404', 'default']],
+      updateWebhookEndpoint: ['/webhook-endpoints/{endpointId}', 'patch', ['200', '400', '401', '403', '404', '415', 'default']],
+      deleteWebhookEndpoint: ['/webhook-endpoints/{endpointId}', 'delete', ['204', '400', '401', '403', '404', 'default']],
+      rotateWebhookSecret: ['/webhook-endpoints/{endpointId}/rotate-secret', 'post', ['200', '400', '401', '403', '404', '415', 'default']],
+      replayWebhookEndpoint: ['/webhook-endpoints/{endpointId}/replay', 'post', ['202', '400', '401', '403', '404', '410', '415', 'default']],
+      listWebhookAttempts: ['/webhook-endpoints/{endpointId}/attempts', 'get', ['200', '400', '401', '403', '404', 'default']],
+    }
+    for (const [id, [path, method, statuses]] of Object.entries(expected)) {
+      const found = operations.get(id)
+      assert.ok(found !== undefined, id)
+      assert.deepEqual([found.path, found.method], [path, method], id)
+      assert.equal(found.op['x-stability'], 'beta', id)
+      assert.deepEqual(found.op.tags, ['webhooks'], id)
+      assert.match(found.op.description ?? '', /webhooks:manage/, id)
+      assert.deepEqual(Object.keys(found.op.responses).sort(), statuses.sort(), id)
+      const examples = (status: string) => Object.keys(found.op.responses[status]!.content!['application/json']!.examples!)
+      assert.ok(examples('403').includes('insufficient_scope'), id)
+      if (path.includes('{endpointId}')) {
+        assert.ok(examples('400').includes('invalid_endpoint_id'), id)
+        assert.ok(examples('404').includes('webhook_endpoint_not_found'), id)
+        const parameter = found.op.parameters!.find((p) => p.name === 'endpointId')!
+        assert.deepEqual([parameter.in, parameter.schema.type, parameter.schema.format], ['path', 'integer', 'int64'], id)
+      }
+    }
+    const create = operations.get('createWebhookEndpoint')!.op
+    assert.ok(Object.keys(create.responses['400']!.content!['application/json']!.examples!).includes('invalid_webhook_url'))
+    assert.deepEqual(Object.keys(create.responses['409']!.content!['application/json']!.examples!), ['webhook_endpoint_limit'])
+    assert.deepEqual(create.responses['201']!.content!['application/json']!.schema, { $ref: '#/components/schemas/WebhookEndpointCreated' })
+    assert.ok(create.responses['201']!.headers!.Location !== undefined)
+    const replay = operations.get('replayWebhookEndpoint')!.op
+    assert.deepEqual(Object.keys(replay.responses['410']!.content!['application/json']!.examples!), ['events_expired'])
+    assert.ok(Object.keys(replay.responses['400']!.content!['application/json']!.examples!).includes('invalid_cursor'))
+  })
+
+  it('shows the endpoint without its secret, the secret only in creation and rotation, and the attempt', () => {
+    const { WebhookEndpoint, WebhookEndpointCreated, WebhookSecret, WebhookAttempt } = doc.components.schemas
+    assert.deepEqual(WebhookEndpoint!.required, ['id', 'url', 'eventTypes', 'status', 'position', 'createdAt'])
+    assert.equal(WebhookEndpoint!.properties.secret, undefined)
+    assert.deepEqual(Object.keys(WebhookEndpointCreated!.properties), [...Object.keys(WebhookEndpoint!.properties), 'secret'])
+    assert.deepEqual(Object.keys(WebhookSecret!.properties), ['secret'])
+    assert.deepEqual(WebhookEndpoint!.properties.id, { type: 'integer', format: 'int64', description: "The endpoint's identifier (int64, never reused)" })
+    assert.deepEqual(WebhookAttempt!.required, ['eventId', 'attemptedAt', 'durationMs'])
+    const secret = new RegExp(WebhookSecret!.properties.secret!.pattern as string)
+    assert.match((WebhookSecret!.example as { secret: string }).secret, secret)
+    // A schema mentions the secret when it, or a component it refers to, has a field of that name.
+    const mentions = (value: unknown, seen = new Set<string>()): boolean => {
+      const text = JSON.stringify(value) ?? ''
+      if (text.includes('"secret"')) return true
+      return [...text.matchAll(/#\/components\/schemas\/(\w+)/g)].some(([, name]) => !seen.has(name!) && mentions(doc.components.schemas[name!], seen.add(name!)))
+    }
+    for (const [id, { op }] of operationsOf(doc)) {
+      const success = Object.entries(op.responses).filter(([status]) => Number(status) < 300)
+      const shows = success.some(([, response]) => mentions(response.content?.['application/json']?.schema))
+      assert.equal(shows, id === 'createWebhookEndpoint' || id === 'rotateWebhookSecret', id)
+    }
+  })
+
+  it('documents the delivery as a callback whose example signature standardwebhooks verifies', (t) => {
+    const create = doc.paths['/webhook-endpoints']!.post! as Operation & { callbacks: Record<string, Record<string, { post: Operation }>> }
+    const delivery = create.callbacks.webhookDelivery!['{$request.body#/url}']!.post
+    assert.deepEqual(delivery.requestBody!.content['application/json']!.schema, { $ref: '#/components/schemas/WebhookDelivery' })
+    const headers = Object.fromEntries(delivery.parameters!.map((p) => [p.name, String(p.example)]))
+    assert.deepEqual(Object.keys(headers), ['webhook-id', 'webhook-timestamp', 'webhook-signature'])
+    const example = doc.components.schemas.WebhookDelivery!.example as { timestamp: string; data: { id: string; occurredAt: string } }
+    assert.equal(headers['webhook-id'], example.data.id)
+    assert.equal(example.timestamp, example.data.occurredAt)
+    const secret = (doc.components.schemas.WebhookSecret!.example as { secret: string }).secret
+    // standardwebhooks refuses a timestamp five minutes from now: verify at the example's own time.
+    t.mock.timers.enable({ apis: ['Date'], now: Number(headers['webhook-timestamp']) * 1000 })
+    assert.deepEqual(new Webhook(secret).verify(JSON.stringify(example), headers), example)
+    assert.throws(() => new Webhook(secret).verify(JSON.stringify({ ...example, type: 'order.cancelled' }), headers))
   })
 
   it('passes `redocly lint` (redocly.yaml) with no error and no warning', async () => {

@@ -9,14 +9,17 @@ import { ordersComplete, ordersImport, ordersShip } from './commands/orders.js'
 import { petsImport } from './commands/pets.js'
 import { seed } from './commands/seed.js'
 import { serve } from './commands/serve.js'
+import { webhooksAdd, webhooksList, webhooksRemove, webhooksReplay } from './commands/webhooks.js'
 
-export const COMMANDS: Command[] = [serve, migrate, keysCreate, keysList, keysRevoke, ordersImport, ordersShip, ordersComplete, petsImport, seed, eventsTail]
+export const COMMANDS: Command[] = [serve, migrate, keysCreate, keysList, keysRevoke, ordersImport, ordersShip, ordersComplete, petsImport, seed, eventsTail,
+  webhooksAdd, webhooksList, webhooksRemove, webhooksReplay]
 
 const GROUPS: Record<string, string> = {
   keys: 'API keys: create, list, revoke',
   orders: 'orders: import a file, ship one',
   pets: 'pets: import a file',
   events: 'the order event feed: tail it',
+  webhooks: 'webhook endpoints: add, list, remove, replay',
 }
 
 const ENVIRONMENT = `Environment:
@@ -41,7 +44,7 @@ function topHelp(): string {
   return `Usage: ${PROGRAM} COMMAND [ARGUMENTS] [OPTIONS]
 
 Operates the Petstore Orders service: runs the HTTP API, migrates its database, manages API keys,
-imports orders and pets, seeds demo data, and prints the order event feed.
+imports orders and pets, seeds demo data, prints the order event feed, and manages webhook endpoints.
 
 Commands:
 ${commandList(COMMANDS)}

@@ -15,7 +15,7 @@ interface ParamsSchema {
 }
 
 // The error each int64 path parameter answers with when it is not an int64.
-const INVALID: Record<string, ErrorCode> = { orderId: 'invalid_order_id', petId: 'invalid_pet_id' }
+const INVALID: Record<string, ErrorCode> = { orderId: 'invalid_order_id', petId: 'invalid_pet_id', endpointId: 'invalid_endpoint_id' }
 
 // Fastify's own default validator builder (Ajv), loaded from where fastify loads it, so that it is
 // exactly the one Fastify would use without this module.

@@ -32,6 +32,9 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
           'The event feed (`listOrderEvents`) has no last page: every page has a `nextCursor`, and a client that resumes ' +
           'from each one receives every change exactly once, in the order it was committed; `wait` makes a request a ' +
           'long poll.\n\n' +
+          'Webhooks (beta) push the same feed: each webhook endpoint is a consumer of the feed with its own position, ' +
+          'POSTed each event of its types in feed order, signed per Standard Webhooks (the `WebhookDelivery` schema shows ' +
+          'a delivery). Managing endpoints needs the `webhooks:manage` scope, which no key has by default.\n\n' +
           'An order is `pending` when placed, then `shipped` (`shipOrder`), then `complete` (`completeOrder`); only a ' +
           'pending order can be cancelled. Every write is durable before its answer and safe to retry: placeOrder with ' +
           'an `Idempotency-Key`, the others by their nature (an order already shipped, complete or cancelled is returned ' +
@@ -45,7 +48,10 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
         { url: config.publicBaseUrl.replace(/\/v1$/, '/v2'), description: 'Production' },
         { url: config.stagingBaseUrl.replace(/\/v1$/, '/v2'), description: 'Staging' },
       ],
-      tags: [{ name: 'orders', description: 'Orders placed in the store' }],
+      tags: [
+        { name: 'orders', description: 'Orders placed in the store' },
+        { name: 'webhooks', description: 'Webhook endpoints: the order event feed, pushed (beta)' },
+      ],
       components: {
         securitySchemes: {
           bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key: `pso_` followed by 40 base62 characters' },
@@ -64,11 +70,11 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
       url.startsWith('/v2/') ? { schema, url: url.replace(/^\/v2(?=\/)/, '') } : { schema: { ...schema, hide: true }, url },
     transformObject: (document) => {
       if (!('openapiObject' in document)) throw new Error('an OpenAPI 3 document is expected')
-      const v2 = onlyComponents(document.openapiObject as OperationsOf, ['Order', 'OrderEvent', 'Error'], ERROR_CODES)
+      const v2 = onlyComponents(document.openapiObject as OperationsOf, V2_COMPONENTS, ERROR_CODES)
       const error = v2.components?.schemas?.Error as { example?: unknown } | undefined
       if (error !== undefined) error.example = errorBody('order_not_found', V2_MESSAGES.order_not_found)
       const documented = withErrorExamples(optionalBodies(v2), V2_MESSAGES)
-      return withHeaders(withDefaultErrors(withEventPositions(documented))) as typeof document.openapiObject
+      return withDeliveryCallback(withHeaders(withDefaultErrors(withEventPositions(documented)))) as typeof document.openapiObject
     },
   }
 }
@@ -87,6 +93,9 @@ function optionalBodies(document: OperationsOf): OperationsOf {
   }
   return document
 }
+
+/** The schema components of the v2 document. */
+const V2_COMPONENTS = ['Order', 'OrderEvent', 'WebhookEndpoint', 'WebhookEndpointCreated', 'WebhookSecret', 'WebhookAttempt', 'WebhookDelivery', 'Error']
 
 /** The messages v2 sends for a code in place of v1's (which also says "or has been cancelled"). */
 export const V2_MESSAGES: Partial<Record<ErrorCode, string>> = { order_not_found: 'No order has this id.' }
@@ -137,7 +146,7 @@ function withDefaultErrors(document: OperationsOf): OperationsOf {
  * and `RateLimit-Policy` go on every response (the two limits' headers on any that follows counting
  * a known key, and on every 429), `WWW-Authenticate` on 401 and 403, `Retry-After` with 429 and 503
  * (`default`) and with placeOrder's 409 `idempotency_key_in_use`, `Link` on listOrders' pages that
- * have a next one, `Location` and `Idempotent-Replayed` on placeOrder's 201.
+ * have a next one, `Location` and `Idempotent-Replayed` on placeOrder's 201, `Location` on createWebhookEndpoint's 201.
  */
 function withHeaders(document: Document): Document {
   const ref = (name: string) => ({ $ref: `#/components/headers/${name}` })
@@ -152,6 +161,7 @@ function withHeaders(document: Document): Document {
         headers['Idempotent-Replayed'] = ref('Idempotent-Replayed')
       }
       if (status === '409' && operation.operationId === 'placeOrder') headers['Retry-After'] = ref('Retry-After')
+      if (status === '201' && operation.operationId === 'createWebhookEndpoint') headers.Location = ref('Location')
       response.headers = headers
     }
   }
@@ -191,7 +201,9 @@ const HEADERS: Record<string, { description: string; schema: object }> = {
     schema: { type: 'string', example: 'Bearer realm="petstore", error="insufficient_scope", scope="orders:read"' },
   },
   Location: {
-    description: 'The placed order\'s URL, relative to this host: `/v2/store/orders/{id}` (getOrder). Also on a replayed response.',
+    description:
+      "The new resource's URL, relative to this host: the placed order's `/v2/store/orders/{id}` (getOrder; also on a " +
+      "replayed response), or the new webhook endpoint's `/v2/webhook-endpoints/{id}` (getWebhookEndpoint).",
     schema: { type: 'string', example: '/v2/store/orders/1001' },
   },
   'Idempotent-Replayed': {
@@ -206,6 +218,72 @@ const HEADERS: Record<string, { description: string; schema: object }> = {
       'parameters and the new cursor (the same as `nextCursor`).',
     schema: { type: 'string', example: '</v2/store/orders?limit=100&cursor=AbC123>; rel="next"' },
   },
+}
+
+/**
+ * What a webhook endpoint receives, as OpenAPI 3.0 says it: a callback of createWebhookEndpoint, a
+ * POST to the `url` of its body, with the WebhookDelivery body and the Standard Webhooks headers.
+ */
+function withDeliveryCallback(document: OperationsOf): OperationsOf {
+  const create = operations(document).find((operation) => operation.operationId === 'createWebhookEndpoint') as
+    | (Operation & { callbacks?: object })
+    | undefined
+  if (create === undefined) return document
+  const header = (name: string, description: string, example: string) => ({
+    name,
+    in: 'header',
+    required: true,
+    description,
+    schema: { type: 'string' },
+    example,
+  })
+  create.callbacks = {
+    webhookDelivery: {
+      '{$request.body#/url}': {
+        post: {
+          operationId: 'deliverWebhookEvent',
+          tags: ['webhooks'],
+          summary: 'An event delivered to a webhook endpoint',
+          description:
+            'Each event of the endpoint\'s types, in feed order: the next one is sent only after this one got a 2xx within ' +
+            'WEBHOOK_TIMEOUT_MS (15 s by default). Anything else — a 3xx (redirects are not followed), 4xx, 5xx, a timeout, ' +
+            'a refused connection — is retried, the same event with the same `webhook-id`, after each delay of ' +
+            'WEBHOOK_RETRY_SCHEDULE (5s, 5m, 30m, 2h, 5h, 10h, 14h, 20h, 24h by default, each ±10%); 429 and 503 with ' +
+            '`Retry-After` wait at least that long; 410 disables the endpoint at once, as does the end of the schedule. ' +
+            'At least once: handle each `webhook-id` once. Verify the signature on the raw body (the `standardwebhooks` ' +
+            'package\'s `Webhook.verify` does) before trusting it. At most 64 KB of the response is read.',
+          security: [],
+          'x-stability': 'beta',
+          parameters: [
+            header(
+              'webhook-id',
+              "The event's feed id: the same on every retry, the receiver's idempotency key and its cursor into the feed",
+              '1043',
+            ),
+            header('webhook-timestamp', "The attempt's Unix time in seconds: refuse one far from now (Standard Webhooks allows 5 minutes)", '1795162500'),
+            header(
+              'webhook-signature',
+              '`v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` keyed by the base64-decoded ' +
+                'secret after `whsec_`; for 24 hours after a rotation, two such entries separated by a space (the new and ' +
+                'the previous secret): accept either. The example signs the WebhookDelivery example (as compact JSON) with ' +
+                "the WebhookSecret example's secret",
+              'v1,Qw1IM8m0DpWwBMXgkXZj3Ie+ilAGBDwFyBb589kU5O4=',
+            ),
+          ],
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/WebhookDelivery' } } },
+          },
+          responses: {
+            '200': { description: 'Any 2xx within the timeout: received; the next event follows' },
+            '410': { description: 'Gone: the endpoint is disabled at once (`disabledReason` `endpoint_gone`)' },
+            default: { description: 'Anything else, or no answer in time: the same event is sent again later' },
+          },
+        },
+      },
+    },
+  }
+  return document
 }
 
 /**

@@ -12,7 +12,8 @@ export interface BodySchema {
 }
 /**
  * The property kinds a body may have: a closed set of strings (a string `enum`, or a union of string
- * literals), an int64 (exact, however large), a bounded integer, an RFC 3339 date-time.
+ * literals), an int64 (exact, however large), a bounded integer, an RFC 3339 date-time, a string of
+ * bounded length, a boolean, an array of distinct strings from a closed set.
  */
 interface PropertySchema {
   type?: string
@@ -21,6 +22,11 @@ interface PropertySchema {
   anyOf?: readonly { const?: unknown }[]
   minimum?: number
   maximum?: number
+  minLength?: number
+  maxLength?: number
+  minItems?: number
+  uniqueItems?: boolean
+  items?: PropertySchema
 }
 
 /** A field's reading: its value as the route gets it, or why it is refused. */
@@ -89,6 +95,34 @@ function fieldReader(name: string, property: PropertySchema): FieldReader {
       return instant !== undefined
         ? { value: instant }
         : { problem: `"${name}" must be an RFC 3339 date-time with a time zone, such as "2026-11-25T10:00:00Z"; got ${describe(value)}.` }
+    }
+  }
+  if (property.type === 'string' && property.format === undefined) {
+    const { minLength = 0, maxLength = Infinity } = property
+    const length = maxLength === Infinity ? `at least ${minLength}` : `${minLength} to ${maxLength}`
+    return (value) =>
+      typeof value === 'string' && value.length >= minLength && value.length <= maxLength
+        ? { value }
+        : { problem: `"${name}" must be a string of ${length} characters; got ${describe(value)}.` }
+  }
+  if (property.type === 'boolean') {
+    return (value) => (typeof value === 'boolean' ? { value } : { problem: `"${name}" must be true or false; got ${describe(value)}.` })
+  }
+  if (property.type === 'array' && property.items !== undefined) {
+    const read = fieldReader(`${name}[]`, property.items)
+    const { minItems = 0, uniqueItems = false } = property
+    return (value) => {
+      if (!Array.isArray(value) || value.length < minItems) {
+        return { problem: `"${name}" must be an array of at least ${minItems} item${minItems === 1 ? '' : 's'}; got ${describe(value)}.` }
+      }
+      const items: unknown[] = []
+      for (const given of value) {
+        const item = read(given)
+        if ('problem' in item) return item
+        if (uniqueItems && items.includes(item.value)) return { problem: `"${name}" has ${describe(given)} more than once.` }
+        items.push(item.value)
+      }
+      return { value: items }
     }
   }
   throw new Error(`body field "${name}": no strict validator for this schema`)

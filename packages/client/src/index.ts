@@ -279,6 +279,59 @@ export interface PetstoreV2Client {
    * the loop without an error (a poll in flight is cancelled; no further event is yielded).
    */
   events(options?: EventsOptions): OrderEventStream
+
+  // Webhook endpoints (beta; scope `webhooks:manage`). Ids are bigints or decimal strings.
+
+  /**
+   * Creates a webhook endpoint (POST /webhook-endpoints): every event of its types (default: all)
+   * committed from now on is POSTed to `url`, in feed order, signed. Resolves with the endpoint and
+   * its `secret`, which is never shown again. 400 `invalid_webhook_url` when the URL is not https
+   * or reaches a private address; 409 `webhook_endpoint_limit` when the server holds its maximum.
+   */
+  createWebhookEndpoint(endpoint: CreateWebhookEndpointBody, options?: RequestOptions): Promise<WebhookEndpointCreated>
+  /** Every webhook endpoint, ascending id, without secrets (GET /webhook-endpoints). */
+  listWebhookEndpoints(options?: RequestOptions): Promise<WebhookEndpoint[]>
+  /** One webhook endpoint (GET /webhook-endpoints/{endpointId}); unknown: 404 `webhook_endpoint_not_found`. */
+  getWebhookEndpoint(id: bigint | string, options?: RequestOptions): Promise<WebhookEndpoint>
+  /**
+   * Changes the fields given (PATCH /webhook-endpoints/{endpointId}): `enabled: false` disables it,
+   * `enabled: true` resumes it from its position.
+   */
+  updateWebhookEndpoint(id: bigint | string, patch: UpdateWebhookEndpointBody, options?: RequestOptions): Promise<WebhookEndpoint>
+  /** Deletes a webhook endpoint and its attempts (DELETE /webhook-endpoints/{endpointId}). */
+  deleteWebhookEndpoint(id: bigint | string, options?: RequestOptions): Promise<void>
+  /**
+   * Gives the endpoint a new signing secret and resolves with it (POST …/rotate-secret); the
+   * previous one also signs for 24 hours.
+   */
+  rotateWebhookSecret(id: bigint | string, options?: RequestOptions): Promise<string>
+  /**
+   * Sends the endpoint every event of its types after the feed cursor `after` again, and enables it
+   * (POST …/replay). 410 `events_expired` for a cursor behind retention, 400 `invalid_cursor` past the end.
+   */
+  replayWebhookEndpoint(id: bigint | string, after: string | bigint, options?: RequestOptions): Promise<WebhookEndpoint>
+  /** The endpoint's latest delivery attempts, newest first, at most `limit` (1–100, default 20). */
+  listWebhookAttempts(id: bigint | string, options?: AttemptsOptions): Promise<WebhookAttempt[]>
+}
+
+// ---- webhook endpoints (beta) ----
+
+/** A webhook endpoint: a consumer of the event feed with its own `position` (a feed cursor), never with its secret. */
+export type WebhookEndpoint = componentsV2['schemas']['WebhookEndpoint']
+/** A new webhook endpoint, with its signing `secret` (`whsec_…`), shown only at creation. */
+export type WebhookEndpointCreated = componentsV2['schemas']['WebhookEndpointCreated']
+/** One delivery attempt: the event's id, when, the response status or a short error, how long. */
+export type WebhookAttempt = componentsV2['schemas']['WebhookAttempt']
+/** The body of a delivery, as the endpoint's URL receives it (verify it with `standardwebhooks`). */
+export type WebhookDelivery = componentsV2['schemas']['WebhookDelivery']
+/** `url`, and optionally `eventTypes` (default: every type) and `description`. */
+export type CreateWebhookEndpointBody = NonNullable<operationsV2['createWebhookEndpoint']['requestBody']>['content']['application/json']
+/** Any of `url`, `eventTypes`, `description`, `enabled`. */
+export type UpdateWebhookEndpointBody = NonNullable<operationsV2['updateWebhookEndpoint']['requestBody']>['content']['application/json']
+
+export interface AttemptsOptions extends RequestOptions {
+  /** How many attempts at most, 1–100 (the server's default is 20). */
+  limit?: number
 }
 
 type ListOrdersQuery = NonNullable<operationsV2['listOrders']['parameters']['query']>
@@ -542,7 +595,127 @@ export function createV2Client(options: ClientOptions): PetstoreV2Client {
     events(eventsOptions = {}) {
       return followEvents(call, eventsOptions)
     },
+
+    async createWebhookEndpoint(endpoint, { signal } = {}) {
+      const response = await call('POST', 'webhook-endpoints', signal, endpoint)
+      return decodeWith(decodeCreatedEndpoint, await readJson(response), response, 'webhook endpoint')
+    },
+
+    async listWebhookEndpoints({ signal } = {}) {
+      const response = await call('GET', 'webhook-endpoints', signal)
+      return decodeList(decodeWebhookEndpoint, await readJson(response), response, 'webhook endpoint')
+    },
+
+    async getWebhookEndpoint(id, { signal } = {}) {
+      const response = await call('GET', `webhook-endpoints/${endpointIdPath(id, 'getWebhookEndpoint')}`, signal)
+      return decodeWith(decodeWebhookEndpoint, await readJson(response), response, 'webhook endpoint')
+    },
+
+    async updateWebhookEndpoint(id, patch, { signal } = {}) {
+      const response = await call('PATCH', `webhook-endpoints/${endpointIdPath(id, 'updateWebhookEndpoint')}`, signal, patch)
+      return decodeWith(decodeWebhookEndpoint, await readJson(response), response, 'webhook endpoint')
+    },
+
+    async deleteWebhookEndpoint(id, { signal } = {}) {
+      const response = await call('DELETE', `webhook-endpoints/${endpointIdPath(id, 'deleteWebhookEndpoint')}`, signal)
+      await response.body?.cancel()
+    },
+
+    async rotateWebhookSecret(id, { signal } = {}) {
+      const response = await call('POST', `webhook-endpoints/${endpointIdPath(id, 'rotateWebhookSecret')}/rotate-secret`, signal)
+      const body = await readJson(response)
+      if (!isRecord(body) || typeof body.secret !== 'string') throw unexpected(response, 'expected {"secret"}')
+      return body.secret
+    },
+
+    async replayWebhookEndpoint(id, after, { signal } = {}) {
+      const path = `webhook-endpoints/${endpointIdPath(id, 'replayWebhookEndpoint')}/replay`
+      const response = await call('POST', path, signal, { after: int64Text(after, 'replayWebhookEndpoint: after') })
+      return decodeWith(decodeWebhookEndpoint, await readJson(response), response, 'webhook endpoint')
+    },
+
+    async listWebhookAttempts(id, { limit, signal } = {}) {
+      const query = limit === undefined ? '' : `?limit=${encodeURIComponent(String(limit))}`
+      const response = await call('GET', `webhook-endpoints/${endpointIdPath(id, 'listWebhookAttempts')}/attempts${query}`, signal)
+      return decodeList(decodeWebhookAttempt, await readJson(response), response, 'attempt')
+    },
   }
+}
+
+function endpointIdPath(id: unknown, operation: string): string {
+  return encodeURIComponent(int64Text(id, `${operation}: the id`))
+}
+
+/** A value decoded by `decode`, or an `unexpected_response` naming what was wrong. */
+function decodeWith<T>(decode: (value: unknown) => T, body: unknown, response: Response, what: string): T {
+  try {
+    return decode(body)
+  } catch (error) {
+    throw unexpected(response, `${what}: ${(error as Error).message}`)
+  }
+}
+
+/** `{"data": [...]}`, each item decoded by `decode`. */
+function decodeList<T>(decode: (value: unknown) => T, body: unknown, response: Response, what: string): T[] {
+  if (!isRecord(body) || !Array.isArray(body.data)) throw unexpected(response, `expected {"data": [${what}s]}`)
+  return body.data.map((item, index) => decodeWith(decode, item, response, `${what} ${index}`))
+}
+
+function text(record: Record<string, unknown>, field: string): string {
+  const value = record[field]
+  if (typeof value !== 'string') throw new Error(`${field} is not a string`)
+  return value
+}
+
+function optionalText(record: Record<string, unknown>, field: string): string | undefined {
+  return record[field] === undefined ? undefined : text(record, field)
+}
+
+const ENDPOINT_STATUSES: readonly string[] = ['enabled', 'disabled'] satisfies WebhookEndpoint['status'][]
+
+function decodeWebhookEndpoint(value: unknown): WebhookEndpoint {
+  if (!isRecord(value)) throw new Error('not an object')
+  const eventTypes = value.eventTypes
+  if (!Array.isArray(eventTypes) || !eventTypes.every((type) => typeof type === 'string' && EVENT_TYPES.includes(type))) {
+    throw new Error('eventTypes is not a list of event types')
+  }
+  const status = text(value, 'status')
+  if (!ENDPOINT_STATUSES.includes(status)) throw new Error('status is not a known status')
+  const endpoint: WebhookEndpoint = {
+    id: int64(value.id, 'id'),
+    url: text(value, 'url'),
+    eventTypes: eventTypes as OrderEventType[],
+    status: status as WebhookEndpoint['status'],
+    position: text(value, 'position'),
+    createdAt: text(value, 'createdAt'),
+  }
+  const description = optionalText(value, 'description')
+  if (description !== undefined) endpoint.description = description
+  const disabledReason = optionalText(value, 'disabledReason')
+  if (disabledReason !== undefined) endpoint.disabledReason = disabledReason as WebhookEndpoint['disabledReason']
+  const failingSince = optionalText(value, 'failingSince')
+  if (failingSince !== undefined) endpoint.failingSince = failingSince
+  const nextAttemptAt = optionalText(value, 'nextAttemptAt')
+  if (nextAttemptAt !== undefined) endpoint.nextAttemptAt = nextAttemptAt
+  return endpoint
+}
+
+function decodeCreatedEndpoint(value: unknown): WebhookEndpointCreated {
+  const endpoint = decodeWebhookEndpoint(value)
+  return { ...endpoint, secret: text(value as Record<string, unknown>, 'secret') }
+}
+
+function decodeWebhookAttempt(value: unknown): WebhookAttempt {
+  if (!isRecord(value)) throw new Error('not an object')
+  const attempt: WebhookAttempt = {
+    eventId: text(value, 'eventId'),
+    attemptedAt: text(value, 'attemptedAt'),
+    durationMs: int32(value.durationMs, 'durationMs'),
+  }
+  if (value.status !== undefined) attempt.status = int32(value.status, 'status')
+  const error = optionalText(value, 'error')
+  if (error !== undefined) attempt.error = error
+  return attempt
 }
 
 // ---- placing an order ----

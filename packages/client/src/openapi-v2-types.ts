@@ -133,6 +133,118 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhook-endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the webhook endpoints
+         * @description Returns every endpoint, ascending id, without secrets. Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it.
+         */
+        get: operations["listWebhookEndpoints"];
+        put?: never;
+        /**
+         * Create a webhook endpoint
+         * @description Creates an endpoint to which every event of the order feed of its `eventTypes` (default: every type) is POSTed, in feed order, each after the previous one got a 2xx. It starts at the head of the feed: it is sent every event committed after its creation. Answers with the endpoint and its signing `secret`, which is shown only now (and by rotateWebhookSecret). The URL must be https and its host must resolve only to public addresses (unless the service allows private networks). At most WEBHOOK_MAX_ENDPOINTS endpoints exist (100 by default). Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it.
+         */
+        post: operations["createWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-endpoints/{endpointId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Show a webhook endpoint
+         * @description Returns the endpoint: its status, position in the feed, and when its failing event is tried again. Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it.
+         */
+        get: operations["getWebhookEndpoint"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook endpoint
+         * @description Deletes the endpoint and its attempts; a delivery in flight to it is its last. Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it.
+         */
+        delete: operations["deleteWebhookEndpoint"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a webhook endpoint
+         * @description Changes the fields given and leaves the others; an empty body changes nothing. `enabled: false` disables the endpoint (`disabled_by_request`); `enabled: true` enables it again, from the position it stopped at, its failures and retries cleared. A new `url` is checked as at creation. Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it.
+         */
+        patch: operations["updateWebhookEndpoint"];
+        trace?: never;
+    };
+    "/webhook-endpoints/{endpointId}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a webhook endpoint's signing secret
+         * @description Gives the endpoint a new signing secret and returns it (shown only now). For 24 hours the previous secret signs too: `webhook-signature` then holds two entries, so a receiver verifies with either while it switches. Rotating again within the 24 hours ends the older secret at once. No body. Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it.
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-endpoints/{endpointId}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a webhook endpoint events again, from a cursor
+         * @description Moves the endpoint's position to `after` and enables it: it is sent every event of its types after that cursor again, in order, from the next one (each with the same `webhook-id` as before). A cursor is a `nextCursor` of the event feed or an event's `id`; it may be before or after the current position. The 202 is sent once the new position is stored; deliveries follow. Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it.
+         */
+        post: operations["replayWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-endpoints/{endpointId}/attempts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a webhook endpoint's delivery attempts
+         * @description Returns the latest delivery attempts to the endpoint, newest first, at most `limit` (the last 100 are kept): the event, when, the status of the response or a short error, and how long it took. Never a response body. Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it.
+         */
+        get: operations["listWebhookAttempts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -243,11 +355,192 @@ export interface components {
              * @description Machine-readable error code
              * @enum {string}
              */
-            code: "bad_request" | "invalid_order_id" | "invalid_pet_id" | "invalid_body" | "invalid_parameter" | "invalid_idempotency_key" | "invalid_cursor" | "unauthorized" | "insufficient_scope" | "not_found" | "order_not_found" | "pet_not_found" | "method_not_allowed" | "request_timeout" | "order_already_shipped" | "order_cancelled" | "order_not_shipped" | "idempotency_key_in_use" | "order_ids_exhausted" | "gone" | "events_expired" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "headers_too_large" | "internal_error" | "service_unavailable";
+            code: "bad_request" | "invalid_order_id" | "invalid_pet_id" | "invalid_endpoint_id" | "invalid_body" | "invalid_parameter" | "invalid_idempotency_key" | "invalid_cursor" | "invalid_webhook_url" | "unauthorized" | "insufficient_scope" | "not_found" | "order_not_found" | "pet_not_found" | "webhook_endpoint_not_found" | "method_not_allowed" | "request_timeout" | "order_already_shipped" | "order_cancelled" | "order_not_shipped" | "idempotency_key_in_use" | "order_ids_exhausted" | "webhook_endpoint_limit" | "gone" | "events_expired" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "headers_too_large" | "internal_error" | "service_unavailable";
             /** @description Human-readable description of the error */
             message: string;
             /** @description The HTTP status code */
             status: number;
+        };
+        /**
+         * @description A webhook endpoint: a consumer of the order event feed with its own position, sent each event of its types in feed order
+         * @example {
+         *       "id": 7,
+         *       "url": "https://example.com/webhooks/petstore",
+         *       "eventTypes": [
+         *         "order.shipped",
+         *         "order.cancelled"
+         *       ],
+         *       "description": "Warehouse dispatch",
+         *       "status": "enabled",
+         *       "position": "1042",
+         *       "createdAt": "2026-11-20T08:00:00.000Z"
+         *     }
+         */
+        WebhookEndpoint: {
+            /**
+             * Format: int64
+             * @description The endpoint's identifier (int64, never reused)
+             */
+            id: bigint;
+            /** @description Where events are POSTed: https, and not a private, loopback or link-local address */
+            url: string;
+            /** @description The event types it is sent, in feed-type order; events of other types are skipped */
+            eventTypes: ("order.created" | "order.updated" | "order.shipped" | "order.completed" | "order.cancelled")[];
+            /** @description What the endpoint is for, when one was given */
+            description?: string;
+            /**
+             * @description Whether events are sent to it. A disabled endpoint keeps its position; enabling it resumes from there
+             * @enum {string}
+             */
+            status: "enabled" | "disabled";
+            /**
+             * @description Why it is disabled: the receiver answered 410 (`endpoint_gone`), every retry of one event failed (`retries_exhausted`), its position fell behind the feed's retention (`events_expired`), or it was disabled through the API (`disabled_by_request`)
+             * @enum {string}
+             */
+            disabledReason?: "endpoint_gone" | "retries_exhausted" | "events_expired" | "disabled_by_request";
+            /** @description The feed cursor through which it has been served: the next event sent is the first of its types after it */
+            position: string;
+            /**
+             * Format: date-time
+             * @description Since when its current event has been failing (RFC 3339, UTC)
+             */
+            failingSince?: string;
+            /**
+             * Format: date-time
+             * @description When its current event is tried again (RFC 3339, UTC)
+             */
+            nextAttemptAt?: string;
+            /**
+             * Format: date-time
+             * @description When it was created (RFC 3339, UTC)
+             */
+            createdAt: string;
+        };
+        /**
+         * @description A new webhook endpoint, with its signing secret (shown only this once)
+         * @example {
+         *       "id": 7,
+         *       "url": "https://example.com/webhooks/petstore",
+         *       "eventTypes": [
+         *         "order.shipped",
+         *         "order.cancelled"
+         *       ],
+         *       "description": "Warehouse dispatch",
+         *       "status": "enabled",
+         *       "position": "1042",
+         *       "createdAt": "2026-11-20T08:00:00.000Z",
+         *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw7kZ8zQ0lVqY="
+         *     }
+         */
+        WebhookEndpointCreated: {
+            /**
+             * Format: int64
+             * @description The endpoint's identifier (int64, never reused)
+             */
+            id: bigint;
+            /** @description Where events are POSTed: https, and not a private, loopback or link-local address */
+            url: string;
+            /** @description The event types it is sent, in feed-type order; events of other types are skipped */
+            eventTypes: ("order.created" | "order.updated" | "order.shipped" | "order.completed" | "order.cancelled")[];
+            /** @description What the endpoint is for, when one was given */
+            description?: string;
+            /**
+             * @description Whether events are sent to it. A disabled endpoint keeps its position; enabling it resumes from there
+             * @enum {string}
+             */
+            status: "enabled" | "disabled";
+            /**
+             * @description Why it is disabled: the receiver answered 410 (`endpoint_gone`), every retry of one event failed (`retries_exhausted`), its position fell behind the feed's retention (`events_expired`), or it was disabled through the API (`disabled_by_request`)
+             * @enum {string}
+             */
+            disabledReason?: "endpoint_gone" | "retries_exhausted" | "events_expired" | "disabled_by_request";
+            /** @description The feed cursor through which it has been served: the next event sent is the first of its types after it */
+            position: string;
+            /**
+             * Format: date-time
+             * @description Since when its current event has been failing (RFC 3339, UTC)
+             */
+            failingSince?: string;
+            /**
+             * Format: date-time
+             * @description When its current event is tried again (RFC 3339, UTC)
+             */
+            nextAttemptAt?: string;
+            /**
+             * Format: date-time
+             * @description When it was created (RFC 3339, UTC)
+             */
+            createdAt: string;
+            /** @description The signing secret: `whsec_` and the base64 of 32 random bytes. Shown only now: store it */
+            secret: string;
+        };
+        /**
+         * @description A new signing secret (shown only this once); the previous one also signs for 24 hours
+         * @example {
+         *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw7kZ8zQ0lVqY="
+         *     }
+         */
+        WebhookSecret: {
+            /** @description The signing secret: `whsec_` and the base64 of 32 random bytes. Shown only now: store it */
+            secret: string;
+        };
+        /**
+         * @description One delivery attempt to an endpoint
+         * @example {
+         *       "eventId": "1043",
+         *       "attemptedAt": "2026-11-20T08:15:00.120Z",
+         *       "status": 503,
+         *       "durationMs": 85
+         *     }
+         */
+        WebhookAttempt: {
+            /** @description The event's feed id (its `webhook-id`) */
+            eventId: string;
+            /**
+             * Format: date-time
+             * @description When the attempt started (RFC 3339, UTC)
+             */
+            attemptedAt: string;
+            /** @description The HTTP status of the response, when one came */
+            status?: number;
+            /** @description Why it failed, in a few words (timeout, connection refused, address not allowed, …) */
+            error?: string;
+            /** @description How long the attempt took, in milliseconds */
+            durationMs: number;
+        };
+        /**
+         * @description The body of a webhook delivery: `POST` to the endpoint's URL with `Content-Type: application/json` and the Standard Webhooks headers `webhook-id` (the event's feed id: the same on every retry, the receiver's idempotency key), `webhook-timestamp` (the attempt's Unix seconds) and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>" keyed by the base64-decoded secret after `whsec_`>`, two space-separated entries for 24 hours after a rotation). A 2xx within the timeout is success; anything else is retried.
+         * @example {
+         *       "type": "order.shipped",
+         *       "timestamp": "2026-11-20T08:15:00.000Z",
+         *       "data": {
+         *         "id": "1043",
+         *         "type": "order.shipped",
+         *         "occurredAt": "2026-11-20T08:15:00.000Z",
+         *         "order": {
+         *           "id": 10,
+         *           "petId": 198772,
+         *           "quantity": 7,
+         *           "shipDate": "2026-11-25T10:00:00.000Z",
+         *           "complete": false,
+         *           "status": "shipped",
+         *           "shippedAt": "2026-11-20T08:15:00.000Z"
+         *         }
+         *       }
+         *     }
+         */
+        WebhookDelivery: {
+            /**
+             * @description The event's type
+             * @enum {string}
+             */
+            type: "order.created" | "order.updated" | "order.shipped" | "order.completed" | "order.cancelled";
+            /**
+             * Format: date-time
+             * @description The event's `occurredAt`
+             */
+            timestamp: string;
+            data: components["schemas"]["OrderEvent"];
         };
     };
     responses: never;
@@ -264,7 +557,7 @@ export interface components {
         "Retry-After": number;
         /** @description The Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` and an `error_description` when a bearer token was sent (401), or `error="insufficient_scope", scope="<the scope needed>"` (403). */
         "WWW-Authenticate": string;
-        /** @description The placed order's URL, relative to this host: `/v2/store/orders/{id}` (getOrder). Also on a replayed response. */
+        /** @description The new resource's URL, relative to this host: the placed order's `/v2/store/orders/{id}` (getOrder; also on a replayed response), or the new webhook endpoint's `/v2/webhook-endpoints/{id}` (getWebhookEndpoint). */
         Location: string;
         /** @description `true` on a response given again to a request whose `Idempotency-Key` was used before with the same body: nothing was placed; the status, body and `Location` are those of the first response. Absent on any other response. */
         "Idempotent-Replayed": "true";
@@ -1069,6 +1362,835 @@ export interface operations {
             };
             /** @description Events after `after` have been deleted by retention (`events_expired`): read the feed again without `after` */
             410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listWebhookEndpoints: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every endpoint, ascending id */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description Every endpoint, ascending id */
+                        data: components["schemas"]["WebhookEndpoint"][];
+                    };
+                };
+            };
+            /** @description A query parameter was sent (`invalid_parameter`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the `webhooks:manage` scope (`insufficient_scope`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "url": "https://example.com/webhooks/petstore",
+                 *       "eventTypes": [
+                 *         "order.shipped",
+                 *         "order.cancelled"
+                 *       ],
+                 *       "description": "Warehouse dispatch"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description An https URL whose host resolves only to public addresses (no user name or password)
+                     * @example https://example.com/webhooks/petstore
+                     */
+                    url: string;
+                    /** @description The event types to send, at least one, each once (default: every type) */
+                    eventTypes?: ("order.created" | "order.updated" | "order.shipped" | "order.completed" | "order.cancelled")[];
+                    /** @description What the endpoint is for, up to 256 characters; an empty string is none */
+                    description?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The endpoint, enabled, with its secret (shown only this once) */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointCreated"];
+                };
+            };
+            /** @description The body is missing, not a JSON object, has a field other than `url`, `eventTypes` and `description`, `url` is missing, `eventTypes` is empty or has an unknown or repeated type, or `description` is longer than 256 characters (`invalid_body`, naming the field); the URL is not https, names a user or password, or its host is or resolves to a loopback, private, link-local or unique-local address (`invalid_webhook_url`, saying which); a query parameter was sent (`invalid_parameter`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the `webhooks:manage` scope (`insufficient_scope`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description As many endpoints exist as WEBHOOK_MAX_ENDPOINTS allows (`webhook_endpoint_limit`): delete one first */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON (`unsupported_media_type`): send it with `Content-Type: application/json` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The identifier of the webhook endpoint */
+                endpointId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description `endpointId` is not a decimal integer in the int64 range (`invalid_endpoint_id`); a query parameter was sent (`invalid_parameter`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the `webhooks:manage` scope (`insufficient_scope`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No webhook endpoint has this id (`webhook_endpoint_not_found`) */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The identifier of the webhook endpoint */
+                endpointId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint is deleted */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `endpointId` is not a decimal integer in the int64 range (`invalid_endpoint_id`); a query parameter was sent (`invalid_parameter`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the `webhooks:manage` scope (`insufficient_scope`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No webhook endpoint has this id (`webhook_endpoint_not_found`) */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The identifier of the webhook endpoint */
+                endpointId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "enabled": true
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description An https URL whose host resolves only to public addresses (no user name or password)
+                     * @example https://example.com/webhooks/petstore
+                     */
+                    url?: string;
+                    /** @description The event types to send, at least one, each once (default: every type) */
+                    eventTypes?: ("order.created" | "order.updated" | "order.shipped" | "order.completed" | "order.cancelled")[];
+                    /** @description What the endpoint is for, up to 256 characters; an empty string is none */
+                    description?: string;
+                    /** @description `false` disables it (`disabled_by_request`); `true` enables it again, from its position, its retries cleared */
+                    enabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The endpoint, changed */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description `endpointId` is not a decimal integer in the int64 range (`invalid_endpoint_id`); the body is not a JSON object, has an unknown field, or a field with an invalid value (`invalid_body`, naming it); the URL is not https, names a user or password, or its host is or resolves to a loopback, private, link-local or unique-local address (`invalid_webhook_url`, saying which); a query parameter was sent (`invalid_parameter`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the `webhooks:manage` scope (`insufficient_scope`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No webhook endpoint has this id (`webhook_endpoint_not_found`) */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON (`unsupported_media_type`): send it with `Content-Type: application/json` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The identifier of the webhook endpoint */
+                endpointId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The new secret (shown only this once) */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSecret"];
+                };
+            };
+            /** @description `endpointId` is not a decimal integer in the int64 range (`invalid_endpoint_id`); a body other than empty or `{}` was sent (`invalid_body`); a query parameter was sent (`invalid_parameter`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the `webhooks:manage` scope (`insufficient_scope`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No webhook endpoint has this id (`webhook_endpoint_not_found`) */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON (`unsupported_media_type`): send it with `Content-Type: application/json` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    replayWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The identifier of the webhook endpoint */
+                endpointId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "after": "1"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description A feed cursor (a `nextCursor`, or an event's `id`): the endpoint is sent every event of its types after it again, in order
+                     * @example 1
+                     */
+                    after: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The endpoint, enabled, at its new position */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description `endpointId` is not a decimal integer in the int64 range (`invalid_endpoint_id`); the body is not a JSON object with `after` alone, a string (`invalid_body`); `after` is not a cursor of the feed: malformed, or past its end (`invalid_cursor`); a query parameter was sent (`invalid_parameter`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the `webhooks:manage` scope (`insufficient_scope`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No webhook endpoint has this id (`webhook_endpoint_not_found`) */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Events after `after` have been deleted by retention (`events_expired`): replay from a later cursor */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON (`unsupported_media_type`): send it with `Content-Type: application/json` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listWebhookAttempts: {
+        parameters: {
+            query?: {
+                /**
+                 * @description How many attempts at most (1–100), newest first
+                 * @example 20
+                 */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The identifier of the webhook endpoint */
+                endpointId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The attempts, newest first */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description The attempts, newest first */
+                        data: components["schemas"]["WebhookAttempt"][];
+                    };
+                };
+            };
+            /** @description `endpointId` is not a decimal integer in the int64 range (`invalid_endpoint_id`); a query parameter is unknown, repeated or invalid (`invalid_parameter`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the `webhooks:manage` scope (`insufficient_scope`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No webhook endpoint has this id (`webhook_endpoint_not_found`) */
+            404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];

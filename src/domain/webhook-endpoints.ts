@@ -1,0 +1,90 @@
+import { randomBytes } from 'node:crypto'
+import type { Config } from '../config.js'
+import { ApiError } from '../errors.js'
+import type { WebhookEndpoint as ApiWebhookEndpoint, WebhookAttempt as ApiWebhookAttempt } from '../schemas/webhook-endpoint.js'
+import { ORDER_EVENT_TYPES, type OrderEventType } from '../store/order-events.js'
+import type { WebhookAttempt, WebhookEndpoint, WebhookEndpointPatch, WebhooksRepository } from '../store/webhooks.js'
+import { checkWebhookUrl } from '../webhooks/url-policy.js'
+
+/** How long the secret before a rotation keeps signing: a receiver has a day to take the new one. */
+export const PREVIOUS_SECRET_SIGNS_MS = 24 * 3_600_000
+
+/** A new signing secret: `whsec_` and the base64 of 32 random bytes (Standard Webhooks' form). */
+export function newWebhookSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`
+}
+
+/** Event types as stored: each once, in ORDER_EVENT_TYPES order; none given means every type. */
+export function canonicalEventTypes(types: readonly OrderEventType[] | undefined): OrderEventType[] {
+  if (types === undefined) return [...ORDER_EVENT_TYPES]
+  return ORDER_EVENT_TYPES.filter((type) => types.includes(type))
+}
+
+/** A URL the policy allows, or 400 `invalid_webhook_url` saying what is wrong with it (never an address it resolved to). */
+export async function allowedWebhookUrl(url: string, config: Config['webhooks']): Promise<string> {
+  const check = await checkWebhookUrl(url, { allowPrivateNetworks: config.allowPrivateNetworks })
+  if (!check.ok) throw new ApiError('invalid_webhook_url', `The webhook URL ${check.problem}.`)
+  return url
+}
+
+export interface WebhookEndpointInput {
+  url: string
+  eventTypes?: OrderEventType[] | undefined
+  description?: string | undefined
+}
+
+/**
+ * Creates an endpoint, for the API and the CLI alike: the URL policy first, then the cap, which the
+ * store checks in the endpoint's own transaction (two creations at once cannot both pass it).
+ */
+export async function createWebhookEndpoint(
+  repository: WebhooksRepository,
+  config: Config['webhooks'],
+  input: WebhookEndpointInput,
+): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
+  const url = await allowedWebhookUrl(input.url, config)
+  const secret = newWebhookSecret()
+  const description = input.description === undefined || input.description === '' ? null : input.description
+  const created = await repository.create({ url, eventTypes: canonicalEventTypes(input.eventTypes), description, secret }, config.maxEndpoints)
+  if (created === 'too_many') {
+    throw new ApiError('webhook_endpoint_limit', `${config.maxEndpoints} webhook endpoints exist, as many as WEBHOOK_MAX_ENDPOINTS allows; delete one first.`)
+  }
+  return { endpoint: created, secret }
+}
+
+/** A PATCH body as the store takes it: the URL checked, event types canonical, an empty description none. */
+export async function toEndpointPatch(
+  body: { url?: string; eventTypes?: OrderEventType[]; description?: string; enabled?: boolean },
+  config: Config['webhooks'],
+): Promise<WebhookEndpointPatch> {
+  const patch: WebhookEndpointPatch = {}
+  if (body.url !== undefined) patch.url = await allowedWebhookUrl(body.url, config)
+  if (body.eventTypes !== undefined) patch.eventTypes = canonicalEventTypes(body.eventTypes)
+  if (body.description !== undefined) patch.description = body.description === '' ? null : body.description
+  if (body.enabled !== undefined) patch.enabled = body.enabled
+  return patch
+}
+
+/** The endpoint as the API shows it: unknown values omitted, never null; the position a cursor string. */
+export function toApiWebhookEndpoint(endpoint: WebhookEndpoint): ApiWebhookEndpoint {
+  const shown: ApiWebhookEndpoint = {
+    id: endpoint.id,
+    url: endpoint.url,
+    eventTypes: endpoint.eventTypes,
+    status: endpoint.enabled ? 'enabled' : 'disabled',
+    position: endpoint.position.toString(),
+    createdAt: endpoint.createdAt,
+  }
+  if (endpoint.description !== null) shown.description = endpoint.description
+  if (!endpoint.enabled && endpoint.disabledReason !== null) shown.disabledReason = endpoint.disabledReason
+  if (endpoint.failingSince !== null) shown.failingSince = endpoint.failingSince
+  if (endpoint.nextAttemptAt !== null) shown.nextAttemptAt = endpoint.nextAttemptAt
+  return shown
+}
+
+export function toApiWebhookAttempt(attempt: WebhookAttempt): ApiWebhookAttempt {
+  const shown: ApiWebhookAttempt = { eventId: attempt.eventId.toString(), attemptedAt: attempt.attemptedAt, durationMs: attempt.durationMs }
+  if (attempt.status !== null) shown.status = attempt.status
+  if (attempt.error !== null) shown.error = attempt.error
+  return shown
+}

@@ -1,0 +1,158 @@
+import { newWebhookSecret, PREVIOUS_SECRET_SIGNS_MS, toApiWebhookAttempt, toApiWebhookEndpoint } from '../../../domain/webhook-endpoints.js'
+import { ApiError } from '../../../errors.js'
+import { errorResponses } from '../../../schemas/error.js'
+import { EVENT_POSITION_PATTERN } from '../../../schemas/order-event.js'
+import { NoQuery } from '../../../schemas/order-v2.js'
+import {
+  EndpointIdParams,
+  ListWebhookAttemptsQuery,
+  ReplayWebhookEndpointBody,
+  WebhookAttemptList,
+  WebhookEndpointRef,
+} from '../../../schemas/webhook-endpoint.js'
+import { EventsExpiredError, UnknownEventPositionError } from '../../../store/order-events.js'
+import type { ApiApp } from '../../api-app.js'
+import { jsonObjectBody } from '../../strict-body.js'
+import { BAD_ID, BETA, endpointNotFound, NO_MANAGE_SCOPE, NOT_FOUND, NOT_JSON, UNAUTHORIZED } from './webhook-endpoints.js'
+
+const INT64_MAX = 2n ** 63n - 1n
+const POSITION = new RegExp(EVENT_POSITION_PATTERN)
+
+/** What is done to a webhook endpoint besides changing it: rotate its secret, replay events, read its attempts. */
+export function webhookEndpointActionsRoutes(app: ApiApp): void {
+  const { store } = app
+  const manage = app.requireScope('webhooks:manage')
+
+  app.post(
+    '/webhook-endpoints/:endpointId/rotate-secret',
+    {
+      onRequest: manage,
+      preValidation: jsonObjectBody,
+      schema: {
+        operationId: 'rotateWebhookSecret',
+        tags: ['webhooks'],
+        summary: "Rotate a webhook endpoint's signing secret",
+        description:
+          'Gives the endpoint a new signing secret and returns it (shown only now). For 24 hours the previous secret signs ' +
+          'too: `webhook-signature` then holds two entries, so a receiver verifies with either while it switches. ' +
+          'Rotating again within the 24 hours ends the older secret at once. No body. ' +
+          BETA,
+        security: [{ bearerAuth: [] }],
+        'x-stability': 'beta',
+        params: EndpointIdParams,
+        querystring: NoQuery,
+        body: NoQuery,
+        response: {
+          200: { $ref: 'WebhookSecret#', description: 'The new secret (shown only this once)' },
+          ...errorResponses({
+            400: `${BAD_ID}; a body other than empty or \`{}\` was sent (\`invalid_body\`); a query parameter was sent (\`invalid_parameter\`)`,
+            401: UNAUTHORIZED,
+            403: NO_MANAGE_SCOPE,
+            404: NOT_FOUND,
+            415: NOT_JSON,
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const secret = newWebhookSecret()
+      const rotated = await store.webhooks.rotateSecret(request.params.endpointId, secret, new Date(Date.now() + PREVIOUS_SECRET_SIGNS_MS))
+      if (!rotated) throw endpointNotFound()
+      return { secret }
+    },
+  )
+
+  app.post(
+    '/webhook-endpoints/:endpointId/replay',
+    {
+      onRequest: manage,
+      preValidation: jsonObjectBody,
+      schema: {
+        operationId: 'replayWebhookEndpoint',
+        tags: ['webhooks'],
+        summary: 'Send a webhook endpoint events again, from a cursor',
+        description:
+          "Moves the endpoint's position to `after` and enables it: it is sent every event of its types after that cursor " +
+          'again, in order, from the next one (each with the same `webhook-id` as before). A cursor is a `nextCursor` of the ' +
+          'event feed or an event\'s `id`; it may be before or after the current position. The 202 is sent once the new ' +
+          'position is stored; deliveries follow. ' +
+          BETA,
+        security: [{ bearerAuth: [] }],
+        'x-stability': 'beta',
+        params: EndpointIdParams,
+        querystring: NoQuery,
+        body: ReplayWebhookEndpointBody,
+        response: {
+          202: { ...WebhookEndpointRef, description: 'The endpoint, enabled, at its new position' },
+          ...errorResponses({
+            400:
+              `${BAD_ID}; the body is not a JSON object with \`after\` alone, a string (\`invalid_body\`); \`after\` is not a ` +
+              'cursor of the feed: malformed, or past its end (`invalid_cursor`); a query parameter was sent (`invalid_parameter`)',
+            401: UNAUTHORIZED,
+            403: NO_MANAGE_SCOPE,
+            404: NOT_FOUND,
+            410: 'Events after `after` have been deleted by retention (`events_expired`): replay from a later cursor',
+            415: NOT_JSON,
+          }),
+        },
+      },
+    },
+    async (request, reply) => {
+      const after = parseCursor(request.body.after)
+      let endpoint
+      try {
+        endpoint = await store.webhooks.replay(request.params.endpointId, after)
+      } catch (error) {
+        if (error instanceof EventsExpiredError) {
+          throw new ApiError('events_expired', `Events after ${after} have been deleted by retention; replay from a later cursor.`)
+        }
+        if (error instanceof UnknownEventPositionError) throw new ApiError('invalid_cursor', 'after is past the end of the feed: it is not a cursor of this feed.')
+        throw error
+      }
+      if (endpoint === undefined) throw endpointNotFound()
+      return reply.code(202).send(toApiWebhookEndpoint(endpoint))
+    },
+  )
+
+  app.get(
+    '/webhook-endpoints/:endpointId/attempts',
+    {
+      onRequest: manage,
+      schema: {
+        operationId: 'listWebhookAttempts',
+        tags: ['webhooks'],
+        summary: "List a webhook endpoint's delivery attempts",
+        description:
+          'Returns the latest delivery attempts to the endpoint, newest first, at most `limit` (the last 100 are kept): ' +
+          'the event, when, the status of the response or a short error, and how long it took. Never a response body. ' +
+          BETA,
+        security: [{ bearerAuth: [] }],
+        'x-stability': 'beta',
+        params: EndpointIdParams,
+        querystring: ListWebhookAttemptsQuery,
+        response: {
+          200: { ...WebhookAttemptList, description: 'The attempts, newest first' },
+          ...errorResponses({
+            400: `${BAD_ID}; a query parameter is unknown, repeated or invalid (\`invalid_parameter\`)`,
+            401: UNAUTHORIZED,
+            403: NO_MANAGE_SCOPE,
+            404: NOT_FOUND,
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const attempts = await store.webhooks.attempts(request.params.endpointId, request.query.limit ?? 20)
+      if (attempts === undefined) throw endpointNotFound()
+      return { data: attempts.map(toApiWebhookAttempt) }
+    },
+  )
+}
+
+/** A cursor of the feed, as the feed reads its `after`: anything else is invalid_cursor. */
+function parseCursor(text: string): bigint {
+  if (!POSITION.test(text) || BigInt(text) > INT64_MAX) {
+    throw new ApiError('invalid_cursor', 'after must be a nextCursor or an event id of the feed: a decimal position such as 1042.')
+  }
+  return BigInt(text)
+}

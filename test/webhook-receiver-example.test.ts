@@ -1,0 +1,148 @@
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { after, before, describe, it } from 'node:test'
+import { parse, stringify } from 'lossless-json'
+import { Webhook } from 'standardwebhooks'
+import { webhookReceiver, type Delivery } from '../docs/examples/webhook-receiver.js'
+import { Deliverer } from '../src/webhooks/delivery.js'
+import { WebhookDispatcher } from '../src/webhooks/dispatcher.js'
+import { bearer, startTestServer, within, type TestServer } from './support/harness.js'
+
+const BEYOND_2_53 = 9_007_199_254_740_993n
+
+/** A delivery as the service builds it: the feed's event JSON, unchanged, as `data`. */
+function deliveryBody(event: { type: string; occurredAt: string }, eventJson: string): string {
+  return `{"type":${JSON.stringify(event.type)},"timestamp":${JSON.stringify(event.occurredAt)},"data":${eventJson}}`
+}
+
+function signed(secrets: string[], id: string, body: string, at = new Date()): Record<string, string> {
+  const signatures = secrets.map((secret) => new Webhook(secret).sign(id, at, body))
+  return { 'content-type': 'application/json', 'webhook-id': id, 'webhook-timestamp': String(Math.floor(at.getTime() / 1000)), 'webhook-signature': signatures.join(' ') }
+}
+
+describe('docs/examples/webhook-receiver.ts', () => {
+  let server: TestServer
+  let secret: string
+  let event: { id: string; type: string; occurredAt: string }
+  let eventJson: string
+
+  before(async () => {
+    server = await startTestServer('sqlite', { env: { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' } })
+    const key = await server.createKey({ scopes: ['orders:read', 'webhooks:manage'] })
+    const created = await fetch(`${server.origin}/v2/webhook-endpoints`, {
+      method: 'POST',
+      headers: { ...bearer(key), 'content-type': 'application/json' },
+      body: JSON.stringify({ url: 'http://127.0.0.1:9/webhooks/petstore' }),
+    })
+    secret = ((await created.json()) as { secret: string }).secret
+    await server.importOrders([{ id: BEYOND_2_53, petId: 7n, quantity: 2 }])
+    const feed = parse(await (await fetch(`${server.origin}/v2/store/order-events`, { headers: bearer(key) })).text()) as { data: unknown[] }
+    eventJson = stringify(feed.data.at(-1))!
+    event = JSON.parse(eventJson) as typeof event
+  })
+
+  async function receiver(handled: Delivery[]) {
+    const app = webhookReceiver({ secret, handle: async (delivery) => void handled.push(delivery) })
+    const origin = await app.listen({ host: '127.0.0.1', port: 0 })
+    after(() => app.close())
+    return { url: `${origin}/webhooks/petstore` }
+  }
+
+  it('verifies a delivery signed with the endpoint\'s secret, reads its ids exactly, and handles a webhook-id once', async () => {
+    const handled: Delivery[] = []
+    const { url } = await receiver(handled)
+    const body = deliveryBody(event, eventJson)
+    const first = await fetch(url, { method: 'POST', headers: signed([secret], event.id, body), body })
+    assert.equal(first.status, 204)
+    assert.equal(handled.length, 1)
+    assert.equal(handled[0]!.data.id, event.id)
+    assert.equal(handled[0]!.data.order.id, BEYOND_2_53, 'the order id is exact')
+    assert.equal(handled[0]!.type, 'order.created')
+
+    const again = await fetch(url, { method: 'POST', headers: signed([secret], event.id, body), body })
+    assert.equal(again.status, 204, 'a retry is acknowledged')
+    assert.equal(handled.length, 1, 'and not handled twice')
+  })
+
+  it('accepts either signature during a rotation, and refuses a bad signature, an altered body or an old timestamp (401)', async () => {
+    const handled: Delivery[] = []
+    const { url } = await receiver(handled)
+    const body = deliveryBody(event, eventJson)
+    const other = `whsec_${Buffer.alloc(32, 7).toString('base64')}`
+    const rotated = await fetch(url, { method: 'POST', headers: signed([other, secret], '901', body), body })
+    assert.equal(rotated.status, 204)
+    const wrong = await fetch(url, { method: 'POST', headers: signed([other], '902', body), body })
+    assert.equal(wrong.status, 401)
+    const altered = await fetch(url, { method: 'POST', headers: signed([secret], '903', body), body: body.replace('"quantity":2', '"quantity":3') })
+    assert.equal(altered.status, 401)
+    const old = await fetch(url, { method: 'POST', headers: signed([secret], '904', body, new Date(Date.now() - 3_600_000)), body })
+    assert.equal(old.status, 401)
+    const unsigned = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+    assert.equal(unsigned.status, 401)
+    assert.equal(handled.length, 1, 'only the delivery signed with a secret of the endpoint')
+  })
+})
+
+describe('docs/webhooks.md', () => {
+  it('shows the receiver as docs/examples/webhook-receiver.ts has it, line for line', () => {
+    const doc = readFileSync(new URL('../docs/webhooks.md', import.meta.url), 'utf8')
+    const example = new Set(readFileSync(new URL('../docs/examples/webhook-receiver.ts', import.meta.url), 'utf8').split('\n').map((line) => line.trim()))
+    const block = /```ts\n([\s\S]*?)```/.exec(doc)?.[1]
+    assert.ok(block !== undefined, 'the doc shows the receiver')
+    const lines = block.split('\n').map((line) => line.trim()).filter((line) => line !== '')
+    assert.ok(lines.length > 20)
+    for (const line of lines) assert.ok(example.has(line), `not in the example file: ${line}`)
+  })
+})
+
+describe('docs/examples/webhook-receiver.ts receiving real deliveries', () => {
+  it('verifies and handles each event the dispatcher sends, in feed order, also after a rotation', async () => {
+    const server = await startTestServer('sqlite', { env: { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' } })
+    const key = await server.createKey({ scopes: ['orders:read', 'webhooks:manage'] })
+    const api = (method: string, path: string, body?: object) =>
+      fetch(`${server.origin}/v2/webhook-endpoints${path}`, {
+        method,
+        headers: { ...bearer(key), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
+    // The receiver needs the secret, the endpoint the receiver's URL: created first, pointed at it next.
+    const created = (await (await api('POST', '', { url: 'http://127.0.0.1:9/', eventTypes: ['order.created', 'order.shipped'] })).json()) as { id: number; secret: string }
+    const handled: Delivery[] = []
+    const app = webhookReceiver({ secret: created.secret, handle: async (delivery) => void handled.push(delivery) })
+    const origin = await app.listen({ host: '127.0.0.1', port: 0 })
+    after(() => app.close())
+    assert.equal((await api('PATCH', `/${created.id}`, { url: `${origin}/webhooks/petstore` })).status, 200)
+
+    const deliverer = new Deliverer({ timeoutMs: 5000, allowPrivateNetworks: true })
+    const dispatcher = new WebhookDispatcher({
+      webhooks: server.store.webhooks,
+      dataVersion: () => server.store.orders.dataVersion(),
+      deliver: (request, signal) => deliverer.deliver(request, signal),
+      timeoutMs: 5000,
+      retryScheduleMs: [100],
+      log: { info: () => {}, warn: () => {} },
+    })
+    dispatcher.start()
+    after(async () => {
+      await dispatcher.stop(0)
+      deliverer.close()
+    })
+
+    await server.importOrders([{ id: BEYOND_2_53, petId: 7n, quantity: 2 }])
+    await server.store.orders.cancel(BEYOND_2_53, null, null) // order.cancelled: not among its types
+    await server.importOrders([{ id: BEYOND_2_53 + 1n, petId: 7n, quantity: 1, status: 'shipped' }])
+    await within(10_000, 'two deliveries handled', () => handled.length === 2, 20)
+    assert.deepEqual(handled.map((delivery) => [delivery.type, delivery.data.order.id]), [
+      ['order.created', BEYOND_2_53],
+      ['order.created', BEYOND_2_53 + 1n],
+    ])
+    assert.ok(BigInt(handled[0]!.data.id) < BigInt(handled[1]!.data.id), 'in feed order')
+
+    // Rotated: deliveries carry the new and the old signature; the receiver, still on the old secret, verifies them.
+    assert.equal((await api('POST', `/${created.id}/rotate-secret`)).status, 200)
+    await server.importOrders([{ id: BEYOND_2_53 + 2n, petId: 7n, quantity: 1 }])
+    await within(10_000, 'the delivery after the rotation handled', () => handled.length === 3, 20)
+    const attempts = (await (await api('GET', `/${created.id}/attempts`)).json()) as { data: { status?: number }[] }
+    assert.deepEqual(attempts.data.map((attempt) => attempt.status), [204, 204, 204])
+  })
+})
