@@ -33,8 +33,9 @@ import { pages } from './suites/pages.js'
 import { places } from './suites/places.js'
 import { smallRequests } from './suites/small-requests.js'
 import { soak } from './suites/soak.js'
+import { webhooks } from './suites/webhooks.js'
 
-/** In the order they run: the cancels (also those of events) and the places change the data set, so they come last; the soak has a database of its own. */
+/** In the order they run: the cancels (also those of events and webhooks) and the places change the data set, so they come last; the soak has a database of its own. */
 const SUITES: Record<string, (context: StoreContext) => Promise<void>> = {
   import: importOrders,
   'list-stream': listStream,
@@ -45,6 +46,7 @@ const SUITES: Record<string, (context: StoreContext) => Promise<void>> = {
   events,
   cancel: cancels,
   place: places,
+  webhooks,
   soak,
 }
 
