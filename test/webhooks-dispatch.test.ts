@@ -158,11 +158,14 @@ forEachStore('webhook dispatcher', (kind) => {
       () => {}, // hangs: the 1 s timeout
       (_d, req) => req.socket.destroy(),
     ]
-    // The second event fails each way in turn before it is taken.
+    // The second event fails each way in turn before it is taken. It is told by the order of the
+    // ids received: it may arrive before placeOrders has returned its position.
     let secondTries = 0
     const positions: string[] = []
+    const seen: string[] = []
     receiving.answer = (delivery, req, res) => {
-      if (delivery.id === positions[1] && secondTries < misbehaviours.length) misbehaviours[secondTries++]!(delivery, req, res)
+      if (!seen.includes(delivery.id)) seen.push(delivery.id)
+      if (delivery.id === seen[1] && secondTries < misbehaviours.length) misbehaviours[secondTries++]!(delivery, req, res)
       else res.end()
     }
     await dispatcher({ timeoutMs: 1000, retryScheduleMs: [50, 50, 50, 50, 50, 50] })

@@ -166,7 +166,9 @@ async function backlogRun(context: StoreContext, receiver: RunningChild, endpoin
       const first = Math.min(...received.map((r) => r.firstMs))
       const last = Math.max(...received.map((r) => r.lastMs))
       const seconds = (last - first) / 1000
-      return { endpoints, events: made.events, deliveries, perSecond: seconds > 0 ? deliveries / seconds : 0, inOrder, seconds, cpu: measured.cores }
+      const run = { endpoints, events: made.events, deliveries, perSecond: seconds > 0 ? deliveries / seconds : 0, inOrder, seconds, cpu: measured.cores }
+      console.log(`  ${endpoints} endpoint(s): ${fmt.count(deliveries)} of ${fmt.count(made.events * endpoints)} deliveries in ${seconds.toFixed(2)} s, ${fmt.rate(run.perSecond, 'a second')}${inOrder ? '' : ', NOT every event once in order'}`)
+      return run
     } finally {
       await server.child.kill()
     }
