@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { demoKeyPath } from '../src/domain/demo-key-file.js'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { hashApiKey, SCOPES } from '../src/domain/api-keys.js'
+import { createKey } from '../src/domain/create-key.js'
+import { demoKeyPath, writeDemoKey } from '../src/domain/demo-key-file.js'
+import { DEMO_KEY_NAME, prepareDemo } from '../src/domain/prepare-demo.js'
+import { openStore } from '../src/store/open-store.js'
 
 test('the demo key file: beside a SQLite file; per PostgreSQL database under ./data, never naming the password', () => {
   assert.equal(demoKeyPath({ kind: 'sqlite', path: 'data/petstore.db' }, '/srv/app'), '/srv/app/data/petstore.db.demo-key')
@@ -13,4 +20,25 @@ test('the demo key file: beside a SQLite file; per PostgreSQL database under ./d
   assert.notEqual(pg('postgres://u@db.internal:5433/orders'), one)
   assert.notEqual(pg('postgres://u@db2.internal/orders'), one)
   assert.doesNotMatch(one, /secret/)
+})
+
+test('the kept demo key is reused only while it has every scope: one from a build with fewer is replaced', async () => {
+  const folder = mkdtempSync(join(tmpdir(), 'petstore-demo-key-'))
+  const path = join(folder, 'petstore.db')
+  const store = await openStore({ kind: 'sqlite', path })
+  try {
+    await store.migrate()
+    const keyFile = `${path}.demo-key`
+    const old = await createKey(store.apiKeys, { name: DEMO_KEY_NAME }) // the default scopes: no orders:write
+    await writeDemoKey(keyFile, old.secret)
+    const replaced = await prepareDemo(store, keyFile)
+    assert.equal(replaced.created, true)
+    assert.notEqual(replaced.secret, old.secret)
+    assert.deepEqual((await store.apiKeys.findByHash(hashApiKey(replaced.secret)))!.scopes, [...SCOPES])
+    const kept = await prepareDemo(store, keyFile)
+    assert.deepEqual([kept.created, kept.secret], [false, replaced.secret])
+  } finally {
+    await store.close()
+    rmSync(folder, { recursive: true, force: true })
+  }
 })
