@@ -139,16 +139,22 @@ describe('PostgreSQL writes over several instances', { skip }, () => {
     const imported = Array.from({ length: 12_000 }, (_, i) => order({ id: top + 1n + BigInt(i), petId: 555n, quantity: 3 }))
     let openGate!: () => void
     const gate = new Promise<void>((resolve) => (openGate = resolve))
+    let atGate = false
     async function* held(): AsyncIterable<OrderRecord> {
       yield* imported.slice(0, 5000) // one batch written, not committed: the ids the places would take
+      atGate = true
       await gate
       yield* imported.slice(5000)
     }
     const importer = await open()
     try {
       const importing = importer.orders.import(held())
+      // The first batch is sent once the input is at the gate, and written once the importer is idle
+      // again with that INSERT as its last statement (idle right after BEGIN is not enough).
       await within(30_000, 'the import has written its first batch', async () => {
-        return (await count(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'`)) === 1
+        if (!atGate) return false
+        const sql = `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction' AND query LIKE 'WITH written AS (INSERT INTO orders%'`
+        return (await count(sql)) === 1
       })
       let settled = 0
       const placing = Promise.all(
