@@ -479,6 +479,30 @@ forEachStore('webhooks store', (kind) => {
     })
   })
 
+  it('deletes old attempts in batches as the position moves: fewer than 200 stored, the newest 100 shown', async () => {
+    await withStores(kind, 1, async ([store], sql) => {
+      const endpoint = await create(store!)
+      await addOrders(store!, 1n, 1)
+      const [lease] = await store!.webhooks.lease('a', new Date(), LEASE_MS, 10)
+      const from = lease!.endpoint.position
+      const stored = async (): Promise<number> =>
+        Number((await sql.query<{ n: bigint | number | string }>(`SELECT count(*) AS n FROM webhook_attempts WHERE endpoint_id = ${endpoint.id}`))[0]!.n)
+      let most = 0
+      for (let i = 1n; i <= 350n; i++) {
+        assert.equal(await store!.webhooks.advance(lease!, from + i, attempt(from + i)), true)
+        most = Math.max(most, await stored())
+      }
+      assert.ok(most < 200 && most >= 100, `at most ${most} attempts stored`)
+      assert.deepEqual(
+        (await store!.webhooks.attempts(endpoint.id, 1000))!.map((a) => a.eventId),
+        Array.from({ length: 100 }, (_, i) => from + 350n - BigInt(i)),
+      )
+      // A failure deletes them at once.
+      await store!.webhooks.fail(lease!, attempt(from + 351n), { retryAt: new Date() })
+      assert.equal(await stored(), 100)
+    })
+  })
+
   it('update changes what is given and nothing else; an unknown id is undefined', async () => {
     await withStores(kind, 1, async ([store]) => {
       const endpoint = await create(store!, ['order.created'])

@@ -1,8 +1,17 @@
 import { EventsExpiredError, ORDER_EVENT_TYPES, UnknownEventPositionError, type OrderEventType } from './order-events.js'
 import type { FeedEvent, NextEvents } from './webhooks.js'
 
-/** The attempts kept per endpoint: recording one deletes the endpoint's older ones. */
+/**
+ * The attempts shown per endpoint. Older ones are deleted in batches, not one per delivery: an
+ * advance deletes them when it moves the position past a multiple of ATTEMPTS_KEPT (so after at
+ * most that many attempts), a failure every time; an endpoint stores fewer than 2 × ATTEMPTS_KEPT.
+ */
 export const ATTEMPTS_KEPT = 100
+
+/** Whether an advance from `from` to `to` deletes the endpoint's older attempts (see ATTEMPTS_KEPT). */
+export function trimsAttempts(from: bigint, to: bigint): boolean {
+  return from / BigInt(ATTEMPTS_KEPT) !== to / BigInt(ATTEMPTS_KEPT)
+}
 
 /**
  * How many events one `next` looks at, at most, whatever their types: an endpoint of a rare type

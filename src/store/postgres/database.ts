@@ -109,7 +109,7 @@ export class PostgresDatabase {
   }
 
   /** One statement through the pool, classified; never retried (it may have taken effect). */
-  async write<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>> {
+  async write<R extends pg.QueryResultRow>(sql: Statement, params?: unknown[]): Promise<pg.QueryResult<R>> {
     try {
       return await this.pool.query<R>(sql, params)
     } catch (error) {
@@ -123,7 +123,7 @@ export class PostgresDatabase {
    * taken effect, and the pool has discarded that connection. Several idle connections can have died
    * at once without the pool knowing yet, so up to one more try than the pool has connections.
    */
-  async read<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>> {
+  async read<R extends pg.QueryResultRow>(sql: Statement, params?: unknown[]): Promise<pg.QueryResult<R>> {
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.pool.query<R>(sql, params)

@@ -87,25 +87,27 @@ const HELD = 'id = $1 AND lease_owner = $2 AND lease_until > $3 AND position = $
 
 /**
  * The attempt ($5 to $9) recorded when `changed` (a CTE of the same statement) changed its endpoint
- * and $5 is not null, and the endpoint's attempts beyond the last ATTEMPTS_KEPT deleted: the
- * statement's snapshot does not hold the new one, so the older ones kept are one fewer.
+ * and $5 is not null, and, when `trim` holds, the endpoint's attempts beyond the last ATTEMPTS_KEPT
+ * deleted: the statement's snapshot does not hold the new one, so the older ones kept are one fewer.
  */
-const recordAttempt = (changed: string): string => `
+const recordAttempt = (changed: string, trim: string): string => `
   recorded AS (
     INSERT INTO webhook_attempts (endpoint_id, event_position, attempted_at, status, error, duration_ms)
     SELECT id, $5::bigint, $6::timestamptz, $7::integer, $8::text, $9::integer FROM ${changed} WHERE $5::bigint IS NOT NULL
     RETURNING endpoint_id
   ), trimmed AS (
-    DELETE FROM webhook_attempts WHERE endpoint_id = $1 AND EXISTS (SELECT 1 FROM recorded)
+    DELETE FROM webhook_attempts WHERE ${trim} AND endpoint_id = $1 AND EXISTS (SELECT 1 FROM recorded)
       AND id <= (SELECT id FROM webhook_attempts WHERE endpoint_id = $1 ORDER BY id DESC LIMIT 1 OFFSET ${ATTEMPTS_KEPT - 1})
   )`
 
+// One statement, so one round trip: its implicit transaction commits without waiting for the WAL
+// flush (set_config local to that transaction, read by PostgreSQL at its commit).
 const ADVANCE = `
   WITH moved AS (
     UPDATE webhook_endpoints SET position = $10::bigint, failures = 0, failing_since = NULL, next_attempt_at = NULL
     WHERE ${HELD} RETURNING id
-  ), ${recordAttempt('moved')}
-  SELECT count(*)::int AS changed FROM moved`
+  ), ${recordAttempt('moved', `$4::bigint / ${ATTEMPTS_KEPT} <> $10::bigint / ${ATTEMPTS_KEPT}`)}
+  SELECT (SELECT count(*)::int FROM moved) AS changed, set_config('synchronous_commit', 'off', true) AS commit_mode`
 
 const FAIL = `
   WITH failed AS (
@@ -114,7 +116,7 @@ const FAIL = `
       enabled = CASE WHEN $11::text IS NULL THEN enabled ELSE false END, disabled_reason = coalesce($11::text, disabled_reason),
       lease_owner = NULL, lease_until = NULL
     WHERE ${HELD} RETURNING id
-  ), ${recordAttempt('failed')}
+  ), ${recordAttempt('failed', 'true')}
   SELECT count(*)::int AS changed FROM failed`
 
 function toEndpoint(row: EndpointRow): WebhookEndpoint {
@@ -239,7 +241,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
        FROM webhook_endpoints AS e
        LEFT JOIN LATERAL (SELECT * FROM webhook_attempts WHERE endpoint_id = e.id ORDER BY id DESC LIMIT $2) AS a ON true
        WHERE e.id = $1 ORDER BY a.id DESC`,
-      [int8(id), limit],
+      [int8(id), Math.min(limit, ATTEMPTS_KEPT)],
     )
     if (rows.length === 0) return undefined
     return rows
@@ -292,7 +294,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
 
   async next(lease: WebhookLease, limit: number): Promise<NextEvents> {
     const after = lease.endpoint.position
-    const { rows } = await this.database.read<NextRow>(NEXT, [int8(after), Math.max(limit, NEXT_SCAN), lease.endpoint.eventTypes, limit])
+    const { rows } = await this.database.read<NextRow>({ name: 'webhooks-next', text: NEXT }, [int8(after), Math.max(limit, NEXT_SCAN), lease.endpoint.eventTypes, limit])
     return toNextEvents(after, limit, rows)
   }
 
@@ -303,10 +305,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
    * once); none is skipped. A flush per event held one endpoint to ~60 events a second here.
    */
   async advance(lease: WebhookLease, position: bigint, attempt: WebhookAttempt | null): Promise<boolean> {
-    const { rows } = await this.database.transaction(async (client) => {
-      await client.query('SET LOCAL synchronous_commit = off')
-      return client.query<{ changed: number }>(ADVANCE, [...held(lease), ...attemptParams(attempt), int8(position)])
-    })
+    const { rows } = await this.database.write<{ changed: number }>({ name: 'webhooks-advance', text: ADVANCE }, [...held(lease), ...attemptParams(attempt), int8(position)])
     const advanced = rows[0]!.changed > 0
     if (advanced) {
       Object.assign(lease.endpoint, { position, failingSince: null, nextAttemptAt: null })

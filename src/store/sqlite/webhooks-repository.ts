@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3'
 import type { OrderEventType } from '../order-events.js'
-import { ATTEMPTS_KEPT, canonicalTypes, checkReplayPosition, NEXT_SCAN, toNextEvents, type NextRow } from '../webhook-rows.js'
+import { ATTEMPTS_KEPT, canonicalTypes, checkReplayPosition, NEXT_SCAN, toNextEvents, trimsAttempts, type NextRow } from '../webhook-rows.js'
 import type {
   NewWebhookEndpoint,
   NextEvents,
@@ -235,7 +235,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
       const rows = this.statement(
         `SELECT event_position, attempted_at, status, error, duration_ms FROM webhook_attempts
          WHERE endpoint_id = ? ORDER BY id DESC LIMIT ?`,
-      ).all(id, limit) as AttemptRow[]
+      ).all(id, Math.min(limit, ATTEMPTS_KEPT)) as AttemptRow[]
       return rows.map(toAttempt)
     })
   }
@@ -333,7 +333,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
       `UPDATE webhook_endpoints SET position = ?, failures = 0, failing_since = NULL, next_attempt_at = NULL WHERE ${HELD}`,
     ).run(position, ...this.held(lease)).changes
     if (changes === 0) return false
-    if (attempt !== null) this.record(lease.endpoint.id, attempt)
+    if (attempt !== null) this.record(lease.endpoint.id, attempt, trimsAttempts(lease.endpoint.position, position))
     return true
   }
 
@@ -348,7 +348,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
          WHERE ${HELD}`,
       ).run(attempt.attemptedAt, retryAt, reason, reason, ...this.held(lease)).changes
       if (changes === 0) return false
-      this.record(lease.endpoint.id, attempt)
+      this.record(lease.endpoint.id, attempt, true)
       return true
     })
   }
@@ -377,9 +377,9 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
     return [lease.endpoint.id, lease.owner, new Date().toISOString(), lease.endpoint.position]
   }
 
-  /** Records an attempt and deletes the endpoint's attempts older than the last ATTEMPTS_KEPT. */
-  private record(endpointId: bigint, attempt: WebhookAttempt): void {
+  /** Records an attempt and, when `trim`, deletes the endpoint's attempts older than the last ATTEMPTS_KEPT. */
+  private record(endpointId: bigint, attempt: WebhookAttempt, trim: boolean): void {
     this.statement(INSERT_ATTEMPT).run(endpointId, attempt.eventId, attempt.attemptedAt, attempt.status, attempt.error, Math.round(attempt.durationMs))
-    this.statement(TRIM_ATTEMPTS).run({ id: endpointId })
+    if (trim) this.statement(TRIM_ATTEMPTS).run({ id: endpointId })
   }
 }
