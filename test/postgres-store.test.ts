@@ -229,6 +229,35 @@ describe('PostgresStore', { skip }, () => {
     }
   })
 
+  it('delivers webhooks on connections of their own: an exhausted API pool does not hold them up', async () => {
+    const single = new PostgresStore(db.url, { poolSize: 1, connectionTimeoutMillis: 1000 })
+    try {
+      await single.orders.import(from([order(9_001n)]))
+      // The only pooled connection is held by an open stream: anything on that pool would wait 1 s and fail.
+      const stream = single.orders.streamJson()[Symbol.asyncIterator]()
+      await stream.next()
+      try {
+        const secret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`
+        const endpoint = await single.webhooks.create({ url: 'https://hooks.example/a', eventTypes: ['order.cancelled'], description: null, secret }, 100)
+        assert.notEqual(endpoint, 'too_many')
+        await sql(`UPDATE webhook_endpoints SET position = position - 1`)
+        const [lease] = await single.webhooks.lease('owner', new Date(), 60_000, 10)
+        assert.ok(lease !== undefined)
+        const next = await single.webhooks.next(lease, 10)
+        assert.notEqual(next, 'expired')
+        const attempt = { eventId: lease.endpoint.position + 1n, attemptedAt: new Date().toISOString(), status: 200, error: null, durationMs: 1 }
+        assert.equal(await single.webhooks.advance(lease, lease.endpoint.position + 1n, attempt), true)
+        await single.webhooks.release(lease)
+        assert.equal(single.poolStats().waiting, 0)
+      } finally {
+        await stream.return?.(undefined)
+      }
+      await sql('DELETE FROM webhook_endpoints')
+    } finally {
+      await single.close()
+    }
+  })
+
   it("sees others' changes at once when notified, and one that is not notified within 1 s", async () => {
     // A database of its own: the made-up notification below must reach no other test's store.
     const fresh = await createTestDatabase()

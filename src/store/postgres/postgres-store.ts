@@ -9,7 +9,17 @@ import { PostgresWebhooksRepository } from './webhooks-repository.js'
 
 export type { PostgresStoreOptions } from './database.js'
 
-/** A PostgreSQL database shared by any number of instances; its repositories share one pool. */
+/**
+ * Connections of the webhook dispatcher's own pool: deliveries never queue for a connection ahead
+ * of an API request (a loop per endpoint writes after every event), and 4 carry thousands of
+ * deliveries a second.
+ */
+export const WEBHOOKS_POOL_SIZE = 4
+
+/**
+ * A PostgreSQL database shared by any number of instances. The API's repositories share one pool;
+ * webhooks have a small pool of their own (opened on first use).
+ */
 export class PostgresStore implements Store {
   readonly kind = 'postgres'
   readonly orders: PostgresOrdersRepository
@@ -18,6 +28,7 @@ export class PostgresStore implements Store {
   readonly events: PostgresOrderEventsRepository
   readonly webhooks: PostgresWebhooksRepository
   private readonly database: PostgresDatabase
+  private readonly webhooksDatabase: PostgresDatabase
   private closing: Promise<void> | undefined
 
   constructor(url: string, options: PostgresStoreOptions = {}) {
@@ -26,7 +37,8 @@ export class PostgresStore implements Store {
     this.apiKeys = new PostgresApiKeysRepository(this.database)
     this.pets = new PostgresPetsRepository(this.database)
     this.events = new PostgresOrderEventsRepository(this.database)
-    this.webhooks = new PostgresWebhooksRepository(this.database)
+    this.webhooksDatabase = new PostgresDatabase(url, { ...options, poolSize: WEBHOOKS_POOL_SIZE })
+    this.webhooks = new PostgresWebhooksRepository(this.webhooksDatabase)
   }
 
   /** Connections of the pool: for metrics and tests. */
@@ -54,7 +66,7 @@ export class PostgresStore implements Store {
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.orders.close()
-      await this.database.close()
+      await Promise.all([this.database.close(), this.webhooksDatabase.close()])
     })()
     return this.closing
   }
