@@ -8,6 +8,7 @@ import { openStore } from './store/open-store.js'
 import type { Store } from './store/store.js'
 import { Deliverer } from './webhooks/delivery.js'
 import { WebhookDispatcher } from './webhooks/dispatcher.js'
+import { DeliveryPacer } from './webhooks/pacer.js'
 
 export const SERVER_SQLITE_OPTIONS = { busyTimeoutMs: 50 }
 
@@ -89,6 +90,9 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   keyPruner.start()
   // Webhook deliveries, shared with every other instance through leases in the database.
   const deliverer = new Deliverer({ timeoutMs: config.webhooks.timeoutMs, allowPrivateNetworks: config.webhooks.allowPrivateNetworks })
+  const pacer = new DeliveryPacer()
+  running.server.on('request', () => pacer.request())
+  pacer.start()
   const dispatcher = new WebhookDispatcher({
     webhooks: store.webhooks,
     dataVersion: () => store.orders.dataVersion(),
@@ -97,6 +101,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     retryScheduleMs: config.webhooks.retryScheduleMs,
     log: logger,
     metrics: running.metrics,
+    pace: () => pacer.turn(),
   })
   running.metrics.watchWebhookLag(() => store.webhooks.lag())
   dispatcher.start()
@@ -111,7 +116,10 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       const reaper = setInterval(() => running.server.closeIdleConnections(), 100)
       const timer = setTimeout(() => running.server.closeAllConnections(), config.shutdownTimeoutMs)
       const pruned = Promise.all([pruner.stop(), keyPruner.stop()]) // a pass in progress ends after its current batch
-      const dispatched = dispatcher.stop(config.shutdownTimeoutMs).finally(() => deliverer.close())
+      const dispatched = dispatcher.stop(config.shutdownTimeoutMs).finally(() => {
+        deliverer.close()
+        pacer.stop()
+      })
       try {
         await running.close()
       } finally {

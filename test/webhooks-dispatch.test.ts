@@ -82,7 +82,7 @@ forEachStore('webhook dispatcher', (kind) => {
     for (const endpoint of await store.webhooks.list()) await store.webhooks.remove(endpoint.id)
   })
 
-  async function dispatcher(options: { timeoutMs?: number; retryScheduleMs?: number[] } = {}): Promise<WebhookDispatcher> {
+  async function dispatcher(options: { timeoutMs?: number; retryScheduleMs?: number[]; pace?: () => Promise<void> | undefined } = {}): Promise<WebhookDispatcher> {
     const timeoutMs = options.timeoutMs ?? 5000
     const deliverer = new Deliverer({ timeoutMs, allowPrivateNetworks: true })
     const value = new WebhookDispatcher({
@@ -92,6 +92,7 @@ forEachStore('webhook dispatcher', (kind) => {
       timeoutMs,
       retryScheduleMs: options.retryScheduleMs ?? [100, 100, 100],
       log,
+      pace: options.pace,
     })
     value.start()
     cleanups.push(async () => {
@@ -146,6 +147,22 @@ forEachStore('webhook dispatcher', (kind) => {
     }
     assert.equal(receiving.overlaps, 0)
     assert.equal((await store.webhooks.find(target.id))?.position.toString(), positions.at(-1))
+  })
+
+  it('waits for its pace before each delivery (a busy instance spaces them)', async () => {
+    const receiving = await hook()
+    await endpoint(receiving.url)
+    const turns: (() => void)[] = []
+    await dispatcher({ pace: () => new Promise<void>((resolve) => turns.push(resolve)) })
+    const positions = await placeOrders(3)
+    for (let i = 0; i < 3; i++) {
+      await within(10_000, `delivery ${i + 1} waits for its turn`, () => turns.length === i + 1)
+      await sleep(50)
+      assert.equal(receiving.deliveries.length, i, 'nothing is sent before its turn')
+      turns[i]!()
+      await within(10_000, `delivery ${i + 1} sent once its turn came`, () => receiving.deliveries.length === i + 1)
+    }
+    assert.deepEqual(receiving.deliveries.map((d) => d.id), positions)
   })
 
   it('sends the next event only after a 2xx, retrying 3xx, 4xx, 5xx, timeouts and resets', async () => {

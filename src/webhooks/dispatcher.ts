@@ -31,6 +31,8 @@ export interface DispatcherOptions {
   pollIntervalMs?: number
   /** How often due endpoints are looked for without a new event (retries that came due). */
   sweepIntervalMs?: number
+  /** Awaited before each delivery, when it returns a promise: the API's share of a busy instance (pacer.ts). */
+  pace?: () => Promise<void> | undefined
   /** Events read from the feed at a time for one endpoint. */
   batch?: number
   now?: () => Date
@@ -204,6 +206,7 @@ export class WebhookDispatcher {
         return
       }
       for (const event of next.events) {
+        await this.options.pace?.()
         if (this.stopping || !(await holdLease())) return this.release(lease)
         const body = deliveryBody(event)
         const attemptedAt = this.now()
