@@ -21,12 +21,12 @@ export const PACER_WINDOW_MS = 50
 export const BUSY_UTILIZATION = 0.9
 export const STAYS_BUSY_UTILIZATION = 0.5
 export const QUIET_WINDOWS = 10
-export const BUSY_DELIVERIES_PER_SECOND = 100
+export const BUSY_DELIVERIES_PER_SECOND = 50
 
 /**
  * Webhook deliveries take the time the API leaves. Every window (50 ms) the process's event-loop
  * utilization is read; when it was at least 90% and API requests arrived in that window, the
- * instance is busy, and deliveries start at most 100 a second over all endpoints; otherwise at
+ * instance is busy, and deliveries start at most 50 a second over all endpoints; otherwise at
  * once. Busy, the loop holds little but the API's own work, so it stays busy while requests arrive
  * and keep the loop at least half busy, and ends only after half a second (10 windows) without
  * that: a band and a hold, so that it does not flap as unpaced deliveries fill the loop again or
