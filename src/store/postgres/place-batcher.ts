@@ -1,4 +1,5 @@
 import type { PlaceRequest, PlaceResult } from '../../domain/orders.js'
+import { TurnBatches } from './turn-batches.js'
 
 interface PendingPlace {
   request: PlaceRequest
@@ -12,9 +13,10 @@ const MAX_BATCH = 1000
 const KEY_IN_USE: PlaceResult = { outcome: 'key_in_use' }
 
 /**
- * Group commit for places, as CancelBatcher is for cancels: the places that arrive in one turn of
- * the event loop share one transaction (one data_version lock, one WAL flush); one batch is
- * committed at a time, and those that arrive meanwhile form the next. Each place settles only after
+ * Group commit for places, as RowWriteBatcher is for cancels (both scheduled by TurnBatches): the
+ * places that arrive in one turn of the event loop share one transaction (one data_version lock,
+ * one WAL flush); one batch is committed at a time, and those that arrive meanwhile form the next.
+ * Each place settles only after
  * its batch's COMMIT, with its own result; if the batch fails, nothing in it committed and every
  * place in it is rejected with that error.
  *
@@ -23,9 +25,7 @@ const KEY_IN_USE: PlaceResult = { outcome: 'key_in_use' }
  * one key twice; the database's advisory lock decides between instances (orders-repository.ts).
  */
 export class PlaceBatcher {
-  private queue: PendingPlace[] = []
-  private scheduled = false
-  private running: Promise<void> | undefined
+  private readonly batches = new TurnBatches<PendingPlace>(MAX_BATCH, (batch) => this.run(batch))
   /** `apiKeyId key` of every claim queued or in flight here (a key has no space: visible ASCII). */
   private readonly claimedKeys = new Set<string>()
 
@@ -41,38 +41,14 @@ export class PlaceBatcher {
       if (this.claimedKeys.has(slot)) return Promise.resolve(KEY_IN_USE)
       this.claimedKeys.add(slot)
     }
-    const placed = new Promise<PlaceResult>((resolve, reject) => {
-      this.queue.push({ request, resolve, reject })
-      this.schedule()
-    })
+    const placed = new Promise<PlaceResult>((resolve, reject) => this.batches.push({ request, resolve, reject }))
     // Released before the caller resumes: a retry right after the answer finds the key free.
     return slot === undefined ? placed : placed.finally(() => this.claimedKeys.delete(slot))
   }
 
   /** Waits until every place already requested has settled. */
-  async drain(): Promise<void> {
-    while (this.scheduled || this.running !== undefined) {
-      await (this.running ?? new Promise<void>((resolve) => setImmediate(resolve)))
-    }
-  }
-
-  private schedule(): void {
-    if (this.scheduled || this.running !== undefined) return
-    this.scheduled = true
-    // After the I/O of this turn: every place whose request arrived in it joins the batch.
-    setImmediate(() => {
-      this.scheduled = false
-      this.flush()
-    })
-  }
-
-  private flush(): void {
-    const batch = this.queue.splice(0, MAX_BATCH)
-    if (batch.length === 0) return
-    this.running = this.run(batch).finally(() => {
-      this.running = undefined
-      if (this.queue.length > 0) this.schedule()
-    })
+  drain(): Promise<void> {
+    return this.batches.drain()
   }
 
   private async run(batch: PendingPlace[]): Promise<void> {

@@ -1,3 +1,5 @@
+import { TurnBatches } from './turn-batches.js'
+
 /**
  * What one batch found for an order: its result, or 'locked' when another transaction held the
  * order's row lock at that moment (the batch skips such rows rather than wait while holding others).
@@ -45,45 +47,22 @@ export interface RowWrites<Request extends { id: bigint }, Result> {
  * round trip whatever its size.
  */
 export class RowWriteBatcher<Request extends { id: bigint }, Result> {
-  private queue: Pending<Request, Result>[] = []
-  private scheduled = false
-  private running: Promise<void> | undefined
+  private readonly batches = new TurnBatches<Pending<Request, Result>>(MAX_BATCH, (batch) => this.run(batch))
   private readonly singles = new Set<Promise<unknown>>()
 
   constructor(private readonly writes: RowWrites<Request, Result>) {}
 
   write(request: Request): Promise<Result> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ request, resolve, reject })
-      this.schedule()
-    })
+    return new Promise((resolve, reject) => this.batches.push({ request, resolve, reject }))
   }
 
-  /** Waits until every write already requested has settled. */
+  /** Waits until every write already requested has settled, the ones written on their own too. */
   async drain(): Promise<void> {
-    while (this.scheduled || this.running !== undefined || this.singles.size > 0) {
-      await (this.running ?? new Promise<void>((resolve) => setImmediate(resolve)))
+    for (;;) {
+      await this.batches.drain()
+      if (this.singles.size === 0) return
       await Promise.allSettled([...this.singles])
     }
-  }
-
-  private schedule(): void {
-    if (this.scheduled || this.running !== undefined) return
-    this.scheduled = true
-    // After the I/O of this turn: every write whose request arrived in it joins the batch.
-    setImmediate(() => {
-      this.scheduled = false
-      this.flush()
-    })
-  }
-
-  private flush(): void {
-    const batch = this.queue.splice(0, MAX_BATCH)
-    if (batch.length === 0) return
-    this.running = this.run(batch).finally(() => {
-      this.running = undefined
-      if (this.queue.length > 0) this.schedule()
-    })
   }
 
   private async run(batch: Pending<Request, Result>[]): Promise<void> {
