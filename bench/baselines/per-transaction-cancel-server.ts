@@ -9,20 +9,17 @@
  * at all: durability switched off, the peer a group commit is held to where fsync is so cheap that
  * the durable peer is bound by its CPU. Child process of bench/run.ts; SQLite only.
  */
-import Database from 'better-sqlite3'
-import pino from 'pino'
-import { buildApp } from '../../src/app.js'
+import type Database from 'better-sqlite3'
 import { loadConfig } from '../../src/config.js'
-import { logDestination, SERVER_SQLITE_OPTIONS } from '../../src/server.js'
+import { SERVER_SQLITE_OPTIONS } from '../../src/server.js'
 import type { CancellationReason } from '../../src/domain/order-pages.js'
 import type { CancelResult } from '../../src/domain/orders.js'
 import { openStore } from '../../src/store/open-store.js'
+import type { OrdersRepository } from '../../src/store/store.js'
 import { INSERT_EVENT, orderEvent } from '../../src/store/sqlite/order-events-repository.js'
 import { ORDER_V2_COLUMNS, ORDER_V2_JSON, toOrderV2Record, type OrderV2Row } from '../../src/store/sqlite/order-pages.js'
-import type { ApiKeysRepository, OrdersRepository, PetsRepository, Store } from '../../src/store/store.js'
-import type { OrderEventsRepository } from '../../src/store/order-events.js'
-import type { WebhooksRepository } from '../../src/store/webhooks.js'
-import { failed, onShutdown, tell } from '../lib/child-side.js'
+import { failed } from '../lib/child-side.js'
+import { baselineSynchronous, openWriter, serve, SwappedStore } from './swapped-store.js'
 
 /** One synchronous=FULL transaction per cancel (the change, its event, the version) on a writer connection of its own. */
 class PerTransactionCancels {
@@ -30,12 +27,7 @@ class PerTransactionCancels {
   private readonly commitOne: Database.Transaction<(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null) => CancelResult>
 
   constructor(path: string, busyTimeoutMs: number, synchronous: 'FULL' | 'OFF') {
-    const db = new Database(path)
-    db.pragma(`busy_timeout = ${busyTimeoutMs}`)
-    db.pragma('journal_mode = WAL')
-    db.pragma(`synchronous = ${synchronous}`)
-    db.pragma('foreign_keys = ON')
-    db.defaultSafeIntegers(true)
+    const db = openWriter(path, busyTimeoutMs, synchronous)
     // The statements of the project's batcher: RETURNING the order cancelled (and its JSON for its
     // event, written as the project writes it), else reading it.
     const columns = ORDER_V2_COLUMNS
@@ -70,79 +62,14 @@ class PerTransactionCancels {
   }
 }
 
-/** The project's store, with its orders' cancel replaced by PerTransactionCancels. */
-class PerTransactionCancelStore implements Store {
-  readonly kind: Store['kind']
-  readonly orders: OrdersRepository
-  readonly apiKeys: ApiKeysRepository
-  readonly pets: PetsRepository
-  readonly events: OrderEventsRepository
-  readonly webhooks: WebhooksRepository
-
-  constructor(
-    private readonly store: Store,
-    private readonly cancels: PerTransactionCancels,
-  ) {
-    this.kind = store.kind
-    this.events = store.events
-    this.webhooks = store.webhooks
-    const orders = store.orders
-    this.orders = {
-      hasAny: () => orders.hasAny(),
-      streamJson: () => orders.streamJson(),
-      dataVersion: () => orders.dataVersion(),
-      cancel: async (id, cancelledByKey, reason = null) => cancels.cancel(id, cancelledByKey, reason),
-      place: (request) => orders.place(request),
-      ship: (id) => orders.ship(id),
-      complete: (id) => orders.complete(id),
-      pruneIdempotencyKeys: (now, limit) => orders.pruneIdempotencyKeys(now, limit),
-      import: (records, onProgress) => orders.import(records, onProgress),
-      pageJson: (query) => orders.pageJson(query),
-      find: (id) => orders.find(id),
-    }
-    this.apiKeys = store.apiKeys
-    this.pets = store.pets
-  }
-
-  migrate(): Promise<number[]> {
-    return this.store.migrate()
-  }
-  ping(): Promise<void> {
-    return this.store.ping()
-  }
-  cursorSecret(): Promise<Buffer> {
-    return this.store.cursorSecret()
-  }
-  async close(): Promise<void> {
-    this.cancels.close()
-    await this.store.close()
-  }
-}
-
 try {
-  // As startServer() does, with the store swapped: same logger level, same app options.
   const config = loadConfig()
   if (config.database.kind !== 'sqlite') throw new Error('the per-transaction cancel baseline is for SQLite')
   const inner = await openStore(config.database, SERVER_SQLITE_OPTIONS)
   await inner.migrate()
-  const store = new PerTransactionCancelStore(inner, new PerTransactionCancels(config.database.path, SERVER_SQLITE_OPTIONS.busyTimeoutMs, synchronousSetting()))
-  const logger = pino(
-    { level: config.logLevel, redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' } },
-    logDestination(),
-  )
-  const app = await buildApp({ config, store, logger, processMetrics: true })
-  const url = await app.listen({ host: config.host, port: config.port })
-  onShutdown(async () => {
-    await app.close()
-    await store.close()
-  })
-  tell({ type: 'ready', url })
+  const cancels = new PerTransactionCancels(config.database.path, SERVER_SQLITE_OPTIONS.busyTimeoutMs, baselineSynchronous())
+  const cancel: OrdersRepository['cancel'] = async (id, cancelledByKey, reason = null) => cancels.cancel(id, cancelledByKey, reason)
+  await serve(config, new SwappedStore(inner, { cancel }, () => cancels.close()))
 } catch (error) {
   failed(error)
-}
-
-function synchronousSetting(): 'FULL' | 'OFF' {
-  const setting = process.env.BASELINE_SYNCHRONOUS ?? 'FULL'
-  if (setting !== 'FULL' && setting !== 'OFF') throw new Error(`BASELINE_SYNCHRONOUS must be FULL or OFF, got ${setting}`)
-  return setting
 }

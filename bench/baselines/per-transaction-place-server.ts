@@ -19,32 +19,22 @@
  * unkeyed ones): a place with one is refused.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import Database from 'better-sqlite3'
-import pino from 'pino'
-import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
-import { logDestination, SERVER_SQLITE_OPTIONS } from '../../src/server.js'
+import { SERVER_SQLITE_OPTIONS } from '../../src/server.js'
 import type { PlaceRequest, PlaceResult } from '../../src/domain/orders.js'
 import { openStore } from '../../src/store/open-store.js'
 import { PostgresDatabase } from '../../src/store/postgres/database.js'
 import { mustRetryPlaces, placeInTransaction } from '../../src/store/postgres/place-orders.js'
 import { BUMP_DATA_VERSION } from '../../src/store/sqlite/migrations.js'
 import { OrderWrites } from '../../src/store/sqlite/order-writes.js'
-import type { ApiKeysRepository, OrdersRepository, PetsRepository, Store } from '../../src/store/store.js'
-import type { OrderEventsRepository } from '../../src/store/order-events.js'
-import type { WebhooksRepository } from '../../src/store/webhooks.js'
-import { failed, onShutdown, tell } from '../lib/child-side.js'
+import { failed } from '../lib/child-side.js'
+import { baselineSynchronous, openWriter, serve, SwappedStore } from './swapped-store.js'
 
 type PlaceOne = (request: PlaceRequest) => Promise<PlaceResult>
 
 /** SQLite: one transaction per place (the project's place statements, the version) on a writer connection of its own. */
 function sqlitePlaces(path: string, busyTimeoutMs: number, synchronous: 'FULL' | 'OFF'): { place: PlaceOne; close(): void } {
-  const db = new Database(path)
-  db.pragma(`busy_timeout = ${busyTimeoutMs}`)
-  db.pragma('journal_mode = WAL')
-  db.pragma(`synchronous = ${synchronous}`)
-  db.pragma('foreign_keys = ON')
-  db.defaultSafeIntegers(true)
+  const db = openWriter(path, busyTimeoutMs, synchronous)
   // The statements of the project's WriteBatcher for a batch of one place.
   const writes = new OrderWrites(db)
   const bump = db.prepare(BUMP_DATA_VERSION)
@@ -83,89 +73,19 @@ function postgresPlaces(url: string, poolSize: number): { place: PlaceOne; close
   }
 }
 
-/** The project's store, with its orders' place replaced. */
-class PerTransactionPlaceStore implements Store {
-  readonly kind: Store['kind']
-  readonly orders: OrdersRepository
-  readonly apiKeys: ApiKeysRepository
-  readonly pets: PetsRepository
-  readonly events: OrderEventsRepository
-  readonly webhooks: WebhooksRepository
-
-  constructor(
-    private readonly store: Store,
-    place: PlaceOne,
-    private readonly closePlaces: () => void | Promise<void>,
-  ) {
-    this.kind = store.kind
-    this.events = store.events
-    this.webhooks = store.webhooks
-    const orders = store.orders
-    this.orders = {
-      hasAny: () => orders.hasAny(),
-      streamJson: () => orders.streamJson(),
-      dataVersion: () => orders.dataVersion(),
-      cancel: (id, cancelledByKey, reason) => orders.cancel(id, cancelledByKey, reason),
-      place: async (request) => {
-        if (request.idempotency !== undefined) throw new Error('the per-transaction place peer is measured without Idempotency-Key')
-        return place(request)
-      },
-      ship: (id) => orders.ship(id),
-      complete: (id) => orders.complete(id),
-      pruneIdempotencyKeys: (now, limit) => orders.pruneIdempotencyKeys(now, limit),
-      import: (records, onProgress) => orders.import(records, onProgress),
-      pageJson: (query) => orders.pageJson(query),
-      find: (id) => orders.find(id),
-    }
-    this.apiKeys = store.apiKeys
-    this.pets = store.pets
-  }
-
-  migrate(): Promise<number[]> {
-    return this.store.migrate()
-  }
-  ping(): Promise<void> {
-    return this.store.ping()
-  }
-  cursorSecret(): Promise<Buffer> {
-    return this.store.cursorSecret()
-  }
-  async close(): Promise<void> {
-    await this.closePlaces()
-    await this.store.close()
-  }
-}
-
 try {
-  // As startServer() does, with the store swapped: same logger level, same app options.
   const config = loadConfig()
   const inner = await openStore(config.database, SERVER_SQLITE_OPTIONS)
   await inner.migrate()
-  let store: PerTransactionPlaceStore
-  if (config.database.kind === 'sqlite') {
-    const places = sqlitePlaces(config.database.path, SERVER_SQLITE_OPTIONS.busyTimeoutMs, synchronousSetting())
-    store = new PerTransactionPlaceStore(inner, places.place, places.close)
-  } else {
-    const places = postgresPlaces(config.database.url, config.database.poolSize)
-    store = new PerTransactionPlaceStore(inner, places.place, places.close)
+  const places =
+    config.database.kind === 'sqlite'
+      ? sqlitePlaces(config.database.path, SERVER_SQLITE_OPTIONS.busyTimeoutMs, baselineSynchronous())
+      : postgresPlaces(config.database.url, config.database.poolSize)
+  const place = async (request: PlaceRequest): Promise<PlaceResult> => {
+    if (request.idempotency !== undefined) throw new Error('the per-transaction place peer is measured without Idempotency-Key')
+    return places.place(request)
   }
-  const logger = pino(
-    { level: config.logLevel, redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' } },
-    logDestination(),
-  )
-  const app = await buildApp({ config, store, logger, processMetrics: true })
-  const url = await app.listen({ host: config.host, port: config.port })
-  onShutdown(async () => {
-    await app.close()
-    await store.close()
-  })
-  tell({ type: 'ready', url })
+  await serve(config, new SwappedStore(inner, { place }, () => places.close()))
 } catch (error) {
   failed(error)
-}
-
-function synchronousSetting(): 'FULL' | 'OFF' {
-  const setting = process.env.BASELINE_SYNCHRONOUS ?? 'FULL'
-  if (setting !== 'FULL' && setting !== 'OFF') throw new Error(`BASELINE_SYNCHRONOUS must be FULL or OFF, got ${setting}`)
-  return setting
 }
