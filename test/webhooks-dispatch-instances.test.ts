@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
-import type { AddressInfo, Socket } from 'node:net'
 import { after, before, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Webhook } from 'standardwebhooks'
@@ -10,56 +8,7 @@ import type { Store } from '../src/store/store.js'
 import type { WebhookEndpoint } from '../src/store/webhooks.js'
 import { createDatabase, forEachStore, within, type TestDatabaseHandle } from './support/harness.js'
 import { spawnServer, type ServerProcess } from './support/server-process.js'
-
-interface Receiver {
-  url: string
-  ids: string[]
-  /** When each arrived (performance.now()). */
-  times: number[]
-  /** Requests that arrived while another to this receiver was still open. */
-  overlaps: number
-  answer: (id: string, req: IncomingMessage, res: ServerResponse) => void
-  close(): Promise<void>
-}
-
-/** A receiver on 127.0.0.1 that records each webhook-id, verifies each signature, and counts overlapping requests. */
-async function receiver(secret: string): Promise<Receiver> {
-  const verifier = new Webhook(secret)
-  const sockets = new Set<Socket>()
-  let open = 0
-  const server = createServer((req, res) => {
-    if (++open > 1) state.overlaps++
-    res.on('close', () => open--)
-    let body = ''
-    req.setEncoding('utf8')
-    req.on('data', (chunk: string) => (body += chunk))
-    req.on('end', () => {
-      verifier.verify(body, req.headers as Record<string, string>)
-      const id = String(req.headers['webhook-id'])
-      state.ids.push(id)
-      state.times.push(performance.now())
-      state.answer(id, req, res)
-    })
-  })
-  server.on('connection', (socket) => {
-    sockets.add(socket)
-    socket.on('close', () => sockets.delete(socket))
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const state: Receiver = {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
-    ids: [],
-    times: [],
-    overlaps: 0,
-    // A few milliseconds per delivery, so two instances delivering to one endpoint at once would overlap.
-    answer: (_id, _req, res) => void setTimeout(() => res.end(), 3),
-    close: async () => {
-      for (const socket of sockets) socket.destroy()
-      await new Promise((resolve) => server.close(resolve))
-    },
-  }
-  return state
-}
+import { receiver, type Receiver } from './support/webhook-receiver.js'
 
 const ENV = { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETRY_SCHEDULE: '100ms,100ms,100ms,100ms,100ms' }
 
@@ -94,13 +43,22 @@ forEachStore('webhook dispatch across instances', (kind) => {
     return child
   }
 
-  async function endpointWithReceiver(): Promise<{ endpoint: WebhookEndpoint; receiving: Receiver }> {
+  /** Its receiver answers after a few milliseconds, so two instances delivering to it at once would overlap. */
+  async function endpointWithReceiver(): Promise<{ endpoint: WebhookEndpoint; receiving: Receiver; secret: string }> {
     const secret = `whsec_${randomBytes(32).toString('base64')}`
-    const receiving = await receiver(secret)
+    const receiving = await receiver()
+    receiving.answer = (_delivery, _req, res) => void setTimeout(() => res.end(), 3)
     receivers.push(receiving)
     const endpoint = await store.webhooks.create({ url: receiving.url, eventTypes: ['order.created'], description: null, secret }, 100)
     assert.notEqual(endpoint, 'too_many')
-    return { endpoint: endpoint as WebhookEndpoint, receiving }
+    return { endpoint: endpoint as WebhookEndpoint, receiving, secret }
+  }
+
+  /** The webhook-id of each delivery, in arrival order, each checked to verify with the endpoint's secret. */
+  function verifiedIds(receiving: Receiver, secret: string): string[] {
+    const verifier = new Webhook(secret)
+    for (const delivery of receiving.deliveries) verifier.verify(delivery.body, delivery.headers)
+    return receiving.deliveries.map((delivery) => delivery.id)
   }
 
   async function placeOrders(count: number): Promise<string[]> {
@@ -120,11 +78,11 @@ forEachStore('webhook dispatch across instances', (kind) => {
       await sleep(150)
     }
     for (const { receiving } of endpoints) {
-      await within(30_000, 'every event delivered', () => receiving.ids.length >= positions.length)
+      await within(30_000, 'every event delivered', () => receiving.deliveries.length >= positions.length)
     }
     await sleep(500)
-    for (const { receiving } of endpoints) {
-      assert.deepEqual(receiving.ids, positions)
+    for (const { receiving, secret } of endpoints) {
+      assert.deepEqual(verifiedIds(receiving, secret), positions)
       assert.equal(receiving.overlaps, 0)
     }
     // The metrics of the instances: deliveries by outcome, their durations, each endpoint caught up.
@@ -141,12 +99,12 @@ forEachStore('webhook dispatch across instances', (kind) => {
   })
 
   it('an instance killed mid-delivery: another takes over after the lease expires, only the event in flight twice', async () => {
-    const { receiving } = await endpointWithReceiver()
+    const { receiving, secret } = await endpointWithReceiver()
     // A 3 s timeout: the lease is 2 × 3 s + 5 s = 11 s.
     const first = await serveProcess({ WEBHOOK_TIMEOUT_MS: '3000' })
     let held: string | undefined
     const positions = await placeOrders(6)
-    receiving.answer = (id, _req, res) => {
+    receiving.answer = ({ id }, _req, res) => {
       if (id === positions[3] && held === undefined) held = id // never answered: the instance dies first
       else res.end()
     }
@@ -154,13 +112,13 @@ forEachStore('webhook dispatch across instances', (kind) => {
     first.child.kill('SIGKILL')
     assert.equal((await first.exited).signal, 'SIGKILL')
     await serveProcess({ WEBHOOK_TIMEOUT_MS: '3000' })
-    await within(40_000, 'every event delivered', () => receiving.ids.at(-1) === positions[5])
+    await within(40_000, 'every event delivered', () => receiving.deliveries.at(-1)?.id === positions[5])
     await sleep(500)
-    assert.deepEqual(receiving.ids, [...positions.slice(0, 4), ...positions.slice(3)])
+    assert.deepEqual(verifiedIds(receiving, secret), [...positions.slice(0, 4), ...positions.slice(3)])
     assert.equal(receiving.overlaps, 0)
     // Not before the killed instance's lease expired: an attempt starts with at least the timeout
     // + 2 s of its lease left, so the event is sent again no sooner than about 5 s after.
-    const gap = receiving.times[4]! - receiving.times[3]!
+    const gap = receiving.deliveries[4]!.at - receiving.deliveries[3]!.at
     assert.ok(gap >= 4000, `sent again ${Math.round(gap)} ms later`)
   })
 })

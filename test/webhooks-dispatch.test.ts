@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
-import type { AddressInfo, Socket } from 'node:net'
 import { after, afterEach, before, beforeEach, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Webhook } from 'standardwebhooks'
@@ -11,50 +9,7 @@ import type { WebhookEndpoint } from '../src/store/webhooks.js'
 import { Deliverer } from '../src/webhooks/delivery.js'
 import { WebhookDispatcher } from '../src/webhooks/dispatcher.js'
 import { createDatabase, forEachStore, within, type TestDatabaseHandle } from './support/harness.js'
-
-interface Delivery {
-  id: string
-  body: string
-  headers: Record<string, string>
-  at: number
-}
-
-type Answer = (delivery: Delivery, req: IncomingMessage, res: ServerResponse) => void
-
-/** A receiver on 127.0.0.1: records every request and answers as `answer` says (200 by default). */
-async function receiver(): Promise<{ url: string; deliveries: Delivery[]; answer: Answer; overlaps: number; close(): Promise<void> }> {
-  const sockets = new Set<Socket>()
-  let open = 0
-  const state = {
-    url: '',
-    deliveries: [] as Delivery[],
-    answer: ((_delivery, _req, res) => res.end()) as Answer,
-    overlaps: 0,
-    close: async () => {
-      for (const socket of sockets) socket.destroy()
-      await new Promise((resolve) => server.close(resolve))
-    },
-  }
-  const server = createServer((req, res) => {
-    if (++open > 1) state.overlaps++
-    res.on('close', () => open--)
-    let body = ''
-    req.setEncoding('utf8')
-    req.on('data', (chunk: string) => (body += chunk))
-    req.on('end', () => {
-      const delivery = { id: String(req.headers['webhook-id']), body, headers: req.headers as Record<string, string>, at: performance.now() }
-      state.deliveries.push(delivery)
-      state.answer(delivery, req, res)
-    })
-  })
-  server.on('connection', (socket) => {
-    sockets.add(socket)
-    socket.on('close', () => sockets.delete(socket))
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`
-  return state
-}
+import { receiver, type Answer } from './support/webhook-receiver.js'
 
 const newSecret = (): string => `whsec_${randomBytes(32).toString('base64')}`
 const log = { lines: [] as { fields: object; message: string }[], info() {}, warn(fields: object, message: string) { log.lines.push({ fields, message }) } }

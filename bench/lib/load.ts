@@ -100,20 +100,8 @@ export async function cancelLoad(options: {
       },
     ],
   })
-  // A run of a fixed amount is over when its last answer arrives. autocannon notices, and reports
-  // its duration, only at its next one-second tick (5.01 s, 7.01 s, …): up to 20% off at these lengths.
-  let lastAnswer = started
-  instance.on('response', () => {
-    lastAnswer = performance.now()
-  })
-  const timer = setTimeout(() => instance.stop(), options.maxSeconds * 1000)
-  try {
-    const run = await result
-    const seconds = (lastAnswer - started) / 1000
-    return { ...run, seconds, perSecond: run.requests / seconds, lastIdDrawn: options.ids[Math.min(next, options.ids.length) - 1]! }
-  } finally {
-    clearTimeout(timer)
-  }
+  const run = await untilLastAnswer(instance, result, started, options.maxSeconds)
+  return { ...run, lastIdDrawn: options.ids[Math.min(next, options.ids.length) - 1]! }
 }
 
 /**
@@ -154,12 +142,20 @@ export async function placeLoad(options: {
           },
     ],
   })
-  // As cancelLoad: the run ends with its last answer, not at autocannon's next tick.
+  return untilLastAnswer(instance, result, started, options.maxSeconds)
+}
+
+/**
+ * The result of a run of a fixed amount, stopped after `maxSeconds`, timed from `started` to its
+ * last answer: autocannon notices the end, and reports its duration, only at its next one-second
+ * tick (5.01 s, 7.01 s, …), up to 20% off at these lengths.
+ */
+async function untilLastAnswer(instance: autocannon.Instance, result: Promise<LoadResult>, started: number, maxSeconds: number): Promise<LoadResult> {
   let lastAnswer = started
   instance.on('response', () => {
     lastAnswer = performance.now()
   })
-  const timer = setTimeout(() => instance.stop(), options.maxSeconds * 1000)
+  const timer = setTimeout(() => instance.stop(), maxSeconds * 1000)
   try {
     const run = await result
     const seconds = (lastAnswer - started) / 1000
