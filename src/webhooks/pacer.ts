@@ -49,8 +49,7 @@ export class DeliveryPacer {
   private timer: NodeJS.Timeout | undefined
   private requests = 0
   private nextSlot = 0
-  /** Whether the last window was busy with API requests. */
-  busy = false
+  private busyNow = false
 
   constructor(options: PacerOptions = {}) {
     this.windowMs = options.windowMs ?? PACER_WINDOW_MS
@@ -60,6 +59,11 @@ export class DeliveryPacer {
     this.spacingMs = 1000 / (options.busyRate ?? BUSY_DELIVERIES_PER_SECOND)
     this.now = options.now ?? (() => performance.now())
     this.utilization = options.utilization ?? loopUtilization()
+  }
+
+  /** Whether deliveries are paced now (the API keeps the loop busy). */
+  get busy(): boolean {
+    return this.busyNow
   }
 
   start(): void {
@@ -72,7 +76,7 @@ export class DeliveryPacer {
   stop(): void {
     clearInterval(this.timer)
     this.timer = undefined
-    this.busy = false
+    this.busyNow = false
   }
 
   /** Counts an API request arriving. */
@@ -85,20 +89,20 @@ export class DeliveryPacer {
     const utilization = this.utilization()
     const requests = this.requests
     this.requests = 0
-    if (!this.busy) {
-      this.busy = requests > 0 && utilization >= this.busyUtilization
+    if (!this.busyNow) {
+      this.busyNow = requests > 0 && utilization >= this.busyUtilization
       this.quiet = 0
     } else if (requests > 0 && utilization >= this.staysBusyUtilization) {
       this.quiet = 0
     } else if (++this.quiet >= this.quietWindows) {
-      this.busy = false
+      this.busyNow = false
       this.nextSlot = 0
     }
   }
 
   /** Before a delivery starts: undefined when it may start at once, else a wait for its turn. */
   turn(): Promise<void> | undefined {
-    if (!this.busy) return undefined
+    if (!this.busyNow) return undefined
     const now = this.now()
     const at = Math.max(now, this.nextSlot)
     this.nextSlot = at + this.spacingMs

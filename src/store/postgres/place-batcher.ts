@@ -16,9 +16,8 @@ const KEY_IN_USE: PlaceResult = { outcome: 'key_in_use' }
  * Group commit for places, as RowWriteBatcher is for cancels (both scheduled by TurnBatches): the
  * places that arrive in one turn of the event loop share one transaction (one data_version lock,
  * one WAL flush); one batch is committed at a time, and those that arrive meanwhile form the next.
- * Each place settles only after
- * its batch's COMMIT, with its own result; if the batch fails, nothing in it committed and every
- * place in it is rejected with that error.
+ * Each place settles only after its batch's COMMIT, with its own result; if the batch fails,
+ * nothing in it committed and every place in it is rejected with that error.
  *
  * An Idempotency-Key is held by at most one place of this instance at a time: a place whose key is
  * queued or in flight here is `key_in_use` at once, without joining a batch. So a batch never holds

@@ -1,5 +1,5 @@
 import type { OrderEventType } from '../order-events.js'
-import { ATTEMPTS_KEPT, canonicalTypes, checkReplayPosition, NEXT_SCAN, toNextEvents, type NextRow } from '../webhook-rows.js'
+import { ATTEMPTS_KEPT, canonicalTypes, checkReplayPosition, NEXT_SCAN, toNextEvents, trimsAttempts, type NextRow } from '../webhook-rows.js'
 import type {
   NewWebhookEndpoint,
   NextEvents,
@@ -87,8 +87,9 @@ const HELD = 'id = $1 AND lease_owner = $2 AND lease_until > $3 AND position = $
 
 /**
  * The attempt ($5 to $9) recorded when `changed` (a CTE of the same statement) changed its endpoint
- * and $5 is not null, and, when `trim` holds, the endpoint's attempts beyond the last ATTEMPTS_KEPT
- * deleted: the statement's snapshot does not hold the new one, so the older ones kept are one fewer.
+ * and $5 is not null, and, when `trim` holds (trimsAttempts for an advance), the endpoint's
+ * attempts beyond the last ATTEMPTS_KEPT deleted: the statement's snapshot does not hold the new
+ * one, so the older ones kept are one fewer.
  */
 const recordAttempt = (changed: string, trim: string): string => `
   recorded AS (
@@ -106,7 +107,7 @@ const ADVANCE = `
   WITH moved AS (
     UPDATE webhook_endpoints SET position = $10::bigint, failures = 0, failing_since = NULL, next_attempt_at = NULL
     WHERE ${HELD} RETURNING id
-  ), ${recordAttempt('moved', `$4::bigint / ${ATTEMPTS_KEPT} <> $10::bigint / ${ATTEMPTS_KEPT}`)}
+  ), ${recordAttempt('moved', '$11::boolean')}
   SELECT (SELECT count(*)::int FROM moved) AS changed, set_config('synchronous_commit', 'off', true) AS commit_mode`
 
 const FAIL = `
@@ -305,7 +306,13 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
    * once); none is skipped. A flush per event held one endpoint to ~60 events a second here.
    */
   async advance(lease: WebhookLease, position: bigint, attempt: WebhookAttempt | null): Promise<boolean> {
-    const { rows } = await this.database.write<{ changed: number }>({ name: 'webhooks-advance', text: ADVANCE }, [...held(lease), ...attemptParams(attempt), int8(position)])
+    const trim = trimsAttempts(lease.endpoint.position, position)
+    const { rows } = await this.database.write<{ changed: number }>({ name: 'webhooks-advance', text: ADVANCE }, [
+      ...held(lease),
+      ...attemptParams(attempt),
+      int8(position),
+      trim,
+    ])
     const advanced = rows[0]!.changed > 0
     if (advanced) {
       Object.assign(lease.endpoint, { position, failingSince: null, nextAttemptAt: null })
