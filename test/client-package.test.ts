@@ -94,13 +94,13 @@ describe(`${NAME} packed and installed into an empty project`, () => {
     for (const path of paths) assert.match(path, /^(dist\/[\w-]+\.(js|d\.ts)|package\.json|README\.md)$/)
   })
 
-  it('installs the client and lossless-json only: nothing of the server, no install script, no engine warning', (t) => {
+  it('installs the client, lossless-json and uuid only: nothing of the server, no install script, no engine warning', (t) => {
     const lock = JSON.parse(readFileSync(join(project, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> }
     const installed = Object.keys(lock.packages)
       .filter((path) => path !== '')
       .map((path) => path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length))
     for (const name of SERVER_PACKAGES) assert.ok(!installed.includes(name), `${name} was installed with the client`)
-    assert.deepEqual(installed.sort(), [NAME, 'lossless-json'])
+    assert.deepEqual(installed.sort(), [NAME, 'lossless-json', 'uuid'])
 
     for (const [path, entry] of Object.entries(lock.packages)) {
       assert.notEqual(entry.hasInstallScript, true, `${path} has an install script`)

@@ -165,7 +165,9 @@ forEachStore('TypeScript client, v2 writes (placeOrder, shipOrder, completeOrder
         assert.ok(retries[0]!.error instanceof Error)
         const keys = keysSent(proxy)
         assert.equal(keys.length, 2, 'two requests, each on its own connection')
-        assert.match(keys[0]!, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, 'a UUID made for the call')
+        assert.match(keys[0]!, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, 'a UUIDv7 made for the call')
+        const madeAt = Number.parseInt(keys[0]!.replace('-', '').slice(0, 12), 16)
+        assert.ok(Math.abs(madeAt - Date.now()) < 60_000, `its first 48 bits are the time it was made: ${new Date(madeAt).toISOString()}`)
         assert.equal(keys[1], keys[0], 'the retry sends the same key')
         assert.equal(retries[0]!.idempotencyKey, keys[0])
         // The server saw the first request when it was forwarded: the retry is answered by replay.

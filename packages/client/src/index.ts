@@ -10,6 +10,7 @@
  * that has it).
  */
 import { isInteger, isLosslessNumber, parse, stringify } from 'lossless-json'
+import { v7 as uuidv7 } from 'uuid'
 import type { components, operations } from './openapi-types.js'
 import type { components as componentsV2, operations as operationsV2 } from './openapi-v2-types.js'
 
@@ -184,7 +185,7 @@ export interface PlaceOptions extends RequestOptions {
    * The request's Idempotency-Key, 1–255 visible ASCII characters, scoped to the API key. Give one
    * kept with the order's origin (a cart, a message) to retry beyond this call, e.g. after a crash:
    * within the server's `IDEMPOTENCY_KEY_TTL_HOURS` (default 24), the same key and body never place
-   * a second order. Default: a random UUID for this call.
+   * a second order. Default: a new UUIDv7 for this call (a time-ordered UUID: see `placeOrder`).
    */
   idempotencyKey?: string
   /** How many requests the call sends at most, 1–10 (default 5): the first and its retries. */
@@ -229,8 +230,9 @@ export interface PetstoreV2Client {
    * Places an order (POST /store/orders, scope `orders:write`) and resolves with it, as placed,
    * once it is durable: `pending`, not complete, its id given by the server.
    *
-   * Every request carries an `Idempotency-Key` (`options.idempotencyKey`, else a random UUID made
-   * for this call), and the call's own retries reuse it, so one call never places two orders: a
+   * Every request carries an `Idempotency-Key` (`options.idempotencyKey`, else a UUIDv7 made for
+   * this call: its first 48 bits are the time, so the server stores it where it stores the keys
+   * just before it), and the call's own retries reuse it, so one call never places two orders: a
    * request that got no response (refused, reset, a response cut off), a 5xx, and 409
    * `idempotency_key_in_use` (the first request with the key is still being processed) are retried,
    * after `Retry-After` when the response gives one, else after a jittered backoff doubling from
@@ -735,7 +737,9 @@ async function placeWithRetries(call: Call, order: PlaceOrderBody, options: Plac
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > MAX_PLACE_ATTEMPTS) {
     throw new TypeError(`placeOrder: maxAttempts must be an integer, 1–${MAX_PLACE_ATTEMPTS}`)
   }
-  const idempotencyKey = options.idempotencyKey ?? globalThis.crypto.randomUUID()
+  // Time-ordered (RFC 9562): the server's index of keys grows at its end, where a random UUID would
+  // make every place write a page of it somewhere in the middle.
+  const idempotencyKey = options.idempotencyKey ?? uuidv7()
   if (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey)) {
     throw new TypeError('placeOrder: idempotencyKey must be 1–255 visible ASCII characters')
   }
