@@ -1,4 +1,5 @@
 import autocannon from 'autocannon'
+import { v4 as uuidv4, v7 as uuidv7 } from 'uuid'
 
 /** What the benches read from an autocannon run. */
 export interface LoadResult {
@@ -107,8 +108,9 @@ export async function cancelLoad(options: {
 /**
  * `connections` concurrent clients, each sending POST /v2/store/orders (an order of `petId`, which
  * marks the run's orders in the database) until `amount` are answered or `maxSeconds` passed. With
- * `idempotencyKeys`, every request carries an Idempotency-Key of its own (`<keyPrefix>-<n>`): each
- * places an order, and each key is recorded with it.
+ * `idempotencyKeys`, every request carries an Idempotency-Key of its own, a new UUID of that version:
+ * each places an order, and each key is recorded with it. 7 is what the project's client makes
+ * (time-ordered); 4 is the random UUID of most other clients.
  */
 export async function placeLoad(options: {
   origin: string
@@ -117,13 +119,12 @@ export async function placeLoad(options: {
   amount: number
   connections: number
   maxSeconds: number
-  idempotencyKeys?: { prefix: string }
+  idempotencyKeys?: 4 | 7
 }): Promise<LoadResult> {
   if (options.amount < options.connections) throw new Error(`too few places for ${options.connections} clients`)
   const body = JSON.stringify({ petId: options.petId, quantity: 1 })
   const headers = { ...options.headers, 'content-type': 'application/json' }
-  const keys = options.idempotencyKeys
-  let next = 0
+  const newKey = options.idempotencyKeys === 4 ? uuidv4 : uuidv7
   const started = performance.now()
   const { instance, result } = start({
     url: options.origin,
@@ -131,14 +132,14 @@ export async function placeLoad(options: {
     amount: options.amount,
     timeout: 30,
     requests: [
-      keys === undefined
+      options.idempotencyKeys === undefined
         ? { method: 'POST', path: '/v2/store/orders', body, headers }
         : {
             method: 'POST',
             path: '/v2/store/orders',
             body,
             headers,
-            setupRequest: (request: autocannon.Request) => ({ ...request, headers: { ...headers, 'idempotency-key': `${keys.prefix}-${next++}` } }),
+            setupRequest: (request: autocannon.Request) => ({ ...request, headers: { ...headers, 'idempotency-key': newKey() } }),
           },
     ],
   })

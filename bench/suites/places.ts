@@ -27,8 +27,8 @@ interface PlaceRun extends LoadResult {
 }
 
 interface Variant {
-  /** With an Idempotency-Key on every request. */
-  keyed?: boolean
+  /** With an Idempotency-Key on every request: a UUID of this version (see placeLoad). */
+  keys?: 4 | 7
   env?: Record<string, string>
 }
 
@@ -36,7 +36,8 @@ interface Variant {
  * Places: 50 concurrent clients placing orders (POST /v2/store/orders, 201), the project's server
  * (group commit) against the same server committing each place in its own transaction
  * (baselines/per-transaction-place-server.ts), durably and with durability switched off; and the
- * project with an Idempotency-Key on every request against without. Paired rounds (lib/report.ts),
+ * project with an Idempotency-Key on every request against without: time-ordered keys (UUIDv7, the
+ * project's client's) for the target, random ones (UUIDv4) for what they cost. Paired rounds (lib/report.ts),
  * each run on a fresh server, SIGKILLed at its end: every acknowledged place must be in the database.
  */
 export async function places(context: StoreContext): Promise<void> {
@@ -57,17 +58,19 @@ export async function places(context: StoreContext): Promise<void> {
       durable: await run('per-transaction place server', peer, BASELINE_PLACES),
       unsynced: await run(`per-transaction place server, ${unsyncedName}`, peer, PROJECT_PLACES, { env: unsyncedEnv }),
     }),
-    // Keyed and unkeyed in alternating order too, so that neither always follows the other.
+    // Keyed and unkeyed in turns too, so that none always follows another.
     async (round) => {
-      const plain = (): Promise<PlaceRun> => run('project server', 'lib/project-server.ts', PROJECT_PLACES)
-      const keyed = (): Promise<PlaceRun> => run('project server, Idempotency-Key', 'lib/project-server.ts', PROJECT_PLACES, { keyed: true })
-      if (round % 2 === 0) return { plain: await plain(), keyed: await keyed() }
-      const second = await keyed()
-      return { plain: await plain(), keyed: second }
+      const project = (keys?: 4 | 7) => (): Promise<PlaceRun> =>
+        run(keys === undefined ? 'project server' : `project server, UUIDv${keys} Idempotency-Keys`, 'lib/project-server.ts', PROJECT_PLACES, { keys })
+      const order = [project(), project(7), project(4)]
+      const results: PlaceRun[] = []
+      for (let i = 0; i < order.length; i++) results[(i + round) % order.length] = await order[(i + round) % order.length]!()
+      return { plain: results[0]!, keyed: results[1]!, random: results[2]! }
     },
   )
   const project = rounds.project.map((round) => round.plain)
   const keyed = rounds.project.map((round) => round.keyed)
+  const random = rounds.project.map((round) => round.random)
   const durable = rounds.baseline.map((round) => round.durable)
   const unsynced = rounds.baseline.map((round) => round.unsynced)
   const rate = (results: PlaceRun[]): number => median(results.map((result) => result.perSecond))
@@ -75,11 +78,12 @@ export async function places(context: StoreContext): Promise<void> {
   const againstDurable = ratios(project, durable)
   const againstUnsynced = ratios(project, unsynced)
   const keyCost = ratios(keyed, project)
+  const randomKeyCost = ratios(random, project)
   // As for cancels: group commit pays where a sync is dear; where it is so cheap that committing
   // each place alone is bound by its CPU, the target is to cost (nearly) nothing against no sync.
   const groupCommitPays = againstDurable.median >= 5 || againstUnsynced.median >= 0.9
   const cpuRow = (result: PlaceRun): string => `${Math.round(result.cpu.server! * 100)}% / ${Math.round(result.cpu.client! * 100)}%`
-  const all = [...project, ...keyed, ...durable, ...unsynced]
+  const all = [...project, ...keyed, ...random, ...durable, ...unsynced]
   const acknowledged = sum(all, (r) => r.ok)
   section.rows.push(
     {
@@ -99,12 +103,19 @@ export async function places(context: StoreContext): Promise<void> {
       result: verdict(groupCommitPays),
     },
     {
-      measure: 'with an Idempotency-Key on every request, against without',
+      measure: 'with an Idempotency-Key (UUIDv7, as the client makes) on every request, against without',
       project: fmt.rate(rate(keyed), 'places/s'),
       baseline: `${fmt.rate(rate(project), 'places/s')} (project, no key)`,
       ratio: fmt.rounds(keyCost),
       target: '≥ 0.8×',
       result: verdict(keyCost.median >= 0.8),
+    },
+    {
+      measure: 'with a random Idempotency-Key (UUIDv4) on every request, against without',
+      project: fmt.rate(rate(random), 'places/s'),
+      baseline: `${fmt.rate(rate(project), 'places/s')} (project, no key)`,
+      ratio: fmt.rounds(randomKeyCost),
+      result: 'info',
     },
     {
       measure: 'latency p50 / p99 (last round; project with keys)',
@@ -127,7 +138,7 @@ export async function places(context: StoreContext): Promise<void> {
   )
   const runs = (results: PlaceRun[]): string => results.map((r) => `${fmt.count(r.requests)} in ${r.seconds.toFixed(2)} s`).join(', ')
   section.notes.push(
-    `Runs: project ${runs(project)}; with keys ${runs(keyed)}; peer ${runs(durable)}; peer with durability off ${runs(unsynced)} (each on a fresh server, after ${fmt.count(WARMUP_PLACES)} warm-up places, then SIGKILLed); ratios ${fmt.roundList(againstDurable)}, ${fmt.roundList(againstUnsynced)} and ${fmt.roundList(keyCost)}.`,
+    `Runs: project ${runs(project)}; with UUIDv7 keys ${runs(keyed)}; with UUIDv4 keys ${runs(random)}; peer ${runs(durable)}; peer with durability off ${runs(unsynced)} (each on a fresh server, after ${fmt.count(WARMUP_PLACES)} warm-up places, then SIGKILLed); ratios ${fmt.roundList(againstDurable)}, ${fmt.roundList(againstUnsynced)}, ${fmt.roundList(keyCost)} and ${fmt.roundList(randomKeyCost)}.`,
     context.kind === 'sqlite'
       ? 'The project and the durable peer use synchronous=FULL in WAL mode: every COMMIT syncs the WAL before its 201s are sent. The peer runs the place transaction on a connection of its own, one place per BEGIN IMMEDIATE … COMMIT.'
       : "PostgreSQL with synchronous_commit=on (its default) and DATABASE_POOL_SIZE=10 (the default). The peer commits each place in its own transaction (the project's place statements for one request), up to 10 at once on a pool of its own; they queue for the writers' lock, held to COMMIT.",
@@ -142,14 +153,13 @@ async function placeRun(context: StoreContext, name: string, script: string, amo
   const big = context.big!
   const server = await startServerChild(name, script, { DATABASE_URL: big.database.url, ...PROJECT_ENV, ...variant.env })
   const headers = bearer(big.secret)
-  const keys = (what: string): { prefix: string } | undefined => (variant.keyed === true ? { prefix: `bench-${marker}-${what}` } : undefined)
   try {
     requireAllOk(
       `${name} warm-up`,
-      await placeLoad({ origin: server.url, headers, connections: CONNECTIONS, maxSeconds: 60, petId: 1, amount: WARMUP_PLACES, idempotencyKeys: keys('warm-up') }),
+      await placeLoad({ origin: server.url, headers, connections: CONNECTIONS, maxSeconds: 60, petId: 1, amount: WARMUP_PLACES, idempotencyKeys: variant.keys }),
     )
     const measured = await cpuDuring({ server: server.child.pid, client: 'self' }, () =>
-      placeLoad({ origin: server.url, headers, connections: CONNECTIONS, maxSeconds: MAX_SECONDS, petId: marker, amount, idempotencyKeys: keys('run') }),
+      placeLoad({ origin: server.url, headers, connections: CONNECTIONS, maxSeconds: MAX_SECONDS, petId: marker, amount, idempotencyKeys: variant.keys }),
     )
     const result = requireAllOk(name, measured.result)
     // No graceful shutdown: whatever was acknowledged must already be on disk.
