@@ -50,17 +50,22 @@ export function logDestination(fd = 1): ReturnType<typeof pino.destination> {
   return destination
 }
 
-/** Owns the process side of the service: logger, store, listening socket, signals. */
-export async function startServer(config: Config, options: ServerOptions = {}): Promise<RunningServer> {
-  const destination = logDestination()
-  const logger = pino(
+/** The server's logger, at `level`, writing to `destination`. */
+export function serverLogger(level: Config['logLevel'], destination: ReturnType<typeof pino.destination> = logDestination()): pino.Logger {
+  return pino(
     {
-      level: config.logLevel,
+      level,
       // Fastify's request serializer does not log headers; this keeps keys out even if a future one does.
       redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
     },
     destination,
   )
+}
+
+/** Owns the process side of the service: logger, store, listening socket, signals. */
+export async function startServer(config: Config, options: ServerOptions = {}): Promise<RunningServer> {
+  const destination = logDestination()
+  const logger = serverLogger(config.logLevel, destination)
   // The server must not block its event loop waiting for another process's SQLite write lock.
   const store = await openStore(config.database, SERVER_SQLITE_OPTIONS)
   let app: ApiApp | undefined

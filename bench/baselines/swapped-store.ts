@@ -3,12 +3,11 @@
  * share: the project's own server and store with one write of its orders swapped for a commit per
  * request, and the writer connection such a commit runs on.
  */
-import Database from 'better-sqlite3'
-import pino from 'pino'
 import { buildApp } from '../../src/app.js'
 import type { Config } from '../../src/config.js'
-import { logDestination } from '../../src/server.js'
+import { serverLogger } from '../../src/server.js'
 import type { OrderEventsRepository } from '../../src/store/order-events.js'
+import { connect, type Db } from '../../src/store/sqlite/database.js'
 import type { ApiKeysRepository, OrdersRepository, PetsRepository, Store } from '../../src/store/store.js'
 import type { WebhooksRepository } from '../../src/store/webhooks.js'
 import { onShutdown, tell } from '../lib/child-side.js'
@@ -20,14 +19,10 @@ export function baselineSynchronous(): 'FULL' | 'OFF' {
   return setting
 }
 
-/** A SQLite writer connection of its own, opened as the store opens its own (WAL, busy_timeout, foreign_keys, safe integers). */
-export function openWriter(path: string, busyTimeoutMs: number, synchronous: 'FULL' | 'OFF'): Database.Database {
-  const db = new Database(path)
-  db.pragma(`busy_timeout = ${busyTimeoutMs}`)
-  db.pragma('journal_mode = WAL')
+/** A SQLite writer connection of its own, opened as the store opens each of its own, at `synchronous`. */
+export function openWriter(path: string, busyTimeoutMs: number, synchronous: 'FULL' | 'OFF'): Db {
+  const db = connect(path, false, busyTimeoutMs)
   db.pragma(`synchronous = ${synchronous}`)
-  db.pragma('foreign_keys = ON')
-  db.defaultSafeIntegers(true)
   return db
 }
 
@@ -83,11 +78,7 @@ export class SwappedStore implements Store {
 
 /** Serves `store` as startServer() would (same logger level, same app options) and tells the bench its URL. */
 export async function serve(config: Config, store: Store): Promise<void> {
-  const logger = pino(
-    { level: config.logLevel, redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' } },
-    logDestination(),
-  )
-  const app = await buildApp({ config, store, logger, processMetrics: true })
+  const app = await buildApp({ config, store, logger: serverLogger(config.logLevel), processMetrics: true })
   const url = await app.listen({ host: config.host, port: config.port })
   onShutdown(async () => {
     await app.close()
