@@ -64,7 +64,10 @@ export async function places(context: StoreContext): Promise<void> {
         run(keys === undefined ? 'project server' : `project server, UUIDv${keys} Idempotency-Keys`, 'lib/project-server.ts', PROJECT_PLACES, { keys })
       const order = [project(), project(7), project(4)]
       const results: PlaceRun[] = []
-      for (let i = 0; i < order.length; i++) results[(i + round) % order.length] = await order[(i + round) % order.length]!()
+      for (let i = 0; i < order.length; i++) {
+        const which = (i + round) % order.length
+        results[which] = await order[which]!()
+      }
       return { plain: results[0]!, keyed: results[1]!, random: results[2]! }
     },
   )
