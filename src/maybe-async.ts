@@ -1,6 +1,6 @@
 /**
  * A value now, or later. What a small request needs is usually in memory (a cached key, local rate
- * counters, the data version, a cached list) and answered at once; only a miss, Redis or the network
+ * counters, a cached list) and answered at once; only a miss, Redis or the network
  * needs a promise. Chaining with `then` below keeps the common case free of promises and microtask
  * turns, which are a measurable share of a small request.
  */

@@ -1,7 +1,6 @@
 import type { ApiKey, NewApiKey } from '../domain/api-keys.js'
 import type { CancelResult, CompleteResult, OrderRecord, PlaceRequest, PlaceResult, ShipResult } from '../domain/orders.js'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../domain/order-pages.js'
-import type { MaybePromise } from '../maybe-async.js'
 import type { OrderEventsRepository } from './order-events.js'
 import type { WebhooksRepository } from './webhooks.js'
 import type { Pet } from '../schemas/pet.js'
@@ -38,9 +37,10 @@ export interface OrdersRepository {
   /**
    * Bumped in the same transaction as every change to orders; equal versions mean equal lists.
    * May be served from memory, stale by at most the store's documented bound, never across this
-   * instance's own changes. A plain value when it is known without waiting (SQLite always).
+   * instance's own changes. Resolves in the check phase of the event loop's turn at the earliest,
+   * shared by the turn's callers: the small lists of a turn are answered together.
    */
-  dataVersion(): MaybePromise<bigint>
+  dataVersion(): Promise<bigint>
   /**
    * pending → cancelled by one conditional update, recording when, by which key and (optionally) why;
    * durable before it resolves. Group-committed with the cancels of the same moment. Of any number

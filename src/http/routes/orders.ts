@@ -42,8 +42,7 @@ export function ordersRoutes(app: ApiApp): void {
         },
       },
     },
-    // Without a promise when the version and the list are in memory (SQLite, small lists).
-    (request, reply: FastifyReply) => then(store.orders.dataVersion(), (version) => listOrders(request, reply, version)),
+    (request, reply: FastifyReply) => store.orders.dataVersion().then((version) => listOrders(request, reply, version)),
   )
 
   /** Undefined once sent; a body read from a file or a fill resolves with the reply once under way. */

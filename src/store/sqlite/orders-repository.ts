@@ -107,7 +107,7 @@ export class SqliteOrdersRepository implements OrdersRepository {
     }
   }
 
-  dataVersion(): bigint {
+  dataVersion(): Promise<bigint> {
     return this.database.dataVersion()
   }
 
@@ -174,7 +174,7 @@ export class SqliteOrdersRepository implements OrdersRepository {
     // batcher then makes its commits never wait for the lock.
     const db = connect(this.database.path, false, this.database.busyTimeoutMs)
     try {
-      return { batcher: new WriteBatcher(db, () => this.database.forgetVersion()), writes: new OrderWrites(db) }
+      return { batcher: new WriteBatcher(db), writes: new OrderWrites(db) }
     } catch (error) {
       db.close()
       throw error

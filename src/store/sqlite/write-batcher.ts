@@ -55,8 +55,6 @@ export class WriteBatcher {
      * again does not set it.)
      */
     private readonly db: Database.Database,
-    /** Called after every commit attempt (the data version may have moved). */
-    private readonly onWrite: () => void = () => {},
   ) {
     db.pragma('busy_timeout = 0')
     const bump = db.prepare(BUMP_DATA_VERSION)
@@ -116,8 +114,6 @@ export class WriteBatcher {
       this.queue.unshift(...waiting)
       if (this.queue.length > 0) this.retryLater()
       return
-    } finally {
-      this.onWrite()
     }
     batch.forEach((pending, i) => pending.resolve(results[i]))
   }
