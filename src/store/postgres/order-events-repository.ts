@@ -5,13 +5,16 @@ import type { PostgresDatabase } from './database.js'
 // visible in ascending order (see recordEvents() in write-sql.ts), so `position > $1` never
 // passes one that commits later. Each event is one concat() of its id and stored body rather than a
 // chain of ||: 1.4–1.6 ms of PostgreSQL's execution for a page of 1,000 here, against 1.8–2.1 ms.
+// string_agg() takes the events in the order the page's sorted subquery gives them, with nothing
+// between them that could reorder rows (no join): an ORDER BY inside the aggregate would sort the
+// page's 200 KB again, ~0.9 ms of a ~4.5 ms page here.
 const READ = `WITH retention AS (SELECT pruned_through FROM event_retention WHERE id = 1),
   page AS (
-    SELECT position, body FROM order_events
+    SELECT position, concat('{"id":"', position, '",', body) AS event FROM order_events
     WHERE position > coalesce($1::bigint, (SELECT pruned_through FROM retention))
     ORDER BY position LIMIT $2
   )
-  SELECT '[' || coalesce(string_agg(concat('{"id":"', position, '",', body), ',' ORDER BY position), '') || ']' AS json,
+  SELECT '[' || coalesce(string_agg(event, ','), '') || ']' AS json,
     count(*)::int AS count, max(position) AS last,
     (SELECT pruned_through FROM retention) AS pruned_through,
     (SELECT max(position) FROM order_events) AS newest

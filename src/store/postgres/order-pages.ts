@@ -61,9 +61,10 @@ export const POSTGRES_PAGE_DIALECT: PageDialect = {
   json: ORDER_V2_JSON,
   pageJson: ORDER_V2_PAGE_JSON,
   // Without the array's brackets: they are added where the text is copied into a Buffer anyway
-  // (concatenating them here copies the page twice more). The ORDER BY costs next to nothing: the
-  // rows come sorted.
-  jsonPage: (rows) => `SELECT string_agg(json, ',' ORDER BY id) AS json, count(*) AS n FROM (${rows}) AS p`,
+  // (concatenating them here copies the page twice more). string_agg() takes the rows in the order
+  // `rows` (… ORDER BY id) gives them, with nothing between that could reorder them (no join): an
+  // ORDER BY inside the aggregate sorts the page's text again, ~0.9 ms of a ~4 ms page of 1,000 here.
+  jsonPage: (rows) => `SELECT string_agg(json, ',') AS json, count(*) AS n FROM (${rows}) AS p`,
   bool: (value) => value,
   through: () => 'orders',
   // A dense branch selects ids only: PostgreSQL reads them from (status, complete, id, ship_date), index-only.
