@@ -159,6 +159,20 @@ forEachStore('store writes', (kind: StoreKind) => {
     assert.deepEqual(await store.orders.place({ order: NEW_ORDER, idempotency: claim('exhausted') }), { outcome: 'ids_exhausted' })
   })
 
+  it('a stored key is still answered once every id is taken: replayed, not ids_exhausted', async () => {
+    const { store } = await fresh()
+    const first = placed(await store.orders.place({ order: NEW_ORDER, idempotency: claim('kept') }))
+    await store.orders.import(from([imported(INT64_MAX)]))
+    assert.deepEqual(await store.orders.place({ order: NEW_ORDER, idempotency: claim('kept') }), {
+      outcome: 'replayed',
+      orderId: first.id,
+      status: 201,
+      body: orderJson(first),
+    })
+    const otherBody = claim('kept', { fingerprint: 'b'.repeat(64) })
+    assert.deepEqual(await store.orders.place({ order: { ...NEW_ORDER, quantity: 3 }, idempotency: otherBody }), { outcome: 'key_reused' })
+  })
+
   it("writes exactly one order.created event per place, with the order's JSON, and bumps the data version", async () => {
     const { store } = await fresh()
     const start = await head(store)
