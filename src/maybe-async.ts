@@ -1,8 +1,8 @@
 /**
  * A value now, or later. What a small request needs is usually in memory (a cached key, local rate
- * counters, a cached list) and answered at once; only a miss, Redis or the network
- * needs a promise. Chaining with `then` below keeps the common case free of promises and microtask
- * turns, which are a measurable share of a small request.
+ * counters, a cached list) and answered at once; only a miss, Redis or the network needs a promise.
+ * Chaining with `then` below keeps the common case free of promises and microtask turns, which are
+ * a measurable share of a small request.
  */
 export type MaybePromise<T> = T | Promise<T>
 
