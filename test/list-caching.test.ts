@@ -59,7 +59,8 @@ forEachStore('listOrders caching and compression', (kind) => {
     if (kind !== 'sqlite') return t.skip('SQLite only')
     const other = await openStore(server.database.config)
     try {
-      // A cancel by another process commits within a few ms: the list right after it is not a stale one.
+      // A cancel on another connection (as another process's) commits within a few ms: the list right
+      // after it is not a stale one.
       for (const id of [31n, 32n, 33n]) {
         const etag = (await list()).headers.get('etag')!
         assert.equal((await other.orders.cancel(id, null)).outcome, 'cancelled')

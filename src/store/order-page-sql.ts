@@ -12,7 +12,8 @@ export interface PageDialect {
   /**
    * The statement aggregating `rows` (id, json, in id order) into one row: their JSON objects joined
    * by commas — a JSON array on SQLite (as bytes), without its brackets on PostgreSQL (see
-   * readOrderPageJson) — and how many rows there are.
+   * readOrderPageJson) — and how many rows there are. `rows` ends in its own `ORDER BY id`, and the
+   * aggregate reads it with nothing in between (no join): PostgreSQL's jsonPage relies on that order.
    */
   jsonPage(rows: string): string
   /** A boolean as a parameter's value (SQLite has no boolean type: 1 or 0). */

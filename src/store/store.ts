@@ -37,8 +37,8 @@ export interface OrdersRepository {
   /**
    * Bumped in the same transaction as every change to orders; equal versions mean equal lists.
    * May be served from memory, stale by at most the store's documented bound, never across this
-   * instance's own changes. Resolves in the check phase of the event loop's turn at the earliest,
-   * shared by the turn's callers: the small lists of a turn are answered together.
+   * instance's own changes. May wait for the check phase of the event loop's turn (both stores do
+   * while the version is in hand), so that the small lists of a turn are answered together.
    */
   dataVersion(): Promise<bigint>
   /**

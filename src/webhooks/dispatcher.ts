@@ -129,6 +129,7 @@ export class WebhookDispatcher {
     this.ticking = true
     try {
       const version = await this.options.dataVersion()
+      if (this.stopping) return // stop() began while the version was read: take no new lease
       const moved = version !== this.version
       this.version = version
       const now = Date.now()

@@ -45,7 +45,7 @@ export interface SqliteStoreOptions {
   /**
    * How long one statement waits for another process's write lock, blocking the event loop
    * meanwhile. The CLI can wait (default 5 s); the server waits briefly and retries cancels
-   * asynchronously instead (see CancelBatcher).
+   * asynchronously instead (see WriteBatcher).
    */
   busyTimeoutMs?: number
 }
