@@ -60,13 +60,13 @@ export async function places(context: StoreContext): Promise<void> {
     }),
     // Keyed and unkeyed in turns too, so that none always follows another.
     async (round) => {
-      const project = (keys?: 4 | 7) => (): Promise<PlaceRun> =>
-        run(keys === undefined ? 'project server' : `project server, UUIDv${keys} Idempotency-Keys`, 'lib/project-server.ts', PROJECT_PLACES, { keys })
-      const order = [project(), project(7), project(4)]
+      const variants = [undefined, 7, 4] as const // no key, UUIDv7 keys, UUIDv4 keys
       const results: PlaceRun[] = []
-      for (let i = 0; i < order.length; i++) {
-        const which = (i + round) % order.length
-        results[which] = await order[which]!()
+      for (let i = 0; i < variants.length; i++) {
+        const which = (i + round) % variants.length
+        const keys = variants[which]
+        const name = keys === undefined ? 'project server' : `project server, UUIDv${keys} Idempotency-Keys`
+        results[which] = await run(name, 'lib/project-server.ts', PROJECT_PLACES, { keys })
       }
       return { plain: results[0]!, keyed: results[1]!, random: results[2]! }
     },
