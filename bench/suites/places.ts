@@ -37,7 +37,8 @@ interface Variant {
  * (group commit) against the same server committing each place in its own transaction
  * (baselines/per-transaction-place-server.ts), durably and with durability switched off; and the
  * project with an Idempotency-Key on every request against without: time-ordered keys (UUIDv7, the
- * project's client's) for the target, random ones (UUIDv4) for what they cost. Paired rounds (lib/report.ts),
+ * project's client's) for the target, random ones (UUIDv4) for what they cost. Every run's requests
+ * are built alike, each with a fresh UUID (placeLoad). Paired rounds (lib/report.ts),
  * each run on a fresh server, SIGKILLed at its end: every acknowledged place must be in the database.
  */
 export async function places(context: StoreContext): Promise<void> {
@@ -142,6 +143,7 @@ export async function places(context: StoreContext): Promise<void> {
   const runs = (results: PlaceRun[]): string => results.map((r) => `${fmt.count(r.requests)} in ${r.seconds.toFixed(2)} s`).join(', ')
   section.notes.push(
     `Runs: project ${runs(project)}; with UUIDv7 keys ${runs(keyed)}; with UUIDv4 keys ${runs(random)}; peer ${runs(durable)}; peer with durability off ${runs(unsynced)} (each on a fresh server, after ${fmt.count(WARMUP_PLACES)} warm-up places, then SIGKILLed); ratios ${fmt.roundList(againstDurable)}, ${fmt.roundList(againstUnsynced)}, ${fmt.roundList(keyCost)} and ${fmt.roundList(randomKeyCost)}.`,
+    'Every request carries a new UUID, as its Idempotency-Key or else in X-Bench-Nonce (a header no server reads): the load generator builds each request anew in every run, so runs with and without keys differ only in what the server does.',
     context.kind === 'sqlite'
       ? 'The project and the durable peer use synchronous=FULL in WAL mode: every COMMIT syncs the WAL before its 201s are sent. The peer runs the place transaction on a connection of its own, one place per BEGIN IMMEDIATE … COMMIT.'
       : "PostgreSQL with synchronous_commit=on (its default) and DATABASE_POOL_SIZE=10 (the default). The peer commits each place in its own transaction (the project's place statements for one request), up to 10 at once on a pool of its own; they queue for the writers' lock, held to COMMIT.",
