@@ -2,7 +2,7 @@ import { bearer } from '../lib/client.js'
 import type { BenchDatabase } from '../lib/databases.js'
 import { placeLoad, requireAllOk, type LoadResult } from '../lib/load.js'
 import { PROJECT_ENV, startServerChild } from '../lib/processes.js'
-import { cpuDuring } from '../lib/proc.js'
+import { cpuDuring, cpuSeconds } from '../lib/proc.js'
 import { fmt, median, pairedRounds, roundRatios, verdict, type RoundRatios } from '../lib/report.js'
 import { bigDataset, type StoreContext } from './context.js'
 
@@ -22,6 +22,8 @@ const FIRST_MARKER_PET = 9_000_000_000_000
 interface PlaceRun extends LoadResult {
   /** CPU of the server and of the load generator during the measured run, as shares of one core. */
   cpu: Record<string, number>
+  /** The server's CPU time per request of the measured run, in µs. */
+  serverUs: number
   /** The run's orders in the database after the server was SIGKILLed. */
   durable: number
 }
@@ -29,6 +31,8 @@ interface PlaceRun extends LoadResult {
 interface Variant {
   /** With an Idempotency-Key on every request: a UUID of this version (see placeLoad). */
   keys?: 4 | 7
+  /** No key and no nonce: one request built once and sent again (see placeLoad). */
+  prebuilt?: true
   env?: Record<string, string>
 }
 
@@ -38,8 +42,10 @@ interface Variant {
  * (baselines/per-transaction-place-server.ts), durably and with durability switched off; and the
  * project with an Idempotency-Key on every request against without: time-ordered keys (UUIDv7, the
  * project's client's) for the target, random ones (UUIDv4) for what they cost. Every run's requests
- * are built alike, each with a fresh UUID (placeLoad). Paired rounds (lib/report.ts),
- * each run on a fresh server, SIGKILLed at its end: every acknowledged place must be in the database.
+ * are built the same way, each with a fresh UUID (placeLoad); for information, a run without keys
+ * also sends one prebuilt request again, the load generator's cheapest, and the server's CPU per
+ * place is shown. Paired rounds (lib/report.ts), each run on a fresh server, SIGKILLed at its end:
+ * every acknowledged place must be in the database.
  */
 export async function places(context: StoreContext): Promise<void> {
   const big = await bigDataset(context)
@@ -61,20 +67,25 @@ export async function places(context: StoreContext): Promise<void> {
     }),
     // Keyed and unkeyed in turns too, so that none always follows another.
     async (round) => {
-      const variants = [undefined, 7, 4] as const // no key, UUIDv7 keys, UUIDv4 keys
+      const variants: [string, Variant][] = [
+        ['project server', {}],
+        ['project server, UUIDv7 Idempotency-Keys', { keys: 7 }],
+        ['project server, UUIDv4 Idempotency-Keys', { keys: 4 }],
+        ['project server, one prebuilt request', { prebuilt: true }],
+      ]
       const results: PlaceRun[] = []
       for (let i = 0; i < variants.length; i++) {
         const which = (i + round) % variants.length
-        const keys = variants[which]
-        const name = keys === undefined ? 'project server' : `project server, UUIDv${keys} Idempotency-Keys`
-        results[which] = await run(name, 'lib/project-server.ts', PROJECT_PLACES, { keys })
+        const [name, variant] = variants[which]!
+        results[which] = await run(name, 'lib/project-server.ts', PROJECT_PLACES, variant)
       }
-      return { plain: results[0]!, keyed: results[1]!, random: results[2]! }
+      return { plain: results[0]!, keyed: results[1]!, random: results[2]!, prebuilt: results[3]! }
     },
   )
   const project = rounds.project.map((round) => round.plain)
   const keyed = rounds.project.map((round) => round.keyed)
   const random = rounds.project.map((round) => round.random)
+  const prebuilt = rounds.project.map((round) => round.prebuilt)
   const durable = rounds.baseline.map((round) => round.durable)
   const unsynced = rounds.baseline.map((round) => round.unsynced)
   const rate = (results: PlaceRun[]): number => median(results.map((result) => result.perSecond))
@@ -83,11 +94,14 @@ export async function places(context: StoreContext): Promise<void> {
   const againstUnsynced = ratios(project, unsynced)
   const keyCost = ratios(keyed, project)
   const randomKeyCost = ratios(random, project)
+  const againstPrebuilt = ratios(keyed, prebuilt)
+  const serverUs = (results: PlaceRun[]): number => median(results.map((result) => result.serverUs))
+  const serverCost = roundRatios(keyed.map((r) => r.serverUs), project.map((r) => r.serverUs))
   // As for cancels: group commit pays where a sync is dear; where it is so cheap that committing
   // each place alone is bound by its CPU, the target is to cost (nearly) nothing against no sync.
   const groupCommitPays = againstDurable.median >= 5 || againstUnsynced.median >= 0.9
   const cpuRow = (result: PlaceRun): string => `${Math.round(result.cpu.server! * 100)}% / ${Math.round(result.cpu.client! * 100)}%`
-  const all = [...project, ...keyed, ...random, ...durable, ...unsynced]
+  const all = [...project, ...keyed, ...random, ...prebuilt, ...durable, ...unsynced]
   const acknowledged = sum(all, (r) => r.ok)
   section.rows.push(
     {
@@ -115,6 +129,20 @@ export async function places(context: StoreContext): Promise<void> {
       result: verdict(keyCost.median >= 0.8),
     },
     {
+      measure: "the server's CPU per place, with UUIDv7 keys against without",
+      project: `${serverUs(keyed).toFixed(0)} µs`,
+      baseline: `${serverUs(project).toFixed(0)} µs (project, no key)`,
+      ratio: fmt.rounds(serverCost),
+      result: 'info',
+    },
+    {
+      measure: 'with UUIDv7 keys, against runs without that send one prebuilt request again',
+      project: fmt.rate(rate(keyed), 'places/s'),
+      baseline: `${fmt.rate(rate(prebuilt), 'places/s')} (project, prebuilt)`,
+      ratio: fmt.rounds(againstPrebuilt),
+      result: 'info',
+    },
+    {
       measure: 'with a random Idempotency-Key (UUIDv4) on every request, against without',
       project: fmt.rate(rate(random), 'places/s'),
       baseline: `${fmt.rate(rate(project), 'places/s')} (project, no key)`,
@@ -122,14 +150,14 @@ export async function places(context: StoreContext): Promise<void> {
       result: 'info',
     },
     {
-      measure: 'latency p50 / p99 (last round; project with keys)',
+      measure: 'latency p50 / p99 (last round; project; with UUIDv7 keys)',
       project: `${project.at(-1)!.p50Ms} / ${project.at(-1)!.p99Ms} ms; ${keyed.at(-1)!.p50Ms} / ${keyed.at(-1)!.p99Ms} ms`,
       baseline: `${durable.at(-1)!.p50Ms} / ${durable.at(-1)!.p99Ms} ms`,
       result: 'info',
     },
     {
-      measure: 'CPU: server / load generator (of one core, last round)',
-      project: cpuRow(project.at(-1)!),
+      measure: 'CPU: server / load generator (of one core, last round; project; with UUIDv7 keys)',
+      project: `${cpuRow(project.at(-1)!)}; ${cpuRow(keyed.at(-1)!)}`,
       baseline: cpuRow(durable.at(-1)!),
       result: 'info',
     },
@@ -142,8 +170,8 @@ export async function places(context: StoreContext): Promise<void> {
   )
   const runs = (results: PlaceRun[]): string => results.map((r) => `${fmt.count(r.requests)} in ${r.seconds.toFixed(2)} s`).join(', ')
   section.notes.push(
-    `Runs: project ${runs(project)}; with UUIDv7 keys ${runs(keyed)}; with UUIDv4 keys ${runs(random)}; peer ${runs(durable)}; peer with durability off ${runs(unsynced)} (each on a fresh server, after ${fmt.count(WARMUP_PLACES)} warm-up places, then SIGKILLed); ratios ${fmt.roundList(againstDurable)}, ${fmt.roundList(againstUnsynced)}, ${fmt.roundList(keyCost)} and ${fmt.roundList(randomKeyCost)}.`,
-    'Every request carries a new UUID, as its Idempotency-Key or else in X-Bench-Nonce (a header no server reads): the load generator builds each request anew in every run, so runs with and without keys differ only in what the server does.',
+    `Runs: project ${runs(project)}; with UUIDv7 keys ${runs(keyed)}; with UUIDv4 keys ${runs(random)}; prebuilt ${runs(prebuilt)}; peer ${runs(durable)}; peer with durability off ${runs(unsynced)} (each on a fresh server, after ${fmt.count(WARMUP_PLACES)} warm-up places, then SIGKILLed); ratios ${fmt.roundList(againstDurable)}, ${fmt.roundList(againstUnsynced)}, ${fmt.roundList(keyCost)}, ${fmt.roundList(randomKeyCost)} and ${fmt.roundList(againstPrebuilt)}.`,
+    "Every request but the prebuilt runs' carries a new UUID, as its Idempotency-Key or else in X-Bench-Nonce (a header no server acts on): the load generator builds each request anew, so runs with and without keys differ only in what the server does; the generator's own CPU still shares the host's cores with the server.",
     context.kind === 'sqlite'
       ? 'The project and the durable peer use synchronous=FULL in WAL mode: every COMMIT syncs the WAL before its 201s are sent. The peer runs the place transaction on a connection of its own, one place per BEGIN IMMEDIATE … COMMIT.'
       : "PostgreSQL with synchronous_commit=on (its default) and DATABASE_POOL_SIZE=10 (the default). The peer commits each place in its own transaction (the project's place statements for one request), up to 10 at once on a pool of its own; they queue for the writers' lock, held to COMMIT.",
@@ -157,20 +185,19 @@ export async function places(context: StoreContext): Promise<void> {
 async function placeRun(context: StoreContext, name: string, script: string, amount: number, marker: number, variant: Variant): Promise<PlaceRun> {
   const big = context.big!
   const server = await startServerChild(name, script, { DATABASE_URL: big.database.url, ...PROJECT_ENV, ...variant.env })
-  const headers = bearer(big.secret)
+  const load = { origin: server.url, headers: bearer(big.secret), connections: CONNECTIONS, idempotencyKeys: variant.keys, prebuilt: variant.prebuilt }
   try {
-    requireAllOk(
-      `${name} warm-up`,
-      await placeLoad({ origin: server.url, headers, connections: CONNECTIONS, maxSeconds: 60, petId: 1, amount: WARMUP_PLACES, idempotencyKeys: variant.keys }),
-    )
+    requireAllOk(`${name} warm-up`, await placeLoad({ ...load, petId: 1, amount: WARMUP_PLACES, maxSeconds: 60 }))
+    const serverCpu = cpuSeconds(server.child.pid)
     const measured = await cpuDuring({ server: server.child.pid, client: 'self' }, () =>
-      placeLoad({ origin: server.url, headers, connections: CONNECTIONS, maxSeconds: MAX_SECONDS, petId: marker, amount, idempotencyKeys: variant.keys }),
+      placeLoad({ ...load, petId: marker, amount, maxSeconds: MAX_SECONDS }),
     )
+    const serverUs = ((cpuSeconds(server.child.pid) - serverCpu) * 1e6) / measured.result.requests
     const result = requireAllOk(name, measured.result)
     // No graceful shutdown: whatever was acknowledged must already be on disk.
     await server.child.kill()
     const durable = await placedFor(big.database, marker)
-    return { ...result, durable, cpu: measured.cores }
+    return { ...result, durable, cpu: measured.cores, serverUs }
   } finally {
     await server.child.kill()
   }
