@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict'
-import { before, describe, it } from 'node:test'
+import { before, it } from 'node:test'
 import { INT64_MAX } from '../src/domain/int64.js'
 import { bearer, expectError, forEachStore, startTestServer, type TestServer } from './support/harness.js'
 import { place, post } from './support/place.js'
 import { rawRequest, parseRawResponse } from './support/raw-http.js'
-import { parseExact, sql, type WireOrder } from './support/v2.js'
+import { parseExact, sql, sqlValue, type WireOrder } from './support/v2.js'
 
 const BIG_PET = '9007199254740993' // 2^53 + 1: a double would make it …992
 
@@ -271,17 +271,14 @@ forEachStore('v2 placeOrder', (kind) => {
   })
 })
 
-describe('IDEMPOTENCY_KEY_TTL_HOURS', () => {
+forEachStore('IDEMPOTENCY_KEY_TTL_HOURS', (kind) => {
   it('sets how long a key replays: the record expires that many hours after the first request', async () => {
-    const server = await startTestServer('sqlite', { env: { IDEMPOTENCY_KEY_TTL_HOURS: '2' } })
+    const server = await startTestServer(kind, { env: { IDEMPOTENCY_KEY_TTL_HOURS: '2' } })
     const key = await server.createKey({ scopes: ['orders:write'] })
     const sent = Date.now()
     assert.equal((await place(server.origin, key, '{"petId": 1, "quantity": 1}', 'ttl')).status, 201)
-    const Database = (await import('better-sqlite3')).default
-    const db = new Database((server.database.config as { path: string }).path, { readonly: true })
-    const { expires_at: expiresAt } = db.prepare("SELECT expires_at FROM idempotency_keys WHERE key = 'ttl'").get() as { expires_at: string }
-    db.close()
-    const ttl = Date.parse(expiresAt) - sent
+    const expiresAt = (await sqlValue(server, 'SELECT expires_at FROM idempotency_keys WHERE key = ?', ['ttl'])) as string | Date
+    const ttl = new Date(expiresAt).getTime() - sent
     assert.ok(ttl >= 2 * 3_600_000 - 1000 && ttl <= 2 * 3_600_000 + 5000, `${ttl} ms`)
   })
 })

@@ -109,6 +109,10 @@ forEachStore('v2 shipOrder and completeOrder', (kind) => {
     assert.equal((await post(server.origin, key, `/store/orders/${placed.body.id}/ship`)).status, 200)
     const cancel = await post(server.origin, key, `/store/orders/${placed.body.id}/cancel`)
     assert.deepEqual([cancel.status, cancel.body.code], [409, 'order_already_shipped'])
+    // v1 keeps its codes for an order shipped through the API, as for an imported one.
+    await expectError(await fetch(`${server.origin}/v1/store/orders/${placed.body.id}`, { method: 'DELETE', headers: bearer(key) }), 409, 'order_already_shipped')
+    const stands = await fetch(`${server.origin}/v2/store/orders/${placed.body.id}`, { headers: bearer(key) })
+    assert.equal(((await stands.json()) as { status: string }).status, 'shipped', 'nothing changed')
   })
 
   it('takes no body or {}: anything else is 400 invalid_body, a body that is not JSON 415', async () => {

@@ -60,21 +60,33 @@ export async function walk(server: TestServer, key: string, params: Record<strin
 
 /** Runs SQL on the server's database directly (both stores; `?` placeholders). */
 export async function sql(server: TestServer, text: string, params: unknown[] = []): Promise<void> {
+  await query(server, text, params)
+}
+
+/** The first column of the first row a query returns (undefined if none), as the driver reads it. */
+export function sqlValue(server: TestServer, text: string, params: unknown[] = []): Promise<unknown> {
+  return query(server, text, params)
+}
+
+async function query(server: TestServer, text: string, params: unknown[]): Promise<unknown> {
   const { config } = server.database
   if (config.kind === 'sqlite') {
     const db = new Database(config.path)
     try {
-      db.prepare(text).run(...params)
+      const statement = db.prepare(text)
+      if (statement.reader) return statement.pluck().get(...params)
+      statement.run(...params)
+      return undefined
     } finally {
       db.close()
     }
-    return
   }
   const client = new pg.Client({ connectionString: config.url })
   await client.connect()
   try {
     let n = 0
-    await client.query(text.replace(/\?/g, () => `$${++n}`), params)
+    const { rows } = await client.query<unknown[]>({ text: text.replace(/\?/g, () => `$${++n}`), values: params, rowMode: 'array' })
+    return rows[0]?.[0]
   } finally {
     await client.end()
   }
