@@ -112,22 +112,30 @@ forEachStore('v2 writes across server processes on one database', (kind) => {
     assert.deepEqual([again.status, again.text, again.headers.get('location'), again.headers.get('idempotent-replayed')], [201, first.text, first.headers.get('location'), 'true'])
   })
 
-  it('keeps every order it answered 201 for, with its order.created event, when SIGKILLed while 50 clients place', async () => {
+  it('keeps every order it answered 201 for, with its order.created event, when SIGKILLed while 50 clients place; each key with its order or neither', async () => {
     const victim = await spawnServer(database.url)
     const acknowledged: WireOrder[] = []
+    const firstAnswers = new Map<string, string>() // Idempotency-Key → the 201's body
+    const keyed: { key: string; body: string; tag: string }[] = []
     let killed = false
     let n = 0
     const client = async (c: number): Promise<void> => {
       while (!killed) {
         const i = n++
+        // Each request's order is told apart by its pet and its ship date (a second apart).
+        const shipDate = new Date(Date.UTC(2027, 0, 1) + i * 1000).toISOString()
+        const body = `{"petId": ${1000 + c}, "quantity": ${1 + (i % 1000)}, "shipDate": "${shipDate}"}`
+        const idempotencyKey = i % 2 === 0 ? `kill-${i}` : undefined
+        if (idempotencyKey !== undefined) keyed.push({ key: idempotencyKey, body, tag: `${1000 + c} ${shipDate}` })
         let answer
         try {
-          answer = await place(victim.origin, key, `{"petId": ${1000 + c}, "quantity": ${1 + (i % 1000)}}`, i % 2 === 0 ? `kill-${i}` : undefined)
+          answer = await place(victim.origin, key, body, idempotencyKey)
         } catch {
           return // the connection died with the server: never acknowledged
         }
         assert.equal(answer.status, 201, answer.text)
         acknowledged.push(answer.body)
+        if (idempotencyKey !== undefined) firstAnswers.set(idempotencyKey, answer.text)
       }
     }
     const clients = Promise.all(Array.from({ length: 50 }, (_, c) => client(c)))
@@ -143,13 +151,58 @@ forEachStore('v2 writes across server processes on one database', (kind) => {
     await clients
     assert.equal((await victim.exited).signal, 'SIGKILL')
     assert.ok(acknowledged.length >= 300)
-    const created = new Map((await allEvents(b.origin, key)).filter((event) => event.type === 'order.created').map((event) => [event.order.id, event.order]))
+    const createdEvents = new Map((await allEvents(b.origin, key)).filter((event) => event.type === 'order.created').map((event) => [event.order.id, event.order]))
     for (const placed of acknowledged) {
       const stored = await store.orders.find(BigInt(placed.id))
       assert.ok(stored !== undefined, `order ${placed.id} was answered 201 but is not in the database`)
       assert.equal(String(stored.petId), placed.petId)
-      assert.deepEqual(created.get(placed.id), placed, `order ${placed.id}: its order.created event`)
+      assert.deepEqual(createdEvents.get(placed.id), placed, `order ${placed.id}: its order.created event`)
     }
     assert.equal(new Set(acknowledged.map((placed) => placed.id)).size, acknowledged.length, 'no id given twice')
+
+    // Sent again, a key whose order committed (answered or not) replays that order, and one whose
+    // order did not places it now: a key and its order are stored together or not at all.
+    const committed = new Map<string, string[]>()
+    for (const created of createdEvents.values()) {
+      const tag = `${created.petId} ${created.shipDate}`
+      committed.set(tag, [...(committed.get(tag) ?? []), created.id])
+    }
+    let replayed = 0
+    for (const request of keyed) {
+      const before = committed.get(request.tag) ?? []
+      assert.ok(before.length <= 1, `${request.key}: one order at most`)
+      const again = await place(b.origin, key, request.body, request.key)
+      assert.equal(again.status, 201, again.text)
+      if (before.length === 1) {
+        replayed++
+        assert.deepEqual([again.headers.get('idempotent-replayed'), again.body.id], ['true', before[0]], `${request.key}: its order committed`)
+        const first = firstAnswers.get(request.key)
+        if (first !== undefined) assert.equal(again.text, first, `${request.key}: the first response again`)
+      } else {
+        assert.equal(again.headers.get('idempotent-replayed'), null, `${request.key}: nothing committed, so it places now`)
+        assert.equal(firstAnswers.has(request.key), false, `${request.key} was answered 201 but has no order`)
+      }
+    }
+    assert.ok(replayed >= firstAnswers.size, 'every acknowledged key replays')
+  })
+
+  it('gives two processes placing at once distinct ids above every id held, imported ones past 2^53 included; after a restart, above them all', async () => {
+    const imported = 2n ** 53n + 10n // a double would not tell it from its neighbours
+    await store.orders.import(records([order({ id: imported, petId: 2n, quantity: 1 })]))
+    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => place((i % 2 === 0 ? a : b).origin, key, `{"petId": 77, "quantity": ${i + 1}}`)))
+    for (const answer of answers) assert.equal(answer.status, 201, answer.text)
+    const ids = answers.map((answer) => BigInt(answer.body.id))
+    assert.equal(new Set(ids).size, ids.length, 'no id given twice')
+    assert.ok(ids.every((id) => id > imported), `every id above ${imported}: ${ids.join(', ')}`)
+    for (const answer of answers) {
+      const stored = await store.orders.find(BigInt(answer.body.id))
+      assert.equal(stored?.quantity, answer.body.quantity, `order ${answer.body.id} is the one answered`)
+    }
+    const highest = ids.reduce((x, y) => (x > y ? x : y))
+    await Promise.all([stop(a), stop(b)])
+    ;[a, b] = await Promise.all([spawnServer(database.url), spawnServer(database.url)])
+    const next = await Promise.all([a, b].map((server) => place(server.origin, key, '{"petId": 77, "quantity": 1}')))
+    for (const answer of next) assert.ok(BigInt(answer.body.id) > highest, `${answer.body.id} above ${highest}`)
+    assert.notEqual(next[0]!.body.id, next[1]!.body.id)
   })
 })
