@@ -2,15 +2,16 @@ import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { after, describe, it } from 'node:test'
 import { generateApiKey, SCOPES } from '../src/domain/api-keys.js'
+import type { OrderStatus } from '../src/domain/orders.js'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
 import { bearer, createDatabase, forEachStore, idsInBody, order, records, type TestDatabaseHandle } from './support/harness.js'
 import { BIN, spawnServer, type ServerProcess } from './support/server-process.js'
 
-async function prepare(database: TestDatabaseHandle, orders: number): Promise<{ store: Store; key: string }> {
+async function prepare(database: TestDatabaseHandle, orders: number, status: OrderStatus = 'pending'): Promise<{ store: Store; key: string }> {
   const store = await openStore(database.config)
   await store.migrate()
-  await store.orders.import(records(Array.from({ length: orders }, (_, i) => order({ id: BigInt(i + 1) }))))
+  await store.orders.import(records(Array.from({ length: orders }, (_, i) => order({ id: BigInt(i + 1), status }))))
   const key = generateApiKey()
   await store.apiKeys.create({ name: 'process test', hash: key.hash, displayPrefix: key.displayPrefix, scopes: [...SCOPES], expiresAt: null })
   return { store, key: key.secret }
@@ -23,13 +24,13 @@ async function openIds(store: Store): Promise<Set<string>> {
 }
 
 /**
- * 50 clients send `cancel(id)` for ids 1…3000 until `acknowledged` of them were answered `expected`,
- * then the server is SIGKILLed. Returns each acknowledged id with the body it was answered with. A
+ * 50 clients send `write(id)` (a cancel, a ship, …) for ids 1…3000 until 300 of them were answered
+ * `expected`, then the server is SIGKILLed. Returns each acknowledged id with the body it was answered with. A
  * request the dying server never answered was never acknowledged; any other answer fails the test.
  */
-async function cancelStormThenKill(
+async function writeStormThenKill(
   server: ServerProcess,
-  cancel: (id: number) => Promise<Response>,
+  write: (id: number) => Promise<Response>,
   expected: number,
 ): Promise<Map<string, string>> {
   const acknowledged = new Map<string, string>()
@@ -41,12 +42,12 @@ async function cancelStormThenKill(
       let response: Response
       let body: string
       try {
-        response = await cancel(id)
+        response = await write(id)
         body = await response.text()
       } catch {
-        return // the connection died with the server: this cancel was never acknowledged
+        return // the connection died with the server: this write was never acknowledged
       }
-      assert.equal(response.status, expected, `cancel ${id}: ${body}`)
+      assert.equal(response.status, expected, `${id}: ${body}`)
       acknowledged.set(String(id), body)
     }
   }
@@ -79,7 +80,7 @@ forEachStore('the server process', (kind) => {
       await database.dispose()
     })
     const server = await spawnServer(database.url, { RATE_LIMIT_PER_KEY: '0' })
-    const answered = await cancelStormThenKill(
+    const answered = await writeStormThenKill(
       server,
       (id) => fetch(`${server.origin}/v1/store/orders/${id}`, { method: 'DELETE', headers: bearer(key) }),
       204,
@@ -110,7 +111,7 @@ forEachStore('the server process', (kind) => {
     })
     const server = await spawnServer(database.url, { RATE_LIMIT_PER_KEY: '0' })
     const reasons = ['customer_request', 'out_of_stock', 'duplicate', 'fraudulent', 'other']
-    const acknowledged = await cancelStormThenKill( // id → the body of its 200
+    const acknowledged = await writeStormThenKill( // id → the body of its 200
       server,
       (id) =>
         fetch(`${server.origin}/v2/store/orders/${id}/cancel`, {
@@ -141,6 +142,45 @@ forEachStore('the server process', (kind) => {
       assert.equal(await again.text(), body, 'a retry after the restart answers the same order')
     }
   })
+
+  for (const [action, field, from] of [
+    ['ship', 'shippedAt', 'pending'],
+    ['complete', 'completedAt', 'shipped'],
+  ] as const) {
+    it(`v2: loses no ${action} answered 200 when SIGKILLed during a storm; each keeps the ${field} it was answered with`, async () => {
+      const database = await createDatabase(kind)
+      const { store, key } = await prepare(database, 3000, from)
+      cleanups.push(async () => {
+        await store.close()
+        await database.dispose()
+      })
+      const server = await spawnServer(database.url, { RATE_LIMIT_PER_KEY: '0' })
+      const acknowledged = await writeStormThenKill( // id → the body of its 200
+        server,
+        (id) => fetch(`${server.origin}/v2/store/orders/${id}/${action}`, { method: 'POST', headers: bearer(key) }),
+        200,
+      )
+
+      const restarted = await spawnServer(database.url)
+      cleanups.push(async () => {
+        restarted.child.kill('SIGTERM')
+        await restarted.exited
+      })
+      const lost: string[] = []
+      for (const [id, body] of acknowledged) {
+        const answered = JSON.parse(body) as Record<typeof field, string>
+        const stored = await store.orders.find(BigInt(id))
+        if (stored?.[field] === null || stored?.[field] === undefined) lost.push(id)
+        else assert.equal(stored[field], answered[field], `order ${id}`)
+      }
+      assert.deepEqual(lost, [], `${lost.length} of ${acknowledged.size} ${action}s answered 200 were lost`)
+      for (const [id, body] of [...acknowledged].slice(0, 20)) {
+        const again = await fetch(`${restarted.origin}/v2/store/orders/${id}/${action}`, { method: 'POST', headers: bearer(key) })
+        assert.equal(again.status, 200)
+        assert.equal(await again.text(), body, 'a retry after the restart answers the same order')
+      }
+    })
+  }
 
   it('drains in-flight requests on SIGTERM (no 5xx) and exits 0', async () => {
     const database = await createDatabase(kind)
