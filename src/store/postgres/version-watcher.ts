@@ -1,6 +1,6 @@
-import { setImmediate as nextTurn } from 'node:timers/promises'
 import type pg from 'pg'
 import { isUnavailable } from './errors.js'
+import { oncePerTurn } from '../../once-per-turn.js'
 
 /** The channel every data_version bump notifies, with the new version as its payload. */
 export const VERSION_CHANNEL = 'petstore_orders_data_version'
@@ -49,7 +49,7 @@ export class VersionWatcher {
   private lastAttempt = -Infinity
   private reading: Promise<bigint> | undefined
   /** Resolves in the check phase of the current turn of the event loop (see current). */
-  private turn: Promise<undefined> | undefined
+  private readonly turn = oncePerTurn(() => undefined)
   private closed = false
 
   constructor(
@@ -64,9 +64,7 @@ export class VersionWatcher {
     // delivered to this process is handled: a notification, or the connection's end — the database
     // stopping. Without this turn, a request read in the same turn of the event loop as that end
     // would still be answered from memory as if the database were there.
-    // One turn is shared by all the requests read in the same turn (a timer each was a measurable
-    // share of a small request).
-    if (this.listening && this.known !== undefined) await (this.turn ??= nextTurn().then(() => (this.turn = undefined)))
+    if (this.listening && this.known !== undefined) await this.turn()
     const now = performance.now()
     if (!this.listening) this.listen(now)
     if (this.listening && this.known !== undefined && now < this.freshUntil) {

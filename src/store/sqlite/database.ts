@@ -1,7 +1,7 @@
 import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { setImmediate as nextTurn } from 'node:timers/promises'
 import Database from 'better-sqlite3'
+import { oncePerTurn } from '../../once-per-turn.js'
 import { pendingMigrations, StoreUnavailableError } from '../store.js'
 import { SQLITE_MIGRATIONS } from './migrations.js'
 
@@ -57,8 +57,6 @@ export class SqliteDatabase {
   readonly db: Db
   private readonly idleReaders: Db[] = []
   private versionQuery: Database.Statement | undefined
-  /** The version read in the check phase of the current turn of the event loop (see dataVersion). */
-  private turn: Promise<bigint> | undefined
   private closed = false
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
@@ -98,19 +96,14 @@ export class SqliteDatabase {
   }
 
   /**
-   * The data version, read once a turn of the event loop, in its check phase, and shared by every
-   * caller of that turn. So a list is answered from the database as it stands after the request was
-   * read (this process's commits, made in the check phase too, and other processes' alike), for one
-   * read per turn however many requests it brings. It also answers the turn's small lists together,
-   * after their requests are all read, as PostgreSQL's version does (version-watcher.ts): a server
-   * that answered each at once, between the reads, took ~1.6× the CPU per small list here.
+   * The data version, read once a turn of the event loop, in its check phase. So a list is answered
+   * from the database as it stands after the request was read (this process's commits, made in the
+   * check phase too, and other processes' alike), for one read per turn however many requests it
+   * brings. It also answers the turn's small lists together, after their requests are all read, as
+   * PostgreSQL's version does (version-watcher.ts): a server that answered each at once, between the
+   * reads, took ~1.6× the CPU per small list here.
    */
-  dataVersion(): Promise<bigint> {
-    return (this.turn ??= nextTurn().then(() => {
-      this.turn = undefined
-      return this.readVersion()
-    }))
-  }
+  readonly dataVersion: () => Promise<bigint> = oncePerTurn(() => this.readVersion())
 
   readVersion(): bigint {
     try {
