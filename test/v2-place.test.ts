@@ -4,7 +4,7 @@ import { INT64_MAX } from '../src/domain/int64.js'
 import { bearer, expectError, forEachStore, startTestServer, type TestServer } from './support/harness.js'
 import { place, post } from './support/place.js'
 import { rawRequest, parseRawResponse } from './support/raw-http.js'
-import { parseExact, sql, sqlValue, type WireOrder } from './support/v2.js'
+import { parseExact, sql, type WireOrder } from './support/v2.js'
 
 const BIG_PET = '9007199254740993' // 2^53 + 1: a double would make it …992
 
@@ -277,7 +277,7 @@ forEachStore('IDEMPOTENCY_KEY_TTL_HOURS', (kind) => {
     const key = await server.createKey({ scopes: ['orders:write'] })
     const sent = Date.now()
     assert.equal((await place(server.origin, key, '{"petId": 1, "quantity": 1}', 'ttl')).status, 201)
-    const expiresAt = (await sqlValue(server, 'SELECT expires_at FROM idempotency_keys WHERE key = ?', ['ttl'])) as string | Date
+    const expiresAt = (await sql(server, 'SELECT expires_at FROM idempotency_keys WHERE key = ?', ['ttl'])) as string | Date
     const ttl = new Date(expiresAt).getTime() - sent
     assert.ok(ttl >= 2 * 3_600_000 - 1000 && ttl <= 2 * 3_600_000 + 5000, `${ttl} ms`)
   })

@@ -58,17 +58,11 @@ export async function walk(server: TestServer, key: string, params: Record<strin
   }
 }
 
-/** Runs SQL on the server's database directly (both stores; `?` placeholders). */
-export async function sql(server: TestServer, text: string, params: unknown[] = []): Promise<void> {
-  await query(server, text, params)
-}
-
-/** The first column of the first row a query returns (undefined if none), as the driver reads it. */
-export function sqlValue(server: TestServer, text: string, params: unknown[] = []): Promise<unknown> {
-  return query(server, text, params)
-}
-
-async function query(server: TestServer, text: string, params: unknown[]): Promise<unknown> {
+/**
+ * Runs SQL on the server's database directly (both stores; `?` placeholders). Resolves with the first
+ * column of the first row it returns, as the driver reads it (undefined if none).
+ */
+export async function sql(server: TestServer, text: string, params: unknown[] = []): Promise<unknown> {
   const { config } = server.database
   if (config.kind === 'sqlite') {
     const db = new Database(config.path)
