@@ -45,12 +45,19 @@ export function cpuSeconds(pid: number | 'self'): number {
   return (Number(fields[11]) + Number(fields[12])) / clockTicks()
 }
 
-/** Measures the CPU that `pids` use while `work` runs, as a share of one core each. */
-export async function cpuDuring<T>(pids: Record<string, number | 'self'>, work: () => Promise<T>): Promise<{ result: T; cores: Record<string, number> }> {
+/**
+ * Measures the CPU that `pids` use while `work` runs, as a share of one core each (`cores`), and in
+ * seconds (`cpuSeconds`).
+ */
+export async function cpuDuring<T>(
+  pids: Record<string, number | 'self'>,
+  work: () => Promise<T>,
+): Promise<{ result: T; cores: Record<string, number>; cpuSeconds: Record<string, number> }> {
   const before = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuSeconds(pid)]))
   const started = performance.now()
   const result = await work()
   const seconds = (performance.now() - started) / 1000
-  const cores = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, (cpuSeconds(pid) - before[name]!) / seconds]))
-  return { result, cores }
+  const used = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuSeconds(pid) - before[name]!]))
+  const cores = Object.fromEntries(Object.entries(used).map(([name, cpu]) => [name, cpu / seconds]))
+  return { result, cores, cpuSeconds: used }
 }

@@ -2,7 +2,7 @@ import { bearer } from '../lib/client.js'
 import type { BenchDatabase } from '../lib/databases.js'
 import { placeLoad, requireAllOk, type LoadResult } from '../lib/load.js'
 import { PROJECT_ENV, startServerChild } from '../lib/processes.js'
-import { cpuDuring, cpuSeconds } from '../lib/proc.js'
+import { cpuDuring } from '../lib/proc.js'
 import { fmt, median, pairedRounds, roundRatios, verdict, type RoundRatios } from '../lib/report.js'
 import { bigDataset, type StoreContext } from './context.js'
 
@@ -95,7 +95,7 @@ export async function places(context: StoreContext): Promise<void> {
   const keyCost = ratios(keyed, project)
   const randomKeyCost = ratios(random, project)
   const againstPrebuilt = ratios(keyed, prebuilt)
-  const serverUs = (results: PlaceRun[]): number => median(results.map((result) => result.serverUs))
+  const medianServerUs = (results: PlaceRun[]): number => median(results.map((result) => result.serverUs))
   const serverCost = roundRatios(keyed.map((r) => r.serverUs), project.map((r) => r.serverUs))
   // As for cancels: group commit pays where a sync is dear; where it is so cheap that committing
   // each place alone is bound by its CPU, the target is to cost (nearly) nothing against no sync.
@@ -130,8 +130,8 @@ export async function places(context: StoreContext): Promise<void> {
     },
     {
       measure: "the server's CPU per place, with UUIDv7 keys against without",
-      project: `${serverUs(keyed).toFixed(0)} µs`,
-      baseline: `${serverUs(project).toFixed(0)} µs (project, no key)`,
+      project: `${medianServerUs(keyed).toFixed(0)} µs`,
+      baseline: `${medianServerUs(project).toFixed(0)} µs (project, no key)`,
       ratio: fmt.rounds(serverCost),
       result: 'info',
     },
@@ -188,11 +188,10 @@ async function placeRun(context: StoreContext, name: string, script: string, amo
   const load = { origin: server.url, headers: bearer(big.secret), connections: CONNECTIONS, idempotencyKeys: variant.keys, prebuilt: variant.prebuilt }
   try {
     requireAllOk(`${name} warm-up`, await placeLoad({ ...load, petId: 1, amount: WARMUP_PLACES, maxSeconds: 60 }))
-    const serverCpu = cpuSeconds(server.child.pid)
     const measured = await cpuDuring({ server: server.child.pid, client: 'self' }, () =>
       placeLoad({ ...load, petId: marker, amount, maxSeconds: MAX_SECONDS }),
     )
-    const serverUs = ((cpuSeconds(server.child.pid) - serverCpu) * 1e6) / measured.result.requests
+    const serverUs = (measured.cpuSeconds.server! * 1e6) / measured.result.requests
     const result = requireAllOk(name, measured.result)
     // No graceful shutdown: whatever was acknowledged must already be on disk.
     await server.child.kill()
