@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
@@ -20,6 +20,21 @@ function firstExample(): { command: string; expected: string[] }[] {
   assert.ok(block !== undefined, 'no example starting with KEY=pso_… in README.md')
   const steps: { command: string; expected: string[] }[] = []
   for (const line of block.split('\n')) {
+    if (line.startsWith('curl ')) steps.push({ command: line, expected: [] })
+    else if (line.startsWith('# ')) steps.at(-1)?.expected.push(line.slice(2))
+  }
+  return steps
+}
+
+/**
+ * The block that places an order (its first line is `curl -i` with an `Idempotency-Key`): each
+ * command, its `\\` continuations joined, with the `# ` lines after it.
+ */
+function placeOrderExample(): { command: string; expected: string[] }[] {
+  const block = /```sh\n(curl -i [^\n]*\\\n[^`]*?Idempotency-Key[\s\S]*?)```/.exec(README)?.[1]
+  assert.ok(block !== undefined, 'no placeOrder example with an Idempotency-Key in README.md')
+  const steps: { command: string; expected: string[] }[] = []
+  for (const line of block.replaceAll('\\\n', ' ').split('\n')) {
     if (line.startsWith('curl ')) steps.push({ command: line, expected: [] })
     else if (line.startsWith('# ')) steps.at(-1)?.expected.push(line.slice(2))
   }
@@ -63,6 +78,59 @@ test("the README's first curl example answers as the README says, on the demo da
     const seeded = await cli(line.split(' '), env)
     assertOk(seeded)
     assert.match(seeded.stdout, /^seeded 1000 orders \(ids 1001 to 2000\)/)
+  } finally {
+    await demo.stop()
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test("the README's placeOrder example answers as the README says, with nothing but curl and node on the PATH", { skip: hasCurl ? false : 'curl is not installed' }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-readme-place-'))
+  const demo = await startDemo({ DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` }, dir)
+  try {
+    // What a new user's machine surely has: curl, as the README's examples use it, and node, as
+    // `npm start` needs it. No uuidgen, nor any other helper.
+    const bin = join(dir, 'bin')
+    mkdirSync(bin)
+    const curl = spawnSync('bash', ['-c', 'command -v curl'], { encoding: 'utf8' }).stdout.trim()
+    symlinkSync(curl, join(bin, 'curl'))
+    symlinkSync(process.execPath, join(bin, 'node'))
+    const origin = new URL(demo.url).origin
+    const steps = placeOrderExample()
+    assert.ok(steps[0]?.command.includes('Idempotency-Key'), 'the example lost its Idempotency-Key')
+    assert.deepEqual(steps.map((step) => /\/v2\/store\/orders\S*/.exec(step.command)?.[0]), ['/v2/store/orders', '/v2/store/orders/1001/ship', '/v2/store/orders/1001/complete'])
+    const keys: string[] = []
+    for (const { command, expected } of steps) {
+      // `bash -x` shows each command as run, with the key it was given.
+      const run = spawnSync('/bin/bash', ['-xc', command.replaceAll('http://127.0.0.1:8080', origin)], {
+        env: { PATH: bin, KEY: demo.key },
+        encoding: 'utf8',
+        timeout: 30_000,
+      })
+      assert.equal(run.status, 0, run.stderr)
+      const key = /Idempotency-Key: ([^'"\s]*)/.exec(run.stderr)?.[1]
+      if (key !== undefined) keys.push(key)
+      if (command.includes(' -i ')) {
+        // `<status line> … <header>`, then the body: the status line, and each header shown among
+        // the others (a header's name in any case).
+        assert.equal(expected.length, 2, `a head and a body after ${command}`)
+        const [head, body] = run.stdout.split('\r\n\r\n') as [string, string]
+        const [status, ...headers] = expected[0]!.split(' … ')
+        const lines = head.split('\r\n')
+        assert.equal(lines[0], status, `${command}\n  answered: ${head}`)
+        for (const header of headers) {
+          const [name, value] = header.split(/: (.*)/) as [string, string]
+          assert.ok(lines.some((line) => line.toLowerCase().startsWith(`${name.toLowerCase()}: `) && line.slice(name.length + 2) === value), `${header}\n  answered: ${head}`)
+        }
+        assert.match(body, pattern(expected[1]!), `${command}\n  answered: ${body}`)
+      } else {
+        assert.equal(expected.length, 1, `one answer after ${command}`)
+        assert.match(run.stdout.trim(), pattern(expected[0]!), `${command}\n  answered: ${run.stdout.slice(0, 300)}`)
+      }
+    }
+    assert.equal(keys.length, 1)
+    assert.match(keys[0]!, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, 'the Idempotency-Key sent is a fresh UUID')
+    assert.equal(await demo.stop(), 0)
   } finally {
     await demo.stop()
     rmSync(dir, { recursive: true, force: true })
