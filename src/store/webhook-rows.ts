@@ -1,5 +1,5 @@
 import { EventsExpiredError, ORDER_EVENT_TYPES, UnknownEventPositionError, type OrderEventType } from './order-events.js'
-import type { FeedEvent, NextEvents } from './webhooks.js'
+import type { FeedEvent, NextEvents, WebhookEndpointPatch } from './webhooks.js'
 
 /**
  * The attempts shown per endpoint. Older ones are deleted in batches, not one per delivery: an
@@ -59,4 +59,13 @@ export function checkReplayPosition(after: bigint, prunedThrough: bigint, newest
   const head = newest !== null && newest > prunedThrough ? newest : prunedThrough
   if (after < prunedThrough) throw new EventsExpiredError(prunedThrough)
   if (after > head) throw new UnknownEventPositionError()
+}
+
+/**
+ * Whether a patch changes what the endpoint's deliveries are (where, which events, whether at all):
+ * its revision moves, so that a dispatcher delivering to it stops after the delivery in flight and
+ * leases it anew (a description alone changes no delivery).
+ */
+export function changesDeliveries(patch: WebhookEndpointPatch): boolean {
+  return patch.url !== undefined || patch.eventTypes !== undefined || patch.enabled !== undefined
 }

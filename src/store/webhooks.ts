@@ -74,6 +74,13 @@ export interface WebhookLease {
   leaseUntil: Date
   /** Failed attempts of its current event so far (0: none): the index into the retry schedule. */
   failures: number
+  /**
+   * The endpoint's revision when leased: every change that alters a delivery (url, event types,
+   * enabled, secret, replay, deletion) moves it, so a holder learns that its view is stale.
+   */
+  revision: number
+  /** Set by `advance` when the endpoint changed since the lease: its next delivery must lease it anew. */
+  changed: boolean
 }
 
 /** An event of the feed, as a delivery sends it. */
@@ -125,8 +132,13 @@ export interface WebhooksRepository {
   lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]>
   /** Extends a lease held; false when it was lost (expired and taken, or the endpoint removed or disabled). */
   renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean>
-  /** Ends a lease held (no-op when lost). */
+  /**
+   * Ends a lease held (no-op when lost). Its end is kept as the lease's time, so that the endpoints
+   * released longest ago are leased first: endpoints take turns.
+   */
   release(lease: WebhookLease): Promise<void>
+  /** Whether the lease is still held and the endpoint unchanged since it (a read). */
+  unchanged(lease: WebhookLease): Promise<boolean>
   /** At most `limit` events of the lease's types after its position (read as one snapshot). */
   next(lease: WebhookLease, limit: number): Promise<NextEvents>
   /**
@@ -135,7 +147,8 @@ export interface WebhooksRepository {
    * (the endpoint's oldest beyond 100 deleted). False, and nothing written, when the lease was lost
    * or a replay moved the position since the lease's (every write under a lease checks both). On
    * success `lease.endpoint` (position, failure and retry) and `lease.failures` say so, so that
-   * `next(lease)` reads on from there.
+   * `next(lease)` reads on from there, and `lease.changed` says whether the endpoint was changed
+   * since the lease (the delivery just made was the last under it).
    */
   advance(lease: WebhookLease, position: bigint, attempt: WebhookAttempt | null): Promise<boolean>
   /**
@@ -145,6 +158,12 @@ export interface WebhooksRepository {
   fail(lease: WebhookLease, attempt: WebhookAttempt, next: { retryAt: Date } | { disable: WebhookDisabledReason }): Promise<boolean>
   /** Disables it (e.g. `events_expired`) under its lease, which ends. */
   disable(lease: WebhookLease, reason: WebhookDisabledReason): Promise<boolean>
-  /** Every enabled endpoint's lag: events of any type after its position (for the metrics). */
+  /**
+   * Every enabled endpoint's lag: positions given out after its position, events of any type (for
+   * the metrics). Read from positions, never by counting events, so it costs the same at any
+   * backlog; a position skipped by a rolled-back write counts too.
+   */
   lag(): Promise<{ id: bigint; events: bigint }[]>
+  /** Erases every previous secret whose signing window ended at or before `now`; how many. */
+  forgetPreviousSecrets(now: Date): Promise<number>
 }

@@ -25,8 +25,10 @@ export interface DispatcherOptions {
   retryScheduleMs: readonly number[]
   log: DispatcherLog
   metrics?: DispatcherMetrics | undefined
-  /** Endpoints delivered to at once by this instance. */
+  /** Delivery slots of this instance: endpoints served at once (a parked attempt holds none). */
   maxInFlight?: number
+  /** How long a loop serves its endpoint before it gives its slot back (a turn). */
+  turnMs?: number
   /** How often the data version is read (a cheap read on both stores). */
   pollIntervalMs?: number
   /** How often due endpoints are looked for without a new event (retries that came due). */
@@ -38,7 +40,8 @@ export interface DispatcherOptions {
   now?: () => Date
 }
 
-export const MAX_IN_FLIGHT = 32
+export const MAX_IN_FLIGHT = 100
+export const TURN_MS = 1000
 export const DISPATCH_POLL_MS = 100
 export const SWEEP_INTERVAL_MS = 1000
 const BATCH = 100
@@ -56,6 +59,8 @@ interface Running {
   /** Set when the endpoint was found due again while its loop ran: read the feed again before releasing. */
   woken: boolean
   finishing: boolean
+  /** Whether it holds one of the instance's slots: not once its turn ended with an attempt in flight. */
+  slot: boolean
   done: Promise<void>
 }
 
@@ -65,11 +70,23 @@ interface Running {
  * Endpoints are taken through leases in the database, so instances share them and at most one
  * delivery per endpoint is in flight anywhere. Each leased endpoint gets its own async loop that
  * delivers its events strictly in order, one at a time, moving its position after each 2xx; no loop
- * waits for another, so a hanging endpoint costs only its own slot. A loop ends when the endpoint
- * is caught up (lease released), failing (retry scheduled, lease ended by `fail`), disabled, or its
- * lease is lost (another instance took it: every write is conditional on the lease, so it changes
- * nothing). New endpoints are leased when the data version moves (read every 100 ms, as the long
- * poll does) and at least every second, for retries that came due.
+ * waits for another. A loop ends when the endpoint is caught up (lease released), failing (retry
+ * scheduled, lease ended by `fail`), disabled, changed, or its lease is lost (another instance took
+ * it: every write is conditional on the lease, so it changes nothing). New endpoints are leased when
+ * the data version moves (read every 100 ms, as the long poll does) and at least every second, for
+ * retries that came due.
+ *
+ * Slots: an instance serves at most `maxInFlight` endpoints at once, each for a turn of at most
+ * `turnMs`; then the loop releases its lease, and the endpoints released longest ago are leased
+ * first, so endpoints that wait get their turn. An attempt still in flight when its turn ends is
+ * parked: it keeps its lease (one delivery per endpoint) but gives its slot back, finishes in the
+ * background, and its result is written as usual. So a receiver that hangs holds a slot for one
+ * turn, never for its timeout, and a healthy endpoint waits at most about a turn for a slot.
+ *
+ * Changes: every write under a lease reports whether the endpoint changed since it was leased (its
+ * revision: a PATCH of url, types or enabled, a rotation, a replay); the loop then ends and the
+ * endpoint is leased anew with what it is now, so at most the delivery in flight goes the old way.
+ * A delivery that waited for the pacer first checks again that the endpoint is unchanged.
  *
  * A lease lasts 2 × WEBHOOK_TIMEOUT_MS + 5 s and is renewed before an attempt when less than the
  * timeout (+ 2 s) is left, so an attempt always ends before its lease can expire and be taken. Leases
@@ -80,6 +97,9 @@ export class WebhookDispatcher {
   private readonly running = new Map<bigint, Running>()
   private readonly abort = new AbortController()
   private readonly maxInFlight: number
+  private readonly turnMs: number
+  /** Loops that hold a slot now. */
+  private slotsTaken = 0
   private readonly leaseMs: number
   private readonly now: () => Date
   private timer: NodeJS.Timeout | undefined
@@ -93,13 +113,19 @@ export class WebhookDispatcher {
 
   constructor(private readonly options: DispatcherOptions) {
     this.maxInFlight = options.maxInFlight ?? MAX_IN_FLIGHT
+    this.turnMs = options.turnMs ?? TURN_MS
     this.leaseMs = 2 * options.timeoutMs + 5000
     this.now = options.now ?? (() => new Date())
   }
 
-  /** Endpoints being delivered to by this instance now. */
+  /** Endpoints being delivered to by this instance now, parked attempts included. */
   get inFlight(): number {
     return this.running.size
+  }
+
+  /** Slots taken now: endpoints being served, parked attempts not included. */
+  get slotsInUse(): number {
+    return this.slotsTaken
   }
 
   start(): void {
@@ -133,8 +159,13 @@ export class WebhookDispatcher {
       const moved = version !== this.version
       this.version = version
       const now = Date.now()
-      if (moved || this.rescan || now - this.lastSweep >= (this.options.sweepIntervalMs ?? SWEEP_INTERVAL_MS)) {
-        this.lastSweep = now
+      const sweep = now - this.lastSweep >= (this.options.sweepIntervalMs ?? SWEEP_INTERVAL_MS)
+      if (moved || this.rescan || sweep) {
+        if (sweep) {
+          this.lastSweep = now
+          // A previous secret is erased once its signing window is over (no lease reads it then).
+          await this.options.webhooks.forgetPreviousSecrets(this.now())
+        }
         this.rescan = false
         await this.leaseMore()
       }
@@ -149,7 +180,7 @@ export class WebhookDispatcher {
   }
 
   private async leaseMore(): Promise<void> {
-    const free = this.maxInFlight - this.running.size
+    const free = this.maxInFlight - this.slotsTaken
     if (free <= 0) {
       this.rescan = true
       return
@@ -167,8 +198,9 @@ export class WebhookDispatcher {
   }
 
   private launch(lease: WebhookLease, recheck: boolean): void {
-    const loop: Running = { woken: false, finishing: false, done: Promise.resolve() }
+    const loop: Running = { woken: false, finishing: false, slot: true, done: Promise.resolve() }
     this.running.set(lease.endpoint.id, loop)
+    this.slotsTaken++
     loop.done = this.serve(lease, loop, recheck)
       .catch((error: unknown) => {
         this.options.log.warn({ err: error, endpointId: lease.endpoint.id.toString() }, 'webhook delivery failed; the endpoint is tried again')
@@ -176,13 +208,41 @@ export class WebhookDispatcher {
       })
       .finally(() => {
         this.running.delete(lease.endpoint.id)
+        this.giveBackSlot(loop)
       })
+  }
+
+  /** A slot given back: when endpoints wait for one (the last pass was full, or one was handed back), a lease pass follows at once. */
+  private giveBackSlot(loop: Running): void {
+    if (!loop.slot) return
+    loop.slot = false
+    this.slotsTaken--
+    if (this.rescan && !this.stopping) setImmediate(() => void this.tick())
+  }
+
+  /**
+   * One attempt. When the loop's turn ends before the attempt does, the attempt is parked: the slot
+   * is given back at once, and the loop waits for the attempt without it.
+   */
+  private async attempt(loop: Running, request: DeliveryRequest, turnEnds: number): Promise<DeliveryResult> {
+    const delivery = this.options.deliver(request, this.abort.signal)
+    if (!loop.slot) return delivery
+    let timer: NodeJS.Timeout | undefined
+    const turnOver = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, turnEnds - Date.now()))))
+    try {
+      const first = await Promise.race([delivery, turnOver])
+      if (first === undefined) this.giveBackSlot(loop)
+    } finally {
+      clearTimeout(timer)
+    }
+    return delivery
   }
 
   /** Delivers the leased endpoint's events in order until it is caught up, failing, or the lease is lost. */
   private async serve(lease: WebhookLease, loop: Running, recheck: boolean): Promise<void> {
     const { webhooks } = this.options
     const endpointId = lease.endpoint.id.toString()
+    const turnEnds = Date.now() + this.turnMs
     let leaseUntil = lease.leaseUntil.getTime()
     if (recheck) {
       const now = this.now()
@@ -199,6 +259,7 @@ export class WebhookDispatcher {
 
     for (;;) {
       if (this.stopping || !(await holdLease())) break
+      if (Date.now() >= turnEnds) return this.handBack(lease)
       loop.woken = false
       const seen = this.version
       const next = await this.persist(() => webhooks.next(lease, this.options.batch ?? BATCH))
@@ -207,13 +268,19 @@ export class WebhookDispatcher {
         return
       }
       for (const event of next.events) {
-        await this.options.pace?.()
-        if (this.stopping || !(await holdLease())) return this.release(lease)
+        const paced = this.options.pace?.()
+        if (paced !== undefined) {
+          await paced
+          // The wait may have been long: a change made meanwhile holds for this delivery already.
+          if (!(await this.persist(() => webhooks.unchanged(lease)))) return this.handBack(lease)
+        }
+        if (this.stopping || Date.now() >= turnEnds || !(await holdLease())) return this.handBack(lease)
         const body = deliveryBody(event)
         const attemptedAt = this.now()
-        const result = await this.options.deliver(
-          { url: lease.endpoint.url, body, headers: deliveryHeaders(lease.secrets, event, body, attemptedAt) },
-          this.abort.signal,
+        const result = await this.attempt(
+          loop,
+          { url: lease.endpoint.url, body, headers: deliveryHeaders(lease.secrets, event.position.toString(), body, attemptedAt) },
+          turnEnds,
         )
         // Shut down mid-attempt: nothing is recorded, the event is sent again by whoever leases next.
         if (result.outcome === 'aborted') return this.release(lease)
@@ -226,8 +293,9 @@ export class WebhookDispatcher {
           durationMs: result.durationMs,
         }
         if (result.outcome === 'success') {
-          if (!(await this.persist(() => webhooks.advance(lease, event.position, attempt)))) return
+          if (!(await this.persist(() => webhooks.advance(lease, event.position, attempt)))) return this.handBack(lease)
           this.advanced(lease, event.position)
+          if (lease.changed) return this.handBack(lease)
           continue
         }
         if (result.outcome === 'gone') return this.disable(lease, attempt, 'endpoint_gone')
@@ -235,8 +303,9 @@ export class WebhookDispatcher {
       }
       // The rest of what was read had none of its types: skipped past at once.
       if (next.through > lease.endpoint.position) {
-        if (!(await this.persist(() => webhooks.advance(lease, next.through, null)))) return
+        if (!(await this.persist(() => webhooks.advance(lease, next.through, null)))) return this.handBack(lease)
         this.advanced(lease, next.through)
+        if (lease.changed) return this.handBack(lease)
         continue
       }
       if (next.events.length > 0) continue
@@ -288,6 +357,15 @@ export class WebhookDispatcher {
     const loop = this.running.get(lease.endpoint.id)
     if (loop !== undefined) loop.finishing = true
     await this.persist(() => this.options.webhooks.release(lease))
+  }
+
+  /**
+   * Released with work left (its turn is over, it changed since its lease, a replay moved it): back
+   * in line, and the lease pass that follows its slot's return leases it again, as it now is.
+   */
+  private async handBack(lease: WebhookLease): Promise<void> {
+    await this.release(lease)
+    this.rescan = true
   }
 
   /**

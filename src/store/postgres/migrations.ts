@@ -215,6 +215,13 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
       CREATE INDEX webhook_attempts_endpoint ON webhook_attempts (endpoint_id, id);
     `,
   },
+  {
+    version: 12,
+    name: "webhooks: an endpoint's revision, moved by every change to its deliveries",
+    // A dispatcher's writes under a lease return it, so a delivery loop learns of a PATCH, rotation,
+    // replay or disabling at its next write and leases the endpoint anew.
+    sql: 'ALTER TABLE webhook_endpoints ADD COLUMN revision integer NOT NULL DEFAULT 0',
+  },
 ]
 
 /** Created before anything else, under the migration lock. */

@@ -1,5 +1,5 @@
 import type { OrderEventType } from '../order-events.js'
-import { ATTEMPTS_KEPT, canonicalTypes, checkReplayPosition, NEXT_SCAN, toNextEvents, trimsAttempts, type NextRow } from '../webhook-rows.js'
+import { ATTEMPTS_KEPT, canonicalTypes, changesDeliveries, checkReplayPosition, NEXT_SCAN, toNextEvents, trimsAttempts, type NextRow } from '../webhook-rows.js'
 import type {
   NewWebhookEndpoint,
   NextEvents,
@@ -31,6 +31,7 @@ interface EndpointRow {
 
 interface LeaseRow extends EndpointRow {
   failures: number
+  revision: number
   secret: string
   previous_secret: string | null
   previous_until: string | null
@@ -53,8 +54,9 @@ const ENDPOINT_COLUMNS = endpointColumns('webhook_endpoints')
 /** The newest position given out: the newest event retained, or the newest retention deleted. */
 const HEAD = `greatest(coalesce((SELECT max(position) FROM order_events), 0), (SELECT pruned_through FROM event_retention WHERE id = 1))`
 
-// Due, free (or its holder's lease expired), and behind the head; the least recently leased first,
-// so that endpoints take turns when there are more than a dispatcher takes at once. SKIP LOCKED:
+// Due, free (or its holder's lease expired), and behind the head; the least recently leased first
+// (a release keeps its time), so that endpoints take turns when more are due than a dispatcher
+// serves. SKIP LOCKED:
 // instances never wait on each other, and a row another one has just leased is checked again
 // against its new lease once its lock is free (READ COMMITTED re-evaluates the WHERE).
 const LEASE = `
@@ -66,7 +68,7 @@ const LEASE = `
     FOR UPDATE SKIP LOCKED
   )
   UPDATE webhook_endpoints AS e SET lease_owner = $1, lease_until = $2 FROM due WHERE e.id = due.id
-  RETURNING ${endpointColumns('e')}, e.failures, e.secret, e.previous_secret, ${utc('e.previous_until')} AS previous_until`
+  RETURNING ${endpointColumns('e')}, e.failures, e.revision, e.secret, e.previous_secret, ${utc('e.previous_until')} AS previous_until`
 
 // One statement, hence one snapshot: the retention bound, how far the scan went, and the matching
 // events (the summary row first). Positions become visible in ascending order (write-sql.ts), so
@@ -106,9 +108,9 @@ const recordAttempt = (changed: string, trim: string): string => `
 const ADVANCE = `
   WITH moved AS (
     UPDATE webhook_endpoints SET position = $10::bigint, failures = 0, failing_since = NULL, next_attempt_at = NULL
-    WHERE ${HELD} RETURNING id
+    WHERE ${HELD} RETURNING id, revision
   ), ${recordAttempt('moved', '$11::boolean')}
-  SELECT (SELECT count(*)::int FROM moved) AS changed, set_config('synchronous_commit', 'off', true) AS commit_mode`
+  SELECT (SELECT revision FROM moved) AS revision, set_config('synchronous_commit', 'off', true) AS commit_mode`
 
 const FAIL = `
   WITH failed AS (
@@ -189,7 +191,8 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
          failing_since = CASE WHEN $6 AND NOT enabled THEN NULL ELSE failing_since END,
          next_attempt_at = CASE WHEN ($6 AND NOT enabled) OR $7 THEN NULL ELSE next_attempt_at END,
          disabled_reason = CASE WHEN $6 THEN NULL WHEN $7 THEN 'disabled_by_request' ELSE disabled_reason END,
-         enabled = CASE WHEN $6 THEN true WHEN $7 THEN false ELSE enabled END
+         enabled = CASE WHEN $6 THEN true WHEN $7 THEN false ELSE enabled END,
+         revision = revision + $8
        WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
       [
         int8(id),
@@ -199,6 +202,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
         patch.description ?? null,
         patch.enabled === true,
         patch.enabled === false,
+        changesDeliveries(patch) ? 1 : 0,
       ],
     )
     return rows[0] === undefined ? undefined : toEndpoint(rows[0])
@@ -212,7 +216,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
 
   async rotateSecret(id: bigint, secret: string, previousUntil: Date): Promise<boolean> {
     const { rowCount } = await this.database.write(
-      'UPDATE webhook_endpoints SET previous_secret = secret, previous_until = $2, secret = $3 WHERE id = $1',
+      'UPDATE webhook_endpoints SET previous_secret = secret, previous_until = $2, secret = $3, revision = revision + 1 WHERE id = $1',
       [int8(id), previousUntil.toISOString(), secret],
     )
     return (rowCount ?? 0) > 0
@@ -227,7 +231,8 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
       )
       checkReplayPosition(after, bounds[0]!.pruned_through, bounds[0]!.newest)
       const { rows } = await lease.query<EndpointRow>(
-        `UPDATE webhook_endpoints SET position = $2, enabled = true, disabled_reason = NULL, failures = 0, failing_since = NULL, next_attempt_at = NULL
+        `UPDATE webhook_endpoints SET position = $2, enabled = true, disabled_reason = NULL, failures = 0, failing_since = NULL, next_attempt_at = NULL,
+           revision = revision + 1
          WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
         [int8(id), int8(after)],
       )
@@ -271,6 +276,8 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
           owner,
           leaseUntil: until,
           failures: row.failures,
+          revision: row.revision,
+          changed: false,
         }
       })
   }
@@ -287,10 +294,19 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async release(lease: WebhookLease): Promise<void> {
-    await this.database.write('UPDATE webhook_endpoints SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2', [
+    await this.database.write('UPDATE webhook_endpoints SET lease_owner = NULL, lease_until = $3 WHERE id = $1 AND lease_owner = $2', [
       int8(lease.endpoint.id),
       lease.owner,
+      new Date().toISOString(),
     ])
+  }
+
+  async unchanged(lease: WebhookLease): Promise<boolean> {
+    const { rows } = await this.database.read<{ revision: number }>(
+      'SELECT revision FROM webhook_endpoints WHERE id = $1 AND lease_owner = $2 AND lease_until > $3',
+      [int8(lease.endpoint.id), lease.owner, new Date().toISOString()],
+    )
+    return rows[0]?.revision === lease.revision
   }
 
   async next(lease: WebhookLease, limit: number): Promise<NextEvents> {
@@ -307,18 +323,18 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
    */
   async advance(lease: WebhookLease, position: bigint, attempt: WebhookAttempt | null): Promise<boolean> {
     const trim = trimsAttempts(lease.endpoint.position, position)
-    const { rows } = await this.database.write<{ changed: number }>({ name: 'webhooks-advance', text: ADVANCE }, [
+    const { rows } = await this.database.write<{ revision: number | null }>({ name: 'webhooks-advance', text: ADVANCE }, [
       ...held(lease),
       ...attemptParams(attempt),
       int8(position),
       trim,
     ])
-    const advanced = rows[0]!.changed > 0
-    if (advanced) {
-      Object.assign(lease.endpoint, { position, failingSince: null, nextAttemptAt: null })
-      lease.failures = 0
-    }
-    return advanced
+    const { revision } = rows[0]!
+    if (revision === null) return false
+    Object.assign(lease.endpoint, { position, failingSince: null, nextAttemptAt: null })
+    lease.failures = 0
+    lease.changed = revision !== lease.revision
+    return true
   }
 
   async fail(lease: WebhookLease, attempt: WebhookAttempt, next: { retryAt: Date } | { disable: WebhookDisabledReason }): Promise<boolean> {
@@ -341,9 +357,16 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
 
   async lag(): Promise<{ id: bigint; events: bigint }[]> {
     const { rows } = await this.database.read<{ id: bigint; events: bigint }>(
-      `SELECT id, (SELECT count(*) FROM order_events WHERE position > e.position) AS events
-       FROM webhook_endpoints AS e WHERE enabled ORDER BY id`,
+      `SELECT id, greatest(${HEAD} - position, 0) AS events FROM webhook_endpoints WHERE enabled ORDER BY id`,
     )
     return rows
+  }
+
+  async forgetPreviousSecrets(now: Date): Promise<number> {
+    const { rowCount } = await this.database.write(
+      'UPDATE webhook_endpoints SET previous_secret = NULL, previous_until = NULL WHERE previous_until <= $1',
+      [now.toISOString()],
+    )
+    return rowCount ?? 0
   }
 }

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3'
 import type { OrderEventType } from '../order-events.js'
-import { ATTEMPTS_KEPT, canonicalTypes, checkReplayPosition, NEXT_SCAN, toNextEvents, trimsAttempts, type NextRow } from '../webhook-rows.js'
+import { ATTEMPTS_KEPT, canonicalTypes, changesDeliveries, checkReplayPosition, NEXT_SCAN, toNextEvents, trimsAttempts, type NextRow } from '../webhook-rows.js'
 import type {
   NewWebhookEndpoint,
   NextEvents,
@@ -29,6 +29,7 @@ interface EndpointRow {
 
 interface LeaseRow extends EndpointRow {
   failures: bigint
+  revision: bigint
   secret: string
   previous_secret: string | null
   previous_until: string | null
@@ -44,13 +45,13 @@ interface AttemptRow {
 }
 
 const ENDPOINT_COLUMNS = 'id, url, event_types, description, enabled, disabled_reason, position, failing_since, next_attempt_at, created_at'
-const LEASE_COLUMNS = `${ENDPOINT_COLUMNS}, failures, secret, previous_secret, previous_until, lease_until`
+const LEASE_COLUMNS = `${ENDPOINT_COLUMNS}, failures, revision, secret, previous_secret, previous_until, lease_until`
 
 /** The newest position given out: the newest event retained, or the newest retention deleted. */
 const HEAD = `max(coalesce((SELECT max(position) FROM order_events), 0), (SELECT pruned_through FROM event_retention WHERE id = 1))`
 
-// Due, free (or its holder's lease expired), and behind the head; the least recently leased first,
-// so that endpoints take turns when there are more than a dispatcher takes at once.
+// Due, free (or its holder's lease expired), and behind the head; the least recently leased first
+// (a release keeps its time), so that endpoints take turns when more are due than a dispatcher serves.
 const LEASE = `
   UPDATE webhook_endpoints SET lease_owner = @owner, lease_until = @until
   WHERE id IN (
@@ -179,7 +180,8 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
              failing_since = CASE WHEN @enabling AND enabled = 0 THEN NULL ELSE failing_since END,
              next_attempt_at = CASE WHEN (@enabling AND enabled = 0) OR @disabling THEN NULL ELSE next_attempt_at END,
              disabled_reason = CASE WHEN @enabling THEN NULL WHEN @disabling THEN 'disabled_by_request' ELSE disabled_reason END,
-             enabled = CASE WHEN @enabling THEN 1 WHEN @disabling THEN 0 ELSE enabled END
+             enabled = CASE WHEN @enabling THEN 1 WHEN @disabling THEN 0 ELSE enabled END,
+             revision = revision + @redirects
            WHERE id = @id RETURNING ${ENDPOINT_COLUMNS}`,
         ).get({
           id,
@@ -189,6 +191,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
           description: patch.description ?? null,
           enabling,
           disabling,
+          redirects: changesDeliveries(patch) ? 1 : 0,
         }) as EndpointRow | undefined,
     )
     return row === undefined ? undefined : toEndpoint(row)
@@ -202,7 +205,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   async rotateSecret(id: bigint, secret: string, previousUntil: Date): Promise<boolean> {
     return this.database.immediate(
       () =>
-        this.statement('UPDATE webhook_endpoints SET previous_secret = secret, previous_until = ?, secret = ? WHERE id = ?').run(
+        this.statement('UPDATE webhook_endpoints SET previous_secret = secret, previous_until = ?, secret = ?, revision = revision + 1 WHERE id = ?').run(
           previousUntil.toISOString(),
           secret,
           id,
@@ -221,7 +224,8 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
         .get() as [bigint, bigint | null]
       checkReplayPosition(after, prunedThrough, newest)
       return this.statement(
-        `UPDATE webhook_endpoints SET position = ?, enabled = 1, disabled_reason = NULL, failures = 0, failing_since = NULL, next_attempt_at = NULL
+        `UPDATE webhook_endpoints SET position = ?, enabled = 1, disabled_reason = NULL, failures = 0, failing_since = NULL, next_attempt_at = NULL,
+           revision = revision + 1
          WHERE id = ? RETURNING ${ENDPOINT_COLUMNS}`,
       ).get(after, id) as EndpointRow
     })
@@ -256,6 +260,8 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
         owner,
         leaseUntil: until,
         failures: Number(row.failures),
+        revision: Number(row.revision),
+        changed: false,
       }))
   }
 
@@ -275,9 +281,24 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   async release(lease: WebhookLease): Promise<void> {
+    const now = new Date().toISOString()
     this.database.immediate(() =>
-      this.statement('UPDATE webhook_endpoints SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?').run(lease.endpoint.id, lease.owner),
+      this.statement('UPDATE webhook_endpoints SET lease_owner = NULL, lease_until = ? WHERE id = ? AND lease_owner = ?').run(
+        now,
+        lease.endpoint.id,
+        lease.owner,
+      ),
     )
+  }
+
+  async unchanged(lease: WebhookLease): Promise<boolean> {
+    const revision = this.read(
+      () =>
+        this.statement('SELECT revision FROM webhook_endpoints WHERE id = ? AND lease_owner = ? AND lease_until > ?')
+          .pluck()
+          .get(lease.endpoint.id, lease.owner, new Date().toISOString()) as bigint | undefined,
+    )
+    return revision === BigInt(lease.revision)
   }
 
   async next(lease: WebhookLease, limit: number): Promise<NextEvents> {
@@ -307,7 +328,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   private commitAdvances(): void {
     const queued = this.advances
     this.advances = []
-    let results: boolean[]
+    let results: (bigint | undefined)[]
     try {
       this.database.db.pragma('synchronous = NORMAL')
       results = this.database.immediate(() => queued.map(({ lease, position, attempt }) => this.advanceHeld(lease, position, attempt)))
@@ -319,22 +340,26 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
       this.database.db.pragma('synchronous = FULL')
     }
     queued.forEach(({ lease, position, resolve }, i) => {
-      if (results[i]) {
+      const revision = results[i]
+      if (revision !== undefined) {
         Object.assign(lease.endpoint, { position, failingSince: null, nextAttemptAt: null })
         lease.failures = 0
+        lease.changed = revision !== BigInt(lease.revision)
       }
-      resolve(results[i]!)
+      resolve(revision !== undefined)
     })
   }
 
-  /** One advance's statements, in the transaction of commitAdvances. */
-  private advanceHeld(lease: WebhookLease, position: bigint, attempt: WebhookAttempt | null): boolean {
-    const changes = this.statement(
-      `UPDATE webhook_endpoints SET position = ?, failures = 0, failing_since = NULL, next_attempt_at = NULL WHERE ${HELD}`,
-    ).run(position, ...this.held(lease)).changes
-    if (changes === 0) return false
+  /** One advance's statements, in the transaction of commitAdvances: the endpoint's revision, undefined when not held. */
+  private advanceHeld(lease: WebhookLease, position: bigint, attempt: WebhookAttempt | null): bigint | undefined {
+    const revision = this.statement(
+      `UPDATE webhook_endpoints SET position = ?, failures = 0, failing_since = NULL, next_attempt_at = NULL WHERE ${HELD} RETURNING revision`,
+    )
+      .pluck()
+      .get(position, ...this.held(lease)) as bigint | undefined
+    if (revision === undefined) return undefined
     if (attempt !== null) this.record(lease.endpoint.id, attempt, trimsAttempts(lease.endpoint.position, position))
-    return true
+    return revision
   }
 
   async fail(lease: WebhookLease, attempt: WebhookAttempt, next: { retryAt: Date } | { disable: WebhookDisabledReason }): Promise<boolean> {
@@ -365,10 +390,18 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   async lag(): Promise<{ id: bigint; events: bigint }[]> {
     return this.read(
       () =>
-        this.statement(
-          `SELECT id, (SELECT count(*) FROM order_events WHERE position > e.position) AS events
-           FROM webhook_endpoints AS e WHERE enabled = 1 ORDER BY id`,
-        ).all() as { id: bigint; events: bigint }[],
+        this.statement(`SELECT id, max(${HEAD} - position, 0) AS events FROM webhook_endpoints WHERE enabled = 1 ORDER BY id`).all() as {
+          id: bigint
+          events: bigint
+        }[],
+    )
+  }
+
+  async forgetPreviousSecrets(now: Date): Promise<number> {
+    return this.database.immediate(
+      () =>
+        this.statement('UPDATE webhook_endpoints SET previous_secret = NULL, previous_until = NULL WHERE previous_until <= ?').run(now.toISOString())
+          .changes,
     )
   }
 
