@@ -33,7 +33,7 @@ export interface Config {
    * lets URLs reach loopback and private addresses, and http (tests, on-premises). At most
    * `maxEndpoints` endpoints.
    */
-  webhooks: { timeoutMs: number; retryScheduleMs: number[]; allowPrivateNetworks: boolean; maxEndpoints: number }
+  webhooks: { timeoutMs: number; retryScheduleMs: number[]; allowPrivateNetworks: boolean; maxEndpoints: number; concurrency: number }
   /** Requests per minute; 0 turns a limit off. With `redisUrl` the counters are shared by all instances. */
   rateLimit: { perKeyPerMinute: number; authFailuresPerMinute: number; redisUrl: string | undefined; redisPrefix: string }
   /** The proxies (addresses or CIDRs) whose X-Forwarded-For gives the client's address; false: none. */
@@ -117,6 +117,8 @@ export function loadWebhooksConfig(env: Env = process.env): Config['webhooks'] {
     retryScheduleMs: durations(env, 'WEBHOOK_RETRY_SCHEDULE', '5s,5m,30m,2h,5h,10h,14h,20h,24h'),
     allowPrivateNetworks: boolean(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', false),
     maxEndpoints: integer(env, 'WEBHOOK_MAX_ENDPOINTS', 100, 1, 10_000),
+    // Delivery slots per instance: by default as many as the default cap on endpoints.
+    concurrency: integer(env, 'WEBHOOK_CONCURRENCY', 100, 1, 10_000),
   }
 }
 

@@ -8,6 +8,13 @@ import { ADDRESS_NOT_ALLOWED, checkWebhookUrlForm, guardedLookup } from './url-p
 export const MAX_RESPONSE_BYTES = 64 * 1024
 
 /**
+ * How long the body of a response is read after its status came. The status decides the attempt;
+ * the body is read only so that the connection can be used again, and one still arriving after this
+ * (a receiver that trickles it) is not waited for: the connection is dropped.
+ */
+export const BODY_READ_MS = 1000
+
+/**
  * How one attempt ended. `status` is the HTTP status when a response came; `error` a short,
  * fixed phrase when no 2xx came (never the response body, a secret, or a message from a socket);
  * `retryAfterMs` what a 429 or 503 asked for, uncapped.
@@ -54,8 +61,9 @@ export class Deliverer {
   }
 
   /**
-   * One POST of `request`, within `timeoutMs` in all (connect, send, the response's head and up
-   * to MAX_RESPONSE_BYTES of its body). `signal` aborts it (shutdown): outcome 'aborted'.
+   * One POST of `request`, within `timeoutMs` in all (connect, send, the response's head, then at
+   * most BODY_READ_MS and MAX_RESPONSE_BYTES of its body). `signal` aborts it (shutdown): outcome
+   * 'aborted'.
    */
   async deliver(request: DeliveryRequest, signal?: AbortSignal): Promise<DeliveryResult> {
     const started = performance.now()
@@ -99,10 +107,12 @@ export class Deliverer {
       let settled = false
       let status: number | null = null
       let retryAfter: string | undefined
+      let bodyTimer: NodeJS.Timeout | undefined
       const settle = (attempt: Attempt): void => {
         if (settled) return
         settled = true
         clearTimeout(timer)
+        clearTimeout(bodyTimer)
         signal?.removeEventListener('abort', onAbort)
         resolve(attempt)
       }
@@ -130,6 +140,8 @@ export class Deliverer {
         const header = res.headers['retry-after']
         retryAfter = Array.isArray(header) ? header[0] : header
         let received = 0
+        // Success is the status: a body still arriving after a brief read is not waited for.
+        bodyTimer = setTimeout(() => fail(BODY_SLOW), Math.max(0, Math.min(BODY_READ_MS, deadline - performance.now())))
         res.on('data', (chunk: Buffer) => {
           received += chunk.length
           // Past the cap the rest is not read: the connection is dropped instead of drained.
@@ -152,6 +164,7 @@ const IDLE_SOCKET_MS = 4000
 const ABORTED = 'ABORTED'
 const TIMEOUT = 'TIMEOUT'
 const TOO_LARGE = 'TOO_LARGE'
+const BODY_SLOW = 'BODY_SLOW'
 const RESET = 'ECONNRESET'
 
 function codeOf(error: NodeJS.ErrnoException): string {
