@@ -70,7 +70,7 @@ function deliverer(options: Partial<ConstructorParameters<typeof Deliverer>[0]> 
 
 function request(url: string, secrets: WebhookSecrets, now = new Date()): { url: string; body: string; headers: Record<string, string> } {
   const body = deliveryBody(EVENT)
-  return { url, body, headers: deliveryHeaders(secrets, EVENT, body, now) }
+  return { url, body, headers: deliveryHeaders(secrets, EVENT.position.toString(), body, now) }
 }
 
 const secrets = (): WebhookSecrets => ({ current: newSecret(), previous: null, previousUntil: null })

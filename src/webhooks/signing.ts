@@ -30,13 +30,15 @@ export function signatureHeader(secrets: WebhookSecrets, id: string, timestamp: 
   return signatures.join(' ')
 }
 
-/** The headers of a delivery of `event` at `now`: `webhook-id` is its position, the same on every retry. */
-export function deliveryHeaders(secrets: WebhookSecrets, event: FeedEvent, body: string, now: Date): Record<string, string> {
-  const id = event.position.toString()
+/**
+ * The headers of a delivery of `body` at `now`, for a feed event and a ping alike: `webhookId` is an
+ * event's position (the same on every retry), or a ping's own `ping_…` id.
+ */
+export function deliveryHeaders(secrets: WebhookSecrets, webhookId: string, body: string, now: Date): Record<string, string> {
   const timestamp = Math.floor(now.getTime() / 1000)
   return {
-    'webhook-id': id,
+    'webhook-id': webhookId,
     'webhook-timestamp': String(timestamp),
-    'webhook-signature': signatureHeader(secrets, id, timestamp, body, now),
+    'webhook-signature': signatureHeader(secrets, webhookId, timestamp, body, now),
   }
 }
