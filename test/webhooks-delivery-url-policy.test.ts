@@ -1,8 +1,20 @@
 import assert from 'node:assert/strict'
 import type { LookupAddress } from 'node:dns'
-import type { LookupFunction } from 'node:net'
+import { SocketAddress, type LookupFunction } from 'node:net'
 import { describe, it } from 'node:test'
-import { ADDRESS_NOT_ALLOWED, checkWebhookUrl, guardedLookup, isForbiddenAddress } from '../src/webhooks/url-policy.js'
+import ipaddr from 'ipaddr.js'
+import { allowedWebhookUrl } from '../src/domain/webhook-endpoints.js'
+import { ApiError } from '../src/errors.js'
+import {
+  ADDRESS_NOT_ALLOWED,
+  BoundedLookups,
+  checkWebhookUrl,
+  guardedLookup,
+  isForbiddenAddress,
+  LOOKUP_TIMED_OUT,
+  LOOKUP_TIMEOUT_MS,
+  LOOKUPS_IN_FLIGHT,
+} from '../src/webhooks/url-policy.js'
 
 // A stand-in for DNS: these tests judge what a name resolves to, without a resolver we control.
 function fakeDns(records: Record<string, string[]>): LookupFunction {
@@ -22,7 +34,34 @@ const dns = fakeDns({
   'rebind.example': ['93.184.215.14', '127.0.0.1'],
   'internal.example': ['10.1.2.3'],
   'mapped.example': ['::ffff:192.168.1.1'],
+  // ::808:808 as Node's lookup writes it (inet_ntop writes ::/96 with a dotted tail).
+  'compatible.example': ['93.184.215.14', '::8.8.8.8'],
+  'reserved6.example': ['::1:2:3'],
 })
+
+/**
+ * A stand-in for DNS that answers only when told: `asked` holds each lookup's host and callback, in
+ * the order asked, so a test decides when (or whether) getaddrinfo "returns".
+ */
+function heldDns(): { lookup: LookupFunction; asked: { hostname: string; answer: (address: string) => void }[] } {
+  const asked: { hostname: string; answer: (address: string) => void }[] = []
+  const lookup: LookupFunction = (hostname, _options, callback) => {
+    asked.push({ hostname, answer: (address) => callback(null, [{ address, family: address.includes(':') ? 6 : 4 }]) })
+  }
+  return { lookup, asked }
+}
+
+/** Settles to what a lookup through `lookups` answered; `settled` says whether it has yet. */
+function lookUp(lookups: BoundedLookups, lookup: LookupFunction, hostname: string): { settled: () => boolean; result: Promise<{ error: NodeJS.ErrnoException | null; result: unknown }> } {
+  let settled = false
+  const result = new Promise<{ error: NodeJS.ErrnoException | null; result: unknown }>((resolve) => {
+    lookups.lookup(lookup, hostname, { all: true }, (error, result) => {
+      settled = true
+      resolve({ error, result })
+    })
+  })
+  return { settled: () => settled, result }
+}
 
 describe('isForbiddenAddress', () => {
   for (const address of [
@@ -30,12 +69,56 @@ describe('isForbiddenAddress', () => {
     '100.64.0.1', '100.127.255.254', '0.0.0.0', '255.255.255.255', '224.0.0.1', '239.1.2.3', '192.0.2.10', '240.0.0.1',
     '::1', '::', 'fe80::1', 'fe80::1%eth0', 'fc00::1', 'fd12:3456::1', 'ff02::1', '::ffff:127.0.0.1', '::ffff:10.0.0.1',
     '::ffff:169.254.169.254', '64:ff9b::a00:1', '2002:7f00:1::1', 'not an address',
+    // IPv4-compatible IPv6 (::/96): ipaddr.js calls these `unicast`; all are refused, public or not.
+    '::7f00:1', '::127.0.0.1', '::a9fe:a9fe', '::808:808', '::8.8.8.8', '::2',
+    // The rest of ::/8, reserved by the IETF, also `unicast` to ipaddr.js.
+    '::1:2:3', '1::1', 'ff::1', '0:ff:ffff::1',
+    // IPv4-mapped (::ffff:0:0/96) as its IPv4 address; NAT64 (64:ff9b::/96) as the one it embeds.
+    '::ffff:192.168.1.1', '::ffff:100.64.0.1', '::ffff:0.0.0.0', '64:ff9b::7f00:1', '64:ff9b::c0a8:101', '64:ff9b::a9fe:a9fe',
+    // 6to4 and Teredo whatever they embed; the local-use NAT64 prefix; outside 2000::/3.
+    '2002:a00:1::1', '2002:808:808::1', '2001:0:4136:e378:8000:63bf:3fff:fdd2', '64:ff9b:1::808:808', '4000::1', 'e000::1',
   ]) {
     it(`forbids ${address}`, () => assert.equal(isForbiddenAddress(address), true))
   }
-  for (const address of ['93.184.215.14', '8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '2001:4860:4860::8888', '::ffff:8.8.8.8', '64:ff9b::808:808']) {
+  for (const address of [
+    '93.184.215.14', '8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '2001:4860:4860::8888', '::ffff:8.8.8.8', '64:ff9b::808:808',
+    '2a00:1450:4001:80b::200e', '3ffe:ffff::1',
+  ]) {
     it(`allows ${address}`, () => assert.equal(isForbiddenAddress(address), false))
   }
+
+  // Every range ipaddr.js 2.x names (its `range()`), one address of each: only `unicast` may pass.
+  const named: [string, string][] = [
+    ['0.1.2.3', 'unspecified'], ['255.255.255.255', 'broadcast'], ['224.0.0.1', 'multicast'], ['169.254.1.1', 'linkLocal'],
+    ['127.0.0.2', 'loopback'], ['100.64.0.1', 'carrierGradeNat'], ['10.1.1.1', 'private'], ['172.20.0.1', 'private'],
+    ['192.168.7.7', 'private'], ['192.0.0.9', 'reserved'], ['192.0.2.1', 'reserved'], ['192.88.99.1', 'reserved'],
+    ['198.18.0.1', 'reserved'], ['198.51.100.1', 'reserved'], ['203.0.113.1', 'reserved'], ['240.0.0.1', 'reserved'],
+    ['192.175.48.1', 'as112'], ['192.31.196.1', 'as112'], ['192.52.193.1', 'amt'],
+    ['::', 'unspecified'], ['fe80::1', 'linkLocal'], ['ff0e::1', 'multicast'], ['::1', 'loopback'], ['fd00::1', 'uniqueLocal'],
+    ['fec0::1', 'deprecatedSiteLocal'], ['100::1', 'discard'], ['::ffff:0:a00:1', 'rfc6145'], ['64:ff9b:1::1', 'rfc6052'],
+    ['2002::1', '6to4'], ['2001::1', 'teredo'], ['2001:2::1', 'benchmarking'], ['2001:3::1', 'amt'], ['2001:4:112::1', 'as112v6'],
+    ['2620:4f:8000::1', 'as112v6'], ['2001:10::1', 'deprecatedOrchid'], ['2001:20::1', 'orchid2'],
+    ['2001:30::1', 'droneRemoteIdProtocolEntityTags'], ['5f00::1', 'segmentRouting'], ['2001:db8::1', 'reserved'],
+    ['2001:100::1', 'reserved'], ['3fff::1', 'reserved'],
+  ]
+  it('forbids an address of every range ipaddr.js names', () => {
+    for (const [address, range] of named) {
+      assert.equal(ipaddr.parse(address).range(), range, `${address} is ${range} to ipaddr.js`)
+      assert.equal(isForbiddenAddress(address), true, `${address} (${range})`)
+    }
+  })
+
+  it('judges ::a.b.c.d, as Node writes an IPv4-compatible address, as ::/96, not as the IPv4 address ipaddr.js reads', () => {
+    assert.equal(new SocketAddress({ address: '::808:808', family: 'ipv6' }).address, '::8.8.8.8')
+    assert.equal(ipaddr.process('::8.8.8.8').toString(), '8.8.8.8', 'ipaddr.js alone would judge 8.8.8.8')
+    for (const address of ['::8.8.8.8', '::93.184.215.14', '::1.1.1.1']) assert.equal(isForbiddenAddress(address), true, address)
+  })
+
+  it('forbids ::/96 and ::/8, which ipaddr.js calls unicast', () => {
+    for (const address of ['::7f00:1', '::808:808', '::1:2:3', 'ff:ffff::1']) assert.equal(ipaddr.parse(address).range(), 'unicast', address)
+    // Both ends of ::/96 and of ::/8, the loopback and unspecified inside them aside.
+    for (const address of ['::2', '::ffff:ffff', '::1:0:0', '00ff:ffff:ffff:ffff:ffff:ffff:ffff:ffff']) assert.equal(isForbiddenAddress(address), true, address)
+  })
 })
 
 describe('checkWebhookUrl', () => {
@@ -53,35 +136,147 @@ describe('checkWebhookUrl', () => {
     assert.equal((await checkWebhookUrl('https://[2606:4700:4700::1111]/x', strict)).ok, true)
   })
 
-  for (const [url, problem] of [
-    ['not a url', 'is not an absolute URL'],
-    ['/relative', 'is not an absolute URL'],
-    ['http://hooks.example/', 'must use https'],
-    ['ftp://hooks.example/', 'must use https'],
-    ['https://user:pw@hooks.example/', 'must not contain a user name or password'],
-    ['https://user@hooks.example/', 'must not contain a user name or password'],
-    ['https://127.0.0.1/', 'must not point to a private or reserved address'],
+  // `privateNetworksAllow`: whether WEBHOOK_ALLOW_PRIVATE_NETWORKS=true would accept the URL.
+  for (const [url, problem, privateNetworksAllow] of [
+    ['not a url', 'is not an absolute URL', false],
+    ['/relative', 'is not an absolute URL', false],
+    ['http://hooks.example/', 'must use https', true],
+    ['ftp://hooks.example/', 'must use https', false],
+    ['https://user:pw@hooks.example/', 'must not contain a user name or password', false],
+    ['https://user@hooks.example/', 'must not contain a user name or password', false],
+    ['https://127.0.0.1/', 'must not point to a private or reserved address', true],
     // The WHATWG parser turns these spellings into 127.0.0.1 before the host is judged.
-    ['https://0x7f.1/', 'must not point to a private or reserved address'],
-    ['https://2130706433/', 'must not point to a private or reserved address'],
-    ['https://[::1]/', 'must not point to a private or reserved address'],
-    ['https://[::ffff:7f00:1]/', 'must not point to a private or reserved address'],
-    ['https://169.254.169.254/latest/meta-data', 'must not point to a private or reserved address'],
-    ['https://rebind.example/', 'has a host name that resolves to a private or reserved address'],
-    ['https://internal.example/', 'has a host name that resolves to a private or reserved address'],
-    ['https://mapped.example/', 'has a host name that resolves to a private or reserved address'],
-    ['https://nowhere.example/', 'has a host name that does not resolve'],
+    ['https://0x7f.1/', 'must not point to a private or reserved address', true],
+    ['https://2130706433/', 'must not point to a private or reserved address', true],
+    ['https://[::1]/', 'must not point to a private or reserved address', true],
+    ['https://[::ffff:7f00:1]/', 'must not point to a private or reserved address', true],
+    ['https://169.254.169.254/latest/meta-data', 'must not point to a private or reserved address', true],
+    // The parser writes these as [::7f00:1], [::a9fe:a9fe] and [::808:808]: ::/96, refused.
+    ['https://[::127.0.0.1]/', 'must not point to a private or reserved address', true],
+    ['https://[::169.254.169.254]/', 'must not point to a private or reserved address', true],
+    ['https://[::a9fe:a9fe]/', 'must not point to a private or reserved address', true],
+    ['https://[::8.8.8.8]/', 'must not point to a private or reserved address', true],
+    ['https://[::1:2:3]/', 'must not point to a private or reserved address', true],
+    ['https://[1::1]:8443/', 'must not point to a private or reserved address', true],
+    ['https://rebind.example/', 'has a host name that resolves to a private or reserved address', true],
+    ['https://internal.example/', 'has a host name that resolves to a private or reserved address', true],
+    ['https://mapped.example/', 'has a host name that resolves to a private or reserved address', true],
+    ['https://compatible.example/', 'has a host name that resolves to a private or reserved address', true],
+    ['https://reserved6.example/', 'has a host name that resolves to a private or reserved address', true],
+    ['https://nowhere.example/', 'has a host name that does not resolve', false],
   ] as const) {
     it(`refuses ${url}: ${problem}`, async () => {
-      assert.deepEqual(await checkWebhookUrl(url, strict), { ok: false, problem })
+      assert.deepEqual(await checkWebhookUrl(url, strict), { ok: false, problem, privateNetworksAllow })
     })
   }
 
   it('allows http and private addresses when private networks are allowed, never credentials', async () => {
     assert.equal((await checkWebhookUrl('http://127.0.0.1:9999/hook', lenient)).ok, true)
     assert.equal((await checkWebhookUrl('https://internal.example/', lenient)).ok, true)
-    assert.deepEqual(await checkWebhookUrl('ftp://127.0.0.1/', lenient), { ok: false, problem: 'must use https or http' })
-    assert.deepEqual(await checkWebhookUrl('http://a:b@127.0.0.1/', lenient), { ok: false, problem: 'must not contain a user name or password' })
+    assert.equal((await checkWebhookUrl('https://[::127.0.0.1]/', lenient)).ok, true)
+    assert.deepEqual(await checkWebhookUrl('ftp://127.0.0.1/', lenient), { ok: false, problem: 'must use https or http', privateNetworksAllow: false })
+    assert.deepEqual(await checkWebhookUrl('http://a:b@127.0.0.1/', lenient), {
+      ok: false,
+      problem: 'must not contain a user name or password',
+      privateNetworksAllow: false,
+    })
+  })
+
+  it('answers a lookup that does not come within the timeout as a refusal naming it', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] })
+    const dns = heldDns()
+    const lookups = new BoundedLookups(LOOKUPS_IN_FLIGHT, LOOKUP_TIMEOUT_MS)
+    let settled = false
+    const check = checkWebhookUrl('https://slow.example/', { allowPrivateNetworks: false, lookup: dns.lookup, lookups }).finally(() => (settled = true))
+    assert.deepEqual(dns.asked.map((entry) => entry.hostname), ['slow.example'])
+    t.mock.timers.tick(LOOKUP_TIMEOUT_MS - 1)
+    await Promise.resolve()
+    assert.equal(settled, false, 'not before the timeout')
+    t.mock.timers.tick(1)
+    assert.deepEqual(await check, { ok: false, problem: 'has a host name that did not resolve within 5 s', privateNetworksAllow: false })
+    // getaddrinfo returning later changes nothing, and frees the lookup's slot.
+    assert.equal(lookups.running, 1)
+    dns.asked[0]!.answer('93.184.215.14')
+    assert.equal(lookups.running, 0)
+  })
+
+  it('makes a creation or PATCH whose lookup times out 400 invalid_webhook_url, naming the timeout', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] })
+    const dns = heldDns()
+    const config = { timeoutMs: 10_000, retryScheduleMs: [], allowPrivateNetworks: false, maxEndpoints: 100, concurrency: 100 }
+    const allowed = allowedWebhookUrl('https://slow.example/hooks', config, { lookup: dns.lookup, lookups: new BoundedLookups(2, LOOKUP_TIMEOUT_MS) })
+    const refusal = assert.rejects(allowed, (error: unknown) => {
+      assert.ok(error instanceof ApiError)
+      assert.equal(error.code, 'invalid_webhook_url')
+      assert.equal(error.statusCode, 400)
+      assert.equal(error.message, 'The webhook URL has a host name that did not resolve within 5 s.')
+      return true
+    })
+    t.mock.timers.tick(LOOKUP_TIMEOUT_MS)
+    await refusal
+  })
+})
+
+describe('BoundedLookups', () => {
+  it('runs at most its bound of lookups at once: the next waits for one to answer', async () => {
+    const dns = heldDns()
+    const lookups = new BoundedLookups(2, LOOKUP_TIMEOUT_MS)
+    const first = lookUp(lookups, dns.lookup, 'a.example')
+    const second = lookUp(lookups, dns.lookup, 'b.example')
+    const third = lookUp(lookups, dns.lookup, 'c.example')
+    assert.deepEqual(dns.asked.map((entry) => entry.hostname), ['a.example', 'b.example'], 'the third waits')
+    assert.equal(lookups.running, 2)
+    dns.asked[1]!.answer('93.184.215.14')
+    assert.deepEqual(dns.asked.map((entry) => entry.hostname), ['a.example', 'b.example', 'c.example'], 'started once the second answered')
+    assert.deepEqual((await second.result).result, [{ address: '93.184.215.14', family: 4 }])
+    assert.equal(first.settled(), false)
+    assert.equal(third.settled(), false)
+    dns.asked[0]!.answer('2606:4700:4700::1111')
+    dns.asked[2]!.answer('8.8.8.8')
+    assert.deepEqual((await first.result).result, [{ address: '2606:4700:4700::1111', family: 6 }])
+    assert.deepEqual((await third.result).result, [{ address: '8.8.8.8', family: 4 }])
+    assert.equal(lookups.running, 0)
+  })
+
+  it('counts a lookup that timed out until it answers: the next still waits, within its own timeout', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] })
+    const dns = heldDns()
+    const lookups = new BoundedLookups(2, LOOKUP_TIMEOUT_MS)
+    const hung = [lookUp(lookups, dns.lookup, 'a.example'), lookUp(lookups, dns.lookup, 'b.example')]
+    t.mock.timers.tick(LOOKUP_TIMEOUT_MS)
+    for (const lookup of hung) assert.equal((await lookup.result).error?.code, LOOKUP_TIMED_OUT)
+    assert.equal(lookups.running, 2, 'their getaddrinfo has not returned')
+
+    // Asked while both slots are held, it waits; asked so, it times out without being started.
+    const starved = lookUp(lookups, dns.lookup, 'c.example')
+    t.mock.timers.tick(LOOKUP_TIMEOUT_MS - 1)
+    assert.equal(starved.settled(), false)
+    t.mock.timers.tick(1)
+    assert.equal((await starved.result).error?.code, LOOKUP_TIMED_OUT)
+    assert.equal(dns.asked.length, 2, 'the starved lookup never reached DNS')
+
+    const waiting = lookUp(lookups, dns.lookup, 'd.example')
+    assert.equal(dns.asked.length, 2)
+    dns.asked[0]!.answer('93.184.215.14')
+    assert.deepEqual(dns.asked.map((entry) => entry.hostname), ['a.example', 'b.example', 'd.example'], 'started when a hung lookup returned')
+    dns.asked[2]!.answer('8.8.8.8')
+    assert.deepEqual(await waiting.result, { error: null, result: [{ address: '8.8.8.8', family: 4 }] })
+    dns.asked[1]!.answer('8.8.4.4')
+    assert.equal(lookups.running, 0)
+  })
+
+  it('answers a lookup that throws with its error, and frees its slot', async () => {
+    const lookups = new BoundedLookups(1, LOOKUP_TIMEOUT_MS)
+    const throwing: LookupFunction = () => {
+      throw new TypeError('bad hostname')
+    }
+    assert.equal((await lookUp(lookups, throwing, 'x').result).error?.message, 'bad hostname')
+    assert.equal(lookups.running, 0)
+  })
+
+  it('refuses a bound or timeout that is not positive', () => {
+    assert.throws(() => new BoundedLookups(0, 5000), /limit must be a positive integer/)
+    assert.throws(() => new BoundedLookups(2, 0), /timeoutMs must be positive/)
   })
 })
 
@@ -112,5 +307,21 @@ describe('guardedLookup', () => {
     const lookup = guardedLookup({ allowPrivateNetworks: true, lookup: dns })
     assert.equal((await resolve(lookup, 'rebind.example', false)).error, null)
     assert.equal((await resolve(lookup, 'nowhere.example', false)).error?.code, 'ENOTFOUND')
+  })
+
+  it('refuses a name that resolves into ::/96 or ::/8', async () => {
+    const lookup = guardedLookup({ allowPrivateNetworks: false, lookup: dns })
+    for (const host of ['compatible.example', 'reserved6.example']) assert.equal((await resolve(lookup, host, false)).error?.code, ADDRESS_NOT_ALLOWED, host)
+  })
+
+  it('fails a lookup that does not answer within the timeout with LOOKUP_TIMED_OUT, private networks allowed or not', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] })
+    for (const allowPrivateNetworks of [false, true]) {
+      const held = heldDns()
+      const lookup = guardedLookup({ allowPrivateNetworks, lookup: held.lookup, lookups: new BoundedLookups(2, LOOKUP_TIMEOUT_MS) })
+      const pending = resolve(lookup, 'slow.example', false)
+      t.mock.timers.tick(LOOKUP_TIMEOUT_MS)
+      assert.equal((await pending).error?.code, LOOKUP_TIMED_OUT)
+    }
   })
 })

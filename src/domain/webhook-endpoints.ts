@@ -4,7 +4,7 @@ import { ApiError } from '../errors.js'
 import type { WebhookEndpoint as ApiWebhookEndpoint, WebhookAttempt as ApiWebhookAttempt } from '../schemas/webhook-endpoint.js'
 import { ORDER_EVENT_TYPES, type OrderEventType } from '../store/order-events.js'
 import type { WebhookAttempt, WebhookEndpoint, WebhookEndpointPatch, WebhooksRepository } from '../store/webhooks.js'
-import { checkWebhookUrl } from '../webhooks/url-policy.js'
+import { checkWebhookUrl, type UrlPolicyOptions } from '../webhooks/url-policy.js'
 
 /** How long the secret before a rotation keeps signing: a receiver has a day to take the new one. */
 export const PREVIOUS_SECRET_SIGNS_MS = 24 * 3_600_000
@@ -20,10 +20,24 @@ export function canonicalEventTypes(types: readonly OrderEventType[] | undefined
   return ORDER_EVENT_TYPES.filter((type) => types.includes(type))
 }
 
-/** A URL the policy allows, or 400 `invalid_webhook_url` saying what is wrong with it (never an address it resolved to). */
-export async function allowedWebhookUrl(url: string, config: Config['webhooks']): Promise<string> {
-  const check = await checkWebhookUrl(url, { allowPrivateNetworks: config.allowPrivateNetworks })
-  if (!check.ok) throw new ApiError('invalid_webhook_url', `The webhook URL ${check.problem}.`)
+/** What a refusal that WEBHOOK_ALLOW_PRIVATE_NETWORKS would lift adds, so the setting is found where it is needed. */
+const PRIVATE_NETWORKS_SETTING = 'set WEBHOOK_ALLOW_PRIVATE_NETWORKS=true to allow private networks and http (tests, on-premises)'
+
+/**
+ * A URL the policy allows, or 400 `invalid_webhook_url` saying what is wrong with it (never an
+ * address it resolved to) and, when WEBHOOK_ALLOW_PRIVATE_NETWORKS would allow it, saying so.
+ * `resolver` stands in for DNS in tests.
+ */
+export async function allowedWebhookUrl(
+  url: string,
+  config: Config['webhooks'],
+  resolver: Pick<UrlPolicyOptions, 'lookup' | 'lookups'> = {},
+): Promise<string> {
+  const check = await checkWebhookUrl(url, { ...resolver, allowPrivateNetworks: config.allowPrivateNetworks })
+  if (!check.ok) {
+    const setting = check.privateNetworksAllow ? `; ${PRIVATE_NETWORKS_SETTING}` : ''
+    throw new ApiError('invalid_webhook_url', `The webhook URL ${check.problem}${setting}.`)
+  }
   return url
 }
 

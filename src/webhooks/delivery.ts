@@ -2,7 +2,7 @@ import http from 'node:http'
 import https from 'node:https'
 import type { LookupFunction } from 'node:net'
 import { performance } from 'node:perf_hooks'
-import { ADDRESS_NOT_ALLOWED, checkWebhookUrlForm, guardedLookup } from './url-policy.js'
+import { ADDRESS_NOT_ALLOWED, checkWebhookUrlForm, guardedLookup, LOOKUP_TIMED_OUT } from './url-policy.js'
 
 /** At most this much of a response is read; past it the connection is dropped. */
 export const MAX_RESPONSE_BYTES = 64 * 1024
@@ -180,6 +180,7 @@ function describe(code: string): string {
   if (code === 'ECONNREFUSED') return 'connection refused'
   if (code === 'ECONNRESET' || code === 'EPIPE' || code === TOO_LARGE) return 'connection reset'
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_FAIL') return 'host not found'
+  if (code === LOOKUP_TIMED_OUT) return 'DNS timeout'
   if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH') return 'host unreachable'
   if (code.startsWith('ERR_TLS') || code.startsWith('ERR_SSL') || code.includes('CERT') || code === 'EPROTO' || code === 'UNABLE_TO_VERIFY_LEAF_SIGNATURE') {
     return 'TLS error'
