@@ -6,7 +6,7 @@ import type { AddressInfo, LookupFunction, Socket } from 'node:net'
 import { after, describe, it } from 'node:test'
 import { Webhook } from 'standardwebhooks'
 import type { FeedEvent, WebhookSecrets } from '../src/store/webhooks.js'
-import { Deliverer, MAX_RESPONSE_BYTES, type DeliveryResult } from '../src/webhooks/delivery.js'
+import { BODY_READ_MS, Deliverer, MAX_RESPONSE_BYTES, type DeliveryResult } from '../src/webhooks/delivery.js'
 import { nextRetry, parseRetryAfter } from '../src/webhooks/retry-schedule.js'
 import { deliveryBody, deliveryHeaders } from '../src/webhooks/signing.js'
 import { checkWebhookUrl } from '../src/webhooks/url-policy.js'
@@ -190,6 +190,27 @@ describe('delivery outcomes', () => {
       assert.ok(written < 64 * 1024 * 1024, 'the receiver wrote its whole body: the connection was not dropped')
       assert.ok(result.durationMs < 60_000)
       assert.ok(MAX_RESPONSE_BYTES === 65_536)
+    }
+  })
+
+  it('takes the status of a receiver that trickles its body, without waiting for the body to end', async () => {
+    for (const status of [200, 503]) {
+      let closed!: () => void
+      const dropped = new Promise<void>((resolve) => (closed = resolve))
+      const hook = await receiver((_req, res) => {
+        res.writeHead(status, { 'content-type': 'text/plain' })
+        res.write('.')
+        const timer = setInterval(() => res.write('.'), 100) // a byte at a time, without end
+        res.on('close', () => {
+          clearInterval(timer)
+          closed()
+        })
+      })
+      const result = await deliverer({ timeoutMs: 60_000 }).deliver(request(hook.url, secrets()))
+      assert.deepEqual(pick(result), status === 200 ? { outcome: 'success', status, error: null } : { outcome: 'failure', status, error: `status ${status}` })
+      // The body never ends: only the brief read's end (not the minute's timeout) let the attempt finish.
+      assert.ok(result.durationMs >= BODY_READ_MS - 10 && result.durationMs < 60_000, `took ${result.durationMs} ms`)
+      await dropped // and the connection is dropped rather than kept for the rest of the body
     }
   })
 

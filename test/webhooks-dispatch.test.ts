@@ -9,6 +9,7 @@ import type { WebhookEndpoint } from '../src/store/webhooks.js'
 import { Deliverer } from '../src/webhooks/delivery.js'
 import { WebhookDispatcher } from '../src/webhooks/dispatcher.js'
 import { createDatabase, forEachStore, within, type TestDatabaseHandle } from './support/harness.js'
+import { connectSql } from './support/sql.js'
 import { receiver, type Answer } from './support/webhook-receiver.js'
 
 const newSecret = (): string => `whsec_${randomBytes(32).toString('base64')}`
@@ -37,7 +38,9 @@ forEachStore('webhook dispatcher', (kind) => {
     for (const endpoint of await store.webhooks.list()) await store.webhooks.remove(endpoint.id)
   })
 
-  async function dispatcher(options: { timeoutMs?: number; retryScheduleMs?: number[]; pace?: () => Promise<void> | undefined } = {}): Promise<WebhookDispatcher> {
+  async function dispatcher(
+    options: { timeoutMs?: number; retryScheduleMs?: number[]; pace?: () => Promise<void> | undefined; maxInFlight?: number; turnMs?: number } = {},
+  ): Promise<WebhookDispatcher> {
     const timeoutMs = options.timeoutMs ?? 5000
     const deliverer = new Deliverer({ timeoutMs, allowPrivateNetworks: true })
     const value = new WebhookDispatcher({
@@ -48,6 +51,8 @@ forEachStore('webhook dispatcher', (kind) => {
       retryScheduleMs: options.retryScheduleMs ?? [100, 100, 100],
       log,
       pace: options.pace,
+      maxInFlight: options.maxInFlight,
+      turnMs: options.turnMs,
     })
     value.start()
     cleanups.push(async () => {
@@ -233,6 +238,35 @@ forEachStore('webhook dispatcher', (kind) => {
     await within(10_000, 'the healthy endpoint served', () => healthy.deliveries.length >= 20)
     assert.deepEqual(healthy.deliveries.map((d) => d.id), positions)
     assert.deepEqual(hanging.deliveries.map((d) => d.id), [positions[0]])
+  })
+
+  it('parks an attempt that outlasts its turn: with one slot, a hanging endpoint gives it back and a healthy one is served meanwhile', async () => {
+    const hanging = await hook()
+    hanging.answer = () => {}
+    const healthy = await hook()
+    const stuck = await endpoint(hanging.url)
+    await endpoint(healthy.url)
+    const value = await dispatcher({ timeoutMs: 60_000, maxInFlight: 1, turnMs: 200 })
+    const positions = await placeOrders(5)
+    await within(30_000, 'the healthy endpoint served', () => healthy.deliveries.length >= 5)
+    assert.deepEqual(healthy.deliveries.map((d) => d.id), positions)
+    // The hanging attempt is still open (its timeout is a minute away): it held no slot meanwhile.
+    assert.deepEqual(hanging.deliveries.map((d) => d.id), [positions[0]])
+    assert.deepEqual(await store.webhooks.attempts(stuck.id, 10), [], 'the hanging attempt has not ended')
+    assert.equal(value.inFlight, 1, 'the parked attempt keeps its lease')
+    assert.equal(value.slotsInUse, 0, 'but no slot')
+  })
+
+  it('erases a previous secret once its signing window is over', async () => {
+    const target = await endpoint('http://127.0.0.1:9/unused')
+    await store.webhooks.rotateSecret(target.id, newSecret(), new Date(Date.now() + 300))
+    const sql = await connectSql(database)
+    cleanups.push(() => sql.close())
+    const previous = async (): Promise<unknown> =>
+      (await sql.query<{ previous_secret: string | null }>(`SELECT previous_secret FROM webhook_endpoints WHERE id = ${target.id}`))[0]!.previous_secret
+    assert.notEqual(await previous(), null, 'kept within its window')
+    await dispatcher()
+    await within(10_000, 'the previous secret erased', async () => (await previous()) === null)
   })
 
   it('delivers to a healthy endpoint within a second of the commit', async () => {

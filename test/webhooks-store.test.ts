@@ -597,7 +597,78 @@ forEachStore('webhooks store', (kind) => {
     })
   })
 
-  it('lag: the events after each enabled endpoint\'s position, whatever their types', async () => {
+  it('a change to what an endpoint is sent moves its revision: the holder learns it at its next advance, a description alone does not', async () => {
+    await withStores(kind, 1, async ([store]) => {
+      const endpoint = await create(store!)
+      await addOrders(store!, 1n, 8)
+      const changes: [string, () => Promise<unknown>, boolean][] = [
+        ['description', () => store!.webhooks.update(endpoint.id, { description: 'only words' }), false],
+        ['url', () => store!.webhooks.update(endpoint.id, { url: 'https://hooks.example/moved' }), true],
+        ['eventTypes', () => store!.webhooks.update(endpoint.id, { eventTypes: ['order.created'] }), true],
+        ['rotation', () => store!.webhooks.rotateSecret(endpoint.id, newEndpoint().secret, new Date(Date.now() + 60_000)), true],
+        ['enabled: false', () => store!.webhooks.update(endpoint.id, { enabled: false }), true],
+      ]
+      for (const [what, change, moves] of changes) {
+        await store!.webhooks.update(endpoint.id, { enabled: true })
+        const lease = await leaseOne(store!, `owner-${what}`)
+        assert.equal(await store!.webhooks.unchanged(lease), true, `${what}: unchanged right after the lease`)
+        await change()
+        assert.equal(await store!.webhooks.unchanged(lease), !moves, `${what}: unchanged() after it`)
+        const position = lease.endpoint.position + 1n
+        assert.equal(await store!.webhooks.advance(lease, position, attempt(position)), true, `${what}: the delivery in flight still advances`)
+        assert.equal(lease.changed, moves, `${what}: the advance says whether it changed`)
+        await store!.webhooks.release(lease)
+      }
+      // A replay moves the position: the holder's advance changes nothing, and unchanged() says so.
+      await store!.webhooks.update(endpoint.id, { enabled: true })
+      const lease = await leaseOne(store!, 'owner-replay')
+      await store!.webhooks.replay(endpoint.id, 0n)
+      assert.equal(await store!.webhooks.unchanged(lease), false)
+      assert.equal(await store!.webhooks.advance(lease, lease.endpoint.position + 1n, null), false)
+    })
+  })
+
+  it('a released endpoint goes behind those released before it: endpoints take turns', async () => {
+    await withStores(kind, 1, async ([store]) => {
+      const [a, b, c] = [await create(store!), await create(store!), await create(store!)]
+      await addOrders(store!, 1n, 2)
+      const first = await store!.webhooks.lease('one', new Date(), LEASE_MS, 2)
+      assert.deepEqual(first.map((lease) => lease.endpoint.id), [a.id, b.id])
+      await store!.webhooks.release(first[0]!)
+      await sleep(5)
+      await store!.webhooks.release(first[1]!)
+      // c was never leased, then a was released before b.
+      const order: bigint[] = []
+      for (let i = 0; i < 3; i++) {
+        const [lease] = await store!.webhooks.lease(`turn-${i}`, new Date(), LEASE_MS, 1)
+        order.push(lease!.endpoint.id)
+      }
+      assert.deepEqual(order, [c.id, a.id, b.id])
+    })
+  })
+
+  it('a previous secret is erased once its signing window is over, and not before', async () => {
+    await withStores(kind, 1, async ([store], sql) => {
+      const [ending, lasting] = [await create(store!), await create(store!)]
+      const now = Date.now()
+      await store!.webhooks.rotateSecret(ending.id, newEndpoint().secret, new Date(now + 1000))
+      await store!.webhooks.rotateSecret(lasting.id, newEndpoint().secret, new Date(now + 86_400_000))
+      assert.equal(await store!.webhooks.forgetPreviousSecrets(new Date(now)), 0, 'no window over yet')
+      assert.equal(await store!.webhooks.forgetPreviousSecrets(new Date(now + 1000)), 1)
+      const rows = await sql.query<{ id: bigint | number | string; previous_secret: string | null; previous_until: unknown }>(
+        'SELECT id, previous_secret, previous_until FROM webhook_endpoints ORDER BY id',
+      )
+      assert.deepEqual(
+        rows.map((row) => [String(row.id), row.previous_secret === null, row.previous_until === null]),
+        [
+          [String(ending.id), true, true],
+          [String(lasting.id), false, false],
+        ],
+      )
+    })
+  })
+
+  it('lag: the events after each enabled endpoint\'s position, whatever their types, from positions alone', async () => {
     await withStores(kind, 1, async ([store]) => {
       const first = await create(store!, ['order.shipped'])
       await addOrders(store!, 1n, 3)
