@@ -114,12 +114,13 @@ export class Metrics {
 
   /**
    * Each enabled endpoint's lag in events, read from the store when scraped (only where the
-   * dispatcher runs). A failed read leaves the gauge empty rather than failing the scrape.
+   * dispatcher runs): from positions, one indexed read at any backlog. A failed read leaves the
+   * gauge empty rather than failing the scrape.
    */
   watchWebhookLag(lag: () => Promise<{ id: bigint; events: bigint }[]>): void {
     new Gauge({
       name: 'webhook_endpoint_lag_events',
-      help: 'Events after each enabled webhook endpoint\'s position, of any type',
+      help: 'Feed positions after each enabled webhook endpoint\'s position: its events still to deliver, of any type',
       labelNames: ['endpoint'] as const,
       registers: [this.registry],
       async collect() {
