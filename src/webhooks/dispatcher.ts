@@ -268,13 +268,14 @@ export class WebhookDispatcher {
         return
       }
       for (const event of next.events) {
+        if (this.stopping || Date.now() >= turnEnds) return this.handBack(lease)
         const paced = this.options.pace?.()
         if (paced !== undefined) {
           await paced
           // The wait may have been long: a change made meanwhile holds for this delivery already.
           if (!(await this.persist(() => webhooks.unchanged(lease)))) return this.handBack(lease)
         }
-        if (this.stopping || Date.now() >= turnEnds || !(await holdLease())) return this.handBack(lease)
+        if (this.stopping || !(await holdLease())) return this.handBack(lease)
         const body = deliveryBody(event)
         const attemptedAt = this.now()
         const result = await this.attempt(
