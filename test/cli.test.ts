@@ -1,13 +1,14 @@
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { Progress } from '../src/cli/progress.js'
 import { hashApiKey } from '../src/domain/api-keys.js'
 import { demoKeyPath } from '../src/domain/demo-key-file.js'
-import { openStore } from '../src/store/open-store.js'
+import { openStore, SqliteFileMissingError } from '../src/store/open-store.js'
+import { SqliteStore } from '../src/store/sqlite/sqlite-store.js'
 import type { Store } from '../src/store/store.js'
 import type { Order } from '../src/schemas/order.js'
 import { bearer, createDatabase, forEachStore, listedOrders, type StoreKind, type TestDatabaseHandle } from './support/harness.js'
@@ -233,19 +234,66 @@ describe('a command that creates the SQLite database says so', () => {
     const cwd = mkdtempSync(join(tmpdir(), 'petstore-cli-cwd-'))
     try {
       const created = join(cwd, 'data', 'petstore.db')
-      const first = await cli(['keys', 'list'], { DATABASE_URL: undefined }, cwd)
+      const first = await cli(['migrate'], { DATABASE_URL: undefined }, cwd)
       assertOk(first)
       assert.equal(first.stderr, `petstore-orders: created a new SQLite database at ${created} (DATABASE_URL is unset)\n`)
-      assert.equal(first.stdout, '')
       const second = await cli(['keys', 'list'], { DATABASE_URL: undefined }, cwd)
       assertOk(second)
       assert.equal(second.stderr, '')
+      assert.equal(second.stdout, '')
       const named = join(cwd, 'other.db')
-      const third = await cli(['migrate'], { DATABASE_URL: 'sqlite:other.db' }, cwd)
+      const third = await cli(['orders', 'import', file('[{"id": 1}]')], { DATABASE_URL: 'sqlite:other.db' }, cwd)
       assertOk(third)
       assert.equal(third.stderr, `petstore-orders: created a new SQLite database at ${named} (named by DATABASE_URL)\n`)
     } finally {
       rmSync(cwd, { recursive: true, force: true })
+    }
+  })
+})
+
+describe('a command that does not create a database, given a SQLite file that does not exist', () => {
+  // Every command but serve, migrate, seed and the imports: they read or change what a database holds.
+  const commands = [
+    ['keys', 'list'],
+    ['keys', 'create', '--name', 'ops'],
+    ['keys', 'revoke', '1'],
+    ['orders', 'ship', '1'],
+    ['orders', 'complete', '1'],
+    ['events', 'tail'],
+    ['webhooks', 'list'],
+    ['webhooks', 'add', 'https://example.com/hooks'],
+    ['webhooks', 'remove', '1'],
+    ['webhooks', 'replay', '1', '--after', '1'],
+  ]
+
+  test('fails with one line naming the path, exit 1, creating neither the file nor its directory', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'petstore-cli-missing-'))
+    try {
+      const named = join(cwd, 'no', 'such', 'folder', 'petstore.db')
+      const unset = join(cwd, 'data', 'petstore.db') // the default, under the current directory
+      for (const args of commands) {
+        const viaUrl = await cli(args, { DATABASE_URL: `sqlite:${named}` }, cwd)
+        assertOneLineError(viaUrl, 1, new RegExp(`^petstore-orders: no SQLite database at ${escape(named)} \\(named by DATABASE_URL\\); only serve, migrate, seed and the imports create one$`))
+        const byDefault = await cli(args, { DATABASE_URL: undefined }, cwd)
+        assertOneLineError(byDefault, 1, new RegExp(`^petstore-orders: no SQLite database at ${escape(unset)} \\(DATABASE_URL is unset\\); only`))
+        assert.deepEqual(readdirSync(cwd), [], `${args.join(' ')} created something`)
+      }
+    } finally {
+      rmSync(cwd, { recursive: true, force: true })
+    }
+  })
+
+  test('a file removed after the check is not made anew: the store, opened to find its file, makes nothing', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'petstore-cli-missing-'))
+    try {
+      const path = join(dir, 'gone', 'petstore.db')
+      assert.throws(() => new SqliteStore(path, { mustExist: true }), (error) => error instanceof SqliteFileMissingError && error.path === path && error.message === `no SQLite database at ${path}`)
+      assert.deepEqual(readdirSync(dir), [])
+      mkdirSync(join(dir, 'gone'))
+      assert.throws(() => new SqliteStore(path, { mustExist: true }), SqliteFileMissingError)
+      assert.deepEqual(readdirSync(join(dir, 'gone')), [])
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
     }
   })
 })
@@ -255,6 +303,7 @@ describe('on a terminal (a pseudo-terminal from script(1))', { skip: hasScript ?
     const dir = mkdtempSync(join(tmpdir(), 'petstore-cli-tty-'))
     try {
       const env = { DATABASE_URL: `sqlite:${join(dir, 'x.db')}` }
+      assertOk(await cli(['migrate'], env))
       assertOk(await cli(['keys', 'create', '--name', 'billing'], env))
       const shown = inTerminal('keys list', env)
       assert.match(shown, /^ID +NAME +PREFIX +SCOPES +CREATED +EXPIRES +REVOKED\r?\n1 +billing +pso_\w{8} +orders:read,orders:cancel,pets:read +\S+ +- +-\r?\n$/m)

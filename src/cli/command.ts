@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util'
 import { loadDatabaseConfig } from '../config.js'
 import type { Store } from '../store/store.js'
-import { databaseCreatedNotice, databaseToCreate } from './new-database.js'
+import { databaseCreatedNotice, databaseMissingMessage, databaseToCreate } from './new-database.js'
 
 export const PROGRAM = 'petstore-orders'
 
@@ -119,14 +119,29 @@ export function stringOption(values: OptionValues, name: string): string | undef
 
 /**
  * Opens the store DATABASE_URL names (a bad value is a ConfigError), migrates it, runs `work`
- * and closes the store whatever happens. A SQLite file it creates is said on stderr.
+ * and closes the store whatever happens. A SQLite file that does not exist is created only with
+ * `createDatabase` (the commands that set a database up), and said on stderr; without it, it is a
+ * CommandError naming the path, and neither the file nor its directory is made.
  */
-export async function withStore<T>(io: Io, work: (store: Store) => Promise<T>, options: { migrate?: boolean } = {}): Promise<T> {
+export async function withStore<T>(
+  io: Io,
+  work: (store: Store) => Promise<T>,
+  options: { migrate?: boolean; createDatabase?: boolean } = {},
+): Promise<T> {
   const database = loadDatabaseConfig(io.env)
-  // Loaded when a command needs it: `--help` and usage errors stay fast.
-  const { openStore } = await import('../store/open-store.js')
+  const create = options.createDatabase === true
   const toCreate = databaseToCreate(database)
-  const store = await openStore(database)
+  if (toCreate !== undefined && !create) throw new CommandError(databaseMissingMessage(io.env, toCreate))
+  // Loaded when a command needs it: `--help` and usage errors stay fast.
+  const { openStore, SqliteFileMissingError } = await import('../store/open-store.js')
+  let store: Store
+  try {
+    // Must exist: a file removed since the check above is refused, not made anew.
+    store = await openStore(database, { mustExist: !create })
+  } catch (error) {
+    if (error instanceof SqliteFileMissingError) throw new CommandError(databaseMissingMessage(io.env, error.path), { cause: error })
+    throw error
+  }
   sayNotice(io, databaseCreatedNotice(io.env, toCreate))
   try {
     if (options.migrate !== false) await store.migrate()

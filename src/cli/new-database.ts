@@ -3,9 +3,9 @@ import { resolve } from 'node:path'
 import type { DatabaseConfig } from '../config.js'
 
 /**
- * The SQLite file that opening `database` will create, or undefined (it exists, or the database is
- * PostgreSQL). Opening a missing file creates it, so a command run from another folder would
- * otherwise start an empty database there without a word.
+ * The SQLite file that opening `database` would create, or undefined (it exists, or the database is
+ * PostgreSQL). A command that sets a database up creates it and says so; any other refuses it, as a
+ * run from another folder or a mistyped path would otherwise answer from a new, empty database.
  */
 export function databaseToCreate(database: DatabaseConfig): string | undefined {
   if (database.kind !== 'sqlite') return undefined
@@ -16,6 +16,17 @@ export function databaseToCreate(database: DatabaseConfig): string | undefined {
 /** What to say on stderr once the database at `path` was created; undefined when it was not. */
 export function databaseCreatedNotice(env: Record<string, string | undefined>, path: string | undefined): string | undefined {
   if (path === undefined || !existsSync(path)) return undefined
-  const how = env.DATABASE_URL === undefined || env.DATABASE_URL === '' ? 'DATABASE_URL is unset' : 'named by DATABASE_URL'
-  return `created a new SQLite database at ${path} (${how})`
+  return `created a new SQLite database at ${path} (${whence(env)})`
+}
+
+/**
+ * The error of a command that does not create a database (all but serve, migrate, seed and the
+ * imports) given the path `path` of a SQLite file that does not exist.
+ */
+export function databaseMissingMessage(env: Record<string, string | undefined>, path: string): string {
+  return `no SQLite database at ${path} (${whence(env)}); only serve, migrate, seed and the imports create one`
+}
+
+function whence(env: Record<string, string | undefined>): string {
+  return env.DATABASE_URL === undefined || env.DATABASE_URL === '' ? 'DATABASE_URL is unset' : 'named by DATABASE_URL'
 }

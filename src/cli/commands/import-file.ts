@@ -61,7 +61,7 @@ export async function importFile<T>(
       const written = await write(store, counted(), show)
       unchanged = before !== undefined && (await store.orders.dataVersion()) === before
       return written
-    })
+    }, { createDatabase: true })
   } catch (error) {
     progress.clear()
     if (error instanceof ConfigError) throw error

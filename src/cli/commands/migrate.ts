@@ -21,7 +21,7 @@ Examples:
   ${PROGRAM} migrate
   DATABASE_URL=postgres://petstore@db.internal/petstore ${PROGRAM} migrate`,
   async run(_input, io) {
-    const applied = await withStore(io, (store) => store.migrate(), { migrate: false })
+    const applied = await withStore(io, (store) => store.migrate(), { migrate: false, createDatabase: true })
     if (applied.length === 0) io.stdout.write('the database schema is up to date\n')
     for (const version of applied) io.stdout.write(`applied migration ${version}\n`)
   },

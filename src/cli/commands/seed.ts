@@ -73,7 +73,7 @@ Examples:
     progress.update('seeding…', true)
     let result: SeedResult
     try {
-      result = await withStore(io, (store) => seedDemoData(store, { orders, seed: seedValue, firstOrderId }, seedProgress(progress, orders)))
+      result = await withStore(io, (store) => seedDemoData(store, { orders, seed: seedValue, firstOrderId }, seedProgress(progress, orders)), { createDatabase: true })
     } catch (error) {
       progress.clear()
       if (error instanceof ImportConflictError) {

@@ -1,5 +1,5 @@
-import { closeSync, mkdirSync, openSync } from 'node:fs'
-import { dirname } from 'node:path'
+import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs'
+import { dirname, resolve } from 'node:path'
 import Database from 'better-sqlite3'
 import { oncePerTurn } from '../../once-per-turn.js'
 import { pendingMigrations, StoreUnavailableError } from '../store.js'
@@ -10,9 +10,12 @@ export type Db = Database.Database
 // SQLite result codes that mean "the database cannot serve this now", not "this request is wrong".
 const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|READONLY|IOERR|FULL|CANTOPEN|CORRUPT|NOTADB|PROTOCOL)/
 
-/** Opens a connection the way every connection of this store must be opened. */
-export function connect(path: string, readonly: boolean, busyTimeoutMs: number): Db {
-  const db = new Database(path, { readonly, fileMustExist: readonly })
+/**
+ * Opens a connection the way every connection of this store must be opened. A read-only one, or one
+ * with `mustExist`, never creates the file.
+ */
+export function connect(path: string, readonly: boolean, busyTimeoutMs: number, mustExist = readonly): Db {
+  const db = new Database(path, { readonly, fileMustExist: readonly || mustExist })
   db.pragma(`busy_timeout = ${busyTimeoutMs}`)
   if (!readonly) db.pragma('journal_mode = WAL')
   // FULL, set on every connection: in WAL mode it syncs the WAL on every commit, so an acknowledged
@@ -41,6 +44,16 @@ function createPrivately(path: string): void {
   closeSync(openSync(path, 'a', 0o600)) // an existing file keeps its mode
 }
 
+/** A store opened with `mustExist` whose file does not exist. */
+export class SqliteFileMissingError extends Error {
+  readonly path: string
+  constructor(path: string, options?: { cause?: unknown }) {
+    super(`no SQLite database at ${path}`, options)
+    this.name = 'SqliteFileMissingError'
+    this.path = path
+  }
+}
+
 export interface SqliteStoreOptions {
   /**
    * How long one statement waits for another process's write lock, blocking the event loop
@@ -48,6 +61,11 @@ export interface SqliteStoreOptions {
    * asynchronously instead (see WriteBatcher).
    */
   busyTimeoutMs?: number
+  /**
+   * Open only a file that exists: when it does not, fail with an error naming it, having created
+   * neither the file nor its directory. Otherwise both are made (privately) when missing.
+   */
+  mustExist?: boolean
 }
 
 /** The SQLite file: its writer connection, a few read connections, transactions and the data version. */
@@ -62,10 +80,12 @@ export class SqliteDatabase {
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.path = path
     this.busyTimeoutMs = options.busyTimeoutMs ?? 5000
+    const mustExist = options.mustExist === true
     try {
-      createPrivately(path)
-      this.db = connect(path, false, this.busyTimeoutMs)
+      if (!mustExist) createPrivately(path)
+      this.db = connect(path, false, this.busyTimeoutMs, mustExist)
     } catch (error) {
+      if (mustExist && !existsSync(path)) throw new SqliteFileMissingError(resolve(path), { cause: error })
       classify(error)
     }
   }
