@@ -164,68 +164,69 @@ function trickle(res: ServerResponse): void {
 }
 
 forEachStore('webhooks against receivers that trickle or hang', (kind) => {
-  let database: TestDatabaseHandle
-  let store: Store
-  const receivers: Receiver[] = []
-  const processes: ServerProcess[] = []
+  // A hanging attempt would hold its slot for the whole timeout (a minute here) were the slot not
+  // given back after a turn; a trickling receiver's, until the timeout too, were its body awaited.
+  const timeoutMs = 60_000
+  const scenarios = [
+    { title: '40 trickling and 40 hanging endpoints, default slots', trickling: 40, hanging: 40, env: {} },
+    { title: '12 trickling and 12 hanging endpoints, 8 slots', trickling: 12, hanging: 12, env: { WEBHOOK_CONCURRENCY: '8' } },
+  ]
 
-  before(async () => {
-    database = await createDatabase(kind)
-    store = await openStore(database.config)
-    await store.migrate()
-  })
-  after(async () => {
-    for (const child of processes) {
-      child.child.kill('SIGTERM')
-      await child.exited
-    }
-    for (const receiving of receivers) await receiving.close()
-    await store.close()
-    await database.dispose()
-  })
-
-  async function endpoint(answer: Receiver['answer']): Promise<Receiver> {
-    const receiving = await receiver()
-    receiving.answer = answer
-    receivers.push(receiving)
-    const created = await store.webhooks.create({ url: receiving.url, eventTypes: ['order.created'], description: null, secret: `whsec_${Buffer.alloc(32, 7).toString('base64')}` }, 1000)
-    assert.notEqual(created, 'too_many')
-    return receiving
+  for (const scenario of scenarios) {
+    it(`${scenario.title}: a healthy endpoint gets every event, none after a timeout`, async () => {
+      const database = await createDatabase(kind)
+      const store = await openStore(database.config)
+      const receivers: Receiver[] = []
+      const processes: ServerProcess[] = []
+      try {
+        await store.migrate()
+        const endpoint = async (answer: Receiver['answer']): Promise<Receiver> => {
+          const receiving = await receiver()
+          receiving.answer = answer
+          receivers.push(receiving)
+          const secret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`
+          assert.notEqual(await store.webhooks.create({ url: receiving.url, eventTypes: ['order.created'], description: null, secret }, 1000), 'too_many')
+          return receiving
+        }
+        const trickling: Receiver[] = []
+        for (let i = 0; i < scenario.trickling; i++) trickling.push(await endpoint((_delivery, _req, res) => trickle(res)))
+        for (let i = 0; i < scenario.hanging; i++) await endpoint(() => {}) // never answers
+        const healthy = await endpoint((_delivery, _req, res) => res.end())
+        // On PostgreSQL two instances share the endpoints.
+        for (let i = 0; i < (kind === 'postgres' ? 2 : 1); i++) {
+          processes.push(
+            await spawnServer(database.url, {
+              WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+              WEBHOOK_TIMEOUT_MS: String(timeoutMs),
+              WEBHOOK_RETRY_SCHEDULE: '100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms',
+              ...scenario.env,
+            }),
+          )
+        }
+        const latencies: number[] = []
+        for (let i = 0; i < 15; i++) {
+          const placed = performance.now()
+          assert.equal((await store.orders.place({ order: { petId: 6n, quantity: 1, shipDate: null } })).outcome, 'placed')
+          await within(timeoutMs - 5000, `event ${i + 1} at the healthy endpoint`, () => healthy.deliveries.length > i)
+          latencies.push(healthy.deliveries[i]!.at - placed)
+        }
+        // The rule: no attempt holds a slot past its turn, so no healthy delivery waits out a timeout.
+        assert.ok(Math.max(...latencies) < timeoutMs, `latencies ${latencies.map(Math.round).join(', ')} ms`)
+        assert.equal(new Set(healthy.deliveries.map((d) => d.id)).size, 15, 'each event once')
+        // A trickled 200 is a success: recorded so, and the receiver is sent its next events.
+        const first = (await store.webhooks.list())[0]!
+        const attempts = await store.webhooks.attempts(first.id, 100)
+        assert.ok(attempts!.some((attempt) => attempt.status === 200 && attempt.error === null), 'a trickled 200 is recorded as a success')
+        assert.ok(trickling.every((receiving) => receiving.deliveries.length > 1), 'every trickling receiver got more than its first event')
+      } finally {
+        for (const child of processes) {
+          child.child.kill('SIGTERM')
+          await child.exited
+        }
+        for (const receiving of receivers) await receiving.close()
+        await store.close()
+        await database.dispose()
+      }
+    })
   }
-
-  it('a healthy endpoint gets every event while the slots are fewer than the endpoints that trickle or hang, each long before any timeout', async () => {
-    // Hangers would hold a slot for the whole timeout (a minute) were the slot not given back
-    // after a turn; with 8 slots and 24 hostile endpoints, the healthy one would then wait for them.
-    const timeoutMs = 60_000
-    const hostile: Receiver[] = []
-    for (let i = 0; i < 12; i++) hostile.push(await endpoint((_delivery, _req, res) => trickle(res)))
-    for (let i = 0; i < 12; i++) hostile.push(await endpoint(() => {})) // never answers
-    const healthy = await endpoint((_delivery, _req, res) => res.end())
-    const instances = kind === 'postgres' ? 2 : 1
-    for (let i = 0; i < instances; i++) {
-      processes.push(
-        await spawnServer(database.url, {
-          WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-          WEBHOOK_TIMEOUT_MS: String(timeoutMs),
-          WEBHOOK_RETRY_SCHEDULE: '100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms',
-          WEBHOOK_CONCURRENCY: '8',
-        }),
-      )
-    }
-    const latencies: number[] = []
-    for (let i = 0; i < 15; i++) {
-      const placed = performance.now()
-      assert.equal((await store.orders.place({ order: { petId: 6n, quantity: 1, shipDate: null } })).outcome, 'placed')
-      await within(timeoutMs - 5000, `event ${i + 1} at the healthy endpoint`, () => healthy.deliveries.length > i)
-      latencies.push(healthy.deliveries[i]!.at - placed)
-    }
-    // The rule: a hanging attempt never holds a slot past its turn, so no healthy delivery waits out a timeout.
-    assert.ok(Math.max(...latencies) < timeoutMs, `latencies ${latencies.map(Math.round).join(', ')} ms`)
-    assert.equal(new Set(healthy.deliveries.map((d) => d.id)).size, 15, 'each event once')
-    // A trickling receiver's 200 is a success: its position moves although its body never ends.
-    const trickled = (await store.webhooks.list()).slice(0, 12)
-    const attempts = await store.webhooks.attempts(trickled[0]!.id, 100)
-    assert.ok(attempts!.some((attempt) => attempt.status === 200 && attempt.error === null), 'a trickled 200 is recorded as a success')
-    assert.ok(hostile.slice(0, 12).every((receiving) => receiving.deliveries.length > 0), 'every trickling receiver got deliveries')
-  })
 })
