@@ -21,7 +21,7 @@ forEachStore('TypeScript client, webhook endpoints', (kind) => {
 
   before(async () => {
     server = await startTestServer(kind, { env: { WEBHOOK_MAX_ENDPOINTS: '2' } })
-    client = createV2Client({ baseUrl: `${server.origin}/v2`, apiKey: await server.createKey({ scopes: ['webhooks:manage'] }) })
+    client = createV2Client({ baseUrl: `${server.origin}/v2`, apiKey: await server.createKey({ scopes: ['orders:read', 'webhooks:manage'] }) })
     await server.importOrders([{ id: 1n, petId: 1n, quantity: 1 }, { id: 2n, petId: 1n, quantity: 1 }])
   })
 
@@ -83,6 +83,9 @@ forEachStore('TypeScript client, webhook endpoints', (kind) => {
     await expectApiError(client.createWebhookEndpoint({ url: PUBLIC_URL }), 409, 'webhook_endpoint_limit')
     const reader = createV2Client({ baseUrl: `${server.origin}/v2`, apiKey: await server.createKey({ scopes: ['orders:read'] }) })
     await expectApiError(reader.listWebhookEndpoints(), 403, 'insufficient_scope')
+    const manager = createV2Client({ baseUrl: `${server.origin}/v2`, apiKey: await server.createKey({ scopes: ['webhooks:manage'] }) })
+    await expectApiError(manager.createWebhookEndpoint({ url: PUBLIC_URL }), 403, 'insufficient_scope')
+    await expectApiError(manager.replayWebhookEndpoint(made[0]!.id, '1'), 403, 'insufficient_scope')
     for (const endpoint of made) await client.deleteWebhookEndpoint(endpoint.id)
     await assert.rejects(client.getWebhookEndpoint(1 as unknown as bigint), TypeError, 'a JS number is refused: it may not be exact')
   })

@@ -162,6 +162,11 @@ describe('OpenAPI document of v2', () => {
       assert.match(op.description ?? '', /`orders:write`/)
       assert.deepEqual(op.responses[success]!.content!['application/json']!.schema, { $ref: '#/components/schemas/Order' })
       assert.ok(op.responses.default !== undefined)
+      if (id !== 'placeOrder') {
+        // As cancelOrder: a key without orders:read is answered 204, no body.
+        assert.equal(op.responses['204']!.content, undefined, id)
+        assert.match(op.description ?? '', /without `orders:read`.*204/, id)
+      }
     }
     assert.deepEqual(errorsOf('placeOrder'), {
       400: ['invalid_body', 'invalid_parameter', 'invalid_idempotency_key'],
@@ -377,6 +382,11 @@ describe('OpenAPI document of v2', () => {
     assert.ok(create.responses['201']!.headers!.Location !== undefined)
     const replay = operations.get('replayWebhookEndpoint')!.op
     assert.deepEqual(Object.keys(replay.responses['410']!.content!['application/json']!.examples!), ['events_expired'])
+    // What sends orders to a URL needs orders:read too.
+    for (const id of ['createWebhookEndpoint', 'replayWebhookEndpoint', 'updateWebhookEndpoint']) {
+      assert.match(operations.get(id)!.op.description ?? '', /`orders:read`/, id)
+      assert.match(operations.get(id)!.op.responses['403']!.description ?? '', /`orders:read`/, id)
+    }
     assert.ok(Object.keys(replay.responses['400']!.content!['application/json']!.examples!).includes('invalid_cursor'))
   })
 

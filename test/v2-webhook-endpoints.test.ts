@@ -408,7 +408,7 @@ describe('v2 webhook endpoints: retention, private networks and logs', () => {
 
   it('allows http and private addresses with WEBHOOK_ALLOW_PRIVATE_NETWORKS=true, still not credentials or other schemes', async () => {
     const server = await startTestServer('sqlite', { env: { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' } })
-    const key = await server.createKey({ scopes: ['webhooks:manage'] })
+    const key = await server.createKey({ scopes: ['orders:read', 'webhooks:manage'] })
     for (const url of ['http://127.0.0.1:9/hooks', 'https://10.1.2.3/', 'http://[::1]:8080/', 'http://localhost:3000/hooks']) {
       assert.equal((await create(server, key, { url })).url, url)
     }
@@ -421,7 +421,7 @@ describe('v2 webhook endpoints: retention, private networks and logs', () => {
     const lines: string[] = []
     const logger = pino({ level: 'trace' }, { write: (line: string) => void lines.push(line) })
     const server = await startTestServer('sqlite', { logger })
-    const key = await server.createKey({ scopes: ['webhooks:manage'] })
+    const key = await server.createKey({ scopes: ['orders:read', 'webhooks:manage'] })
     const created = await create(server, key, { url: PUBLIC_URL })
     const rotated = JSON.parse((await call(server, key, 'POST', `/${created.id}/rotate-secret`)).text) as { secret: string }
     await call(server, key, 'POST', '', JSON.stringify({ url: PUBLIC_URL, secret: 'whsec_mine' }))
@@ -438,7 +438,7 @@ describe('v2 webhook endpoints: the examples of the document', () => {
   it('are accepted as they are: create, update and replay', async () => {
     // Private networks allowed: the example's host is judged without DNS, which a test host may lack.
     const server = await startTestServer('sqlite', { env: { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' } })
-    const key = await server.createKey({ scopes: ['webhooks:manage'] })
+    const key = await server.createKey({ scopes: ['orders:read', 'webhooks:manage'] })
     await server.importOrders(Array.from({ length: 3 }, (_, i) => ({ id: BigInt(i + 1), petId: 1n, quantity: 1 })))
     type Op = { requestBody: { content: { 'application/json': { example?: unknown } } } }
     const doc = (await (await fetch(`${server.origin}/v2/openapi.json`)).json()) as { paths: Record<string, Record<string, Op>> }

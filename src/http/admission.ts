@@ -19,8 +19,8 @@ const IPV6_SUBNET = 64
  * A callback hook, not an async one: with the key cached and the counters in memory, a request is
  * admitted without a single promise.
  */
-export function admission(authenticator: Authenticator, limiter: RateLimiter): (scope: Scope) => onRequestHookHandler {
-  const admit = (request: FastifyRequest, reply: FastifyReply, scope: Scope): MaybePromise<void> => {
+export function admission(authenticator: Authenticator, limiter: RateLimiter): (...scopes: [Scope, ...Scope[]]) => onRequestHookHandler {
+  const admit = (request: FastifyRequest, reply: FastifyReply, scopes: readonly Scope[]): MaybePromise<void> => {
     let token: string
     try {
       token = authenticator.token(request.headers.authorization)
@@ -33,12 +33,12 @@ export function admission(authenticator: Authenticator, limiter: RateLimiter): (
     if (known !== undefined) {
       const counted = limiter.countKey(known.counter, reply)
       if (!(counted instanceof Promise) && authenticator.isFresh(known)) {
-        request.apiKey = authenticator.admit(known, scope) // the common case: no promise, no closure
+        request.apiKey = authenticator.admit(known, scopes) // the common case: no promise, no closure
         return
       }
       return then(counted, () =>
         then(authenticator.isFresh(known) ? known : authenticator.lookup(token), (key) => {
-          request.apiKey = authenticator.admit(key, scope)
+          request.apiKey = authenticator.admit(key, scopes)
         }),
       )
     }
@@ -46,16 +46,16 @@ export function admission(authenticator: Authenticator, limiter: RateLimiter): (
       .lookup(token, () => limiter.countAttempt(clientAddress(request)))
       .then((key) =>
         then(key === undefined ? undefined : limiter.countKey(key.counter, reply), () => {
-          request.apiKey = authenticator.admit(key, scope)
+          request.apiKey = authenticator.admit(key, scopes)
         }),
       )
   }
 
-  return (scope) =>
+  return (...scopes) =>
     function requireScope(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
       let admitted: MaybePromise<void>
       try {
-        admitted = admit(request, reply, scope)
+        admitted = admit(request, reply, scopes)
       } catch (error) {
         done(error as Error)
         return

@@ -17,8 +17,12 @@ declare module 'fastify' {
     config: Config
     store: Store
     metrics: Metrics
-    /** An onRequest hook: 401 without a valid key, 403 without `scope`; sets `request.apiKey`. */
-    requireScope(scope: Scope): onRequestHookHandler
+    /**
+     * An onRequest hook: 401 without a valid key, 403 without every one of `scopes` (naming those
+     * it lacks); sets `request.apiKey`. Before the body is read: a key without the scopes is 403
+     * whatever it sent.
+     */
+    requireScope(...scopes: [Scope, ...Scope[]]): onRequestHookHandler
   }
   interface FastifySchema {
     /** OpenAPI extension on every operation of the document. */

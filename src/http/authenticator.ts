@@ -77,17 +77,15 @@ export class Authenticator {
     return pending
   }
 
-  /** The key if it is active and has the scope; else a 401 or a 403. */
-  admit(known: KnownKey | undefined, scope: Scope): ApiKey {
+  /** The key if it is active and has every one of `scopes`; else a 401, or a 403 naming the scopes it lacks. */
+  admit(known: KnownKey | undefined, scopes: readonly Scope[]): ApiKey {
     if (known === undefined) throw unauthorized('The API key is not known.')
     const key = known.key
     if (!isActive(key, this.wallNow())) {
       throw key.revokedAt !== null ? unauthorized('The API key has been revoked.') : keyExpired()
     }
-    if (!key.scopes.includes(scope)) {
-      throw new ApiError('insufficient_scope', `The API key does not have the scope "${scope}".`, {
-        'www-authenticate': `${REALM}, error="insufficient_scope", scope="${scope}"`,
-      })
+    for (const scope of scopes) {
+      if (!key.scopes.includes(scope)) throw insufficientScope(scopes.filter((needed) => !key.scopes.includes(needed)))
     }
     return key
   }
@@ -100,7 +98,7 @@ export class Authenticator {
   async recheck(header: string | undefined, scope: Scope): Promise<ApiKey> {
     const token = this.token(header)
     const known = this.known(token)
-    return this.admit(known !== undefined && this.isFresh(known) ? known : await this.lookup(token), scope)
+    return this.admit(known !== undefined && this.isFresh(known) ? known : await this.lookup(token), [scope])
   }
 
   private remember(token: string, key: ApiKey | undefined): KnownKey | undefined {
@@ -123,6 +121,22 @@ function bearerToken(header: string | undefined): string {
   const token = match[1]!
   if (!looksLikeApiKey(token)) throw unauthorized('The API key is malformed.')
   return token
+}
+
+/**
+ * The 403 of a key that lacks `missing` (one scope or more, in the order the operation lists them):
+ * the message and the challenge (RFC 6750 §3.1, a space-separated list) name every one, so a client
+ * learns at once all that the key needs.
+ */
+export function insufficientScope(missing: readonly Scope[]): ApiError {
+  const named = missing.map((scope) => `"${scope}"`)
+  const message =
+    named.length === 1
+      ? `The API key does not have the scope ${named[0]}.`
+      : `The API key does not have the scopes ${named.slice(0, -1).join(', ')} and ${named.at(-1)}.`
+  return new ApiError('insufficient_scope', message, {
+    'www-authenticate': `${REALM}, error="insufficient_scope", scope="${missing.join(' ')}"`,
+  })
 }
 
 /** The 401 of a key that expired while its request was held. */

@@ -246,16 +246,18 @@ export interface PetstoreV2Client {
   /**
    * Ships a pending order (POST /store/orders/{orderId}/ship, scope `orders:write`) and resolves
    * with it once durable, `shippedAt` set. Safe to retry: an order already shipped resolves as it
-   * stands. Cancelled: 409 `order_cancelled`; unknown: 404 `order_not_found`.
+   * stands. Cancelled: 409 `order_cancelled`; unknown: 404 `order_not_found`. A key without
+   * `orders:read` is not shown the order: the ship is done all the same, and it resolves with
+   * `undefined` (the server's 204).
    */
-  shipOrder(id: bigint | string, options?: RequestOptions): Promise<OrderV2>
+  shipOrder(id: bigint | string, options?: RequestOptions): Promise<OrderV2 | undefined>
   /**
    * Completes a shipped order (POST /store/orders/{orderId}/complete, scope `orders:write`):
    * `complete` true, `completedAt` set, once durable. Safe to retry: an order already complete
    * resolves as it stands. Pending: 409 `order_not_shipped`; cancelled: 409 `order_cancelled`;
-   * unknown: 404 `order_not_found`.
+   * unknown: 404 `order_not_found`. A key without `orders:read`: `undefined` (the server's 204).
    */
-  completeOrder(id: bigint | string, options?: RequestOptions): Promise<OrderV2>
+  completeOrder(id: bigint | string, options?: RequestOptions): Promise<OrderV2 | undefined>
   /**
    * Follows the order event feed (GET /store/order-events, experimental): every event after
    * `after`, in the order they were committed, then every later one as it happens — the loop never
@@ -282,7 +284,8 @@ export interface PetstoreV2Client {
    */
   events(options?: EventsOptions): OrderEventStream
 
-  // Webhook endpoints (beta; scope `webhooks:manage`). Ids are bigints or decimal strings.
+  // Webhook endpoints (beta; scope `webhooks:manage`, with `orders:read` to create one, replay one
+  // or change its url). Ids are bigints or decimal strings.
 
   /**
    * Creates a webhook endpoint (POST /webhook-endpoints): every event of its types (default: all)
@@ -573,11 +576,7 @@ export function createV2Client(options: ClientOptions): PetstoreV2Client {
     async cancelOrder(id, { reason, signal } = {}) {
       const path = `store/orders/${orderIdPath(id, 'cancelOrder')}/cancel`
       const response = await call('POST', path, signal, reason === undefined ? undefined : { reason })
-      if (response.status === 204) {
-        await response.body?.cancel()
-        return undefined
-      }
-      return decodeOne(await readJson(response), response)
+      return orderOrNone(response)
     },
 
     placeOrder(order, placeOptions = {}) {
@@ -586,12 +585,12 @@ export function createV2Client(options: ClientOptions): PetstoreV2Client {
 
     async shipOrder(id, { signal } = {}) {
       const response = await call('POST', `store/orders/${orderIdPath(id, 'shipOrder')}/ship`, signal)
-      return decodeOne(await readJson(response), response)
+      return orderOrNone(response)
     },
 
     async completeOrder(id, { signal } = {}) {
       const response = await call('POST', `store/orders/${orderIdPath(id, 'completeOrder')}/complete`, signal)
-      return decodeOne(await readJson(response), response)
+      return orderOrNone(response)
     },
 
     events(eventsOptions = {}) {
@@ -642,6 +641,15 @@ export function createV2Client(options: ClientOptions): PetstoreV2Client {
       return decodeList(decodeWebhookAttempt, await readJson(response), response, 'attempt')
     },
   }
+}
+
+/** The order of a write's 200, or undefined for its 204 (a key without `orders:read` is not shown it). */
+async function orderOrNone(response: Response): Promise<OrderV2 | undefined> {
+  if (response.status === 204) {
+    await response.body?.cancel()
+    return undefined
+  }
+  return decodeOne(await readJson(response), response)
 }
 
 function endpointIdPath(id: unknown, operation: string): string {

@@ -80,7 +80,7 @@ export interface paths {
         put?: never;
         /**
          * Ship an order
-         * @description Ships a pending order: its `status` becomes `shipped` and `shippedAt` is set; 200 with the order once the change is durable, with its `order.shipped` event in the feed. Safe to retry: an order already shipped is returned as it stands (its first `shippedAt`). A cancelled order cannot be shipped (409); of a ship and a cancel racing on one pending order, on any instances, exactly one wins. No body, or `{}`. Requires the `orders:write` scope.
+         * @description Ships a pending order: its `status` becomes `shipped` and `shippedAt` is set; 200 with the order once the change is durable, with its `order.shipped` event in the feed. Safe to retry: an order already shipped is returned as it stands (its first `shippedAt`). A cancelled order cannot be shipped (409); of a ship and a cancel racing on one pending order, on any instances, exactly one wins. No body, or `{}`. Requires the `orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again).
          */
         post: operations["shipOrder"];
         delete?: never;
@@ -100,7 +100,7 @@ export interface paths {
         put?: never;
         /**
          * Complete an order
-         * @description Marks a shipped order fulfilled: `complete` becomes `true` and `completedAt` is set; 200 with the order once the change is durable, with its `order.completed` event in the feed. Safe to retry: an order already complete is returned as it stands (its first `completedAt`). Only a shipped order can be completed: a pending or a cancelled one is 409. No body, or `{}`. Requires the `orders:write` scope.
+         * @description Marks a shipped order fulfilled: `complete` becomes `true` and `completedAt` is set; 200 with the order once the change is durable, with its `order.completed` event in the feed. Safe to retry: an order already complete is returned as it stands (its first `completedAt`). Only a shipped order can be completed: a pending or a cancelled one is 409. No body, or `{}`. Requires the `orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again).
          */
         post: operations["completeOrder"];
         delete?: never;
@@ -148,7 +148,7 @@ export interface paths {
         put?: never;
         /**
          * Create a webhook endpoint
-         * @description Creates an endpoint to which every event of the order feed of its `eventTypes` (default: every type) is POSTed, in feed order, each after the previous one got a 2xx. It starts at the head of the feed: it is sent every event committed after its creation. Answers with the endpoint and its signing `secret`, which is shown only now (and by rotateWebhookSecret). The URL must be https and its host must resolve only to public addresses (unless the service allows private networks). At most WEBHOOK_MAX_ENDPOINTS endpoints exist (100 by default). Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it.
+         * @description Creates an endpoint to which every event of the order feed of its `eventTypes` (default: every type) is POSTed, in feed order, each after the previous one got a 2xx. It starts at the head of the feed: it is sent every event committed after its creation. Answers with the endpoint and its signing `secret`, which is shown only now (and by rotateWebhookSecret). The URL must be https and its host must resolve only to public addresses (unless the service allows private networks). At most WEBHOOK_MAX_ENDPOINTS endpoints exist (100 by default). Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it. It also requires `orders:read`: an endpoint is sent the orders of its events, so only a key that may read orders chooses where they go, or sends them again.
          */
         post: operations["createWebhookEndpoint"];
         delete?: never;
@@ -180,7 +180,7 @@ export interface paths {
         head?: never;
         /**
          * Change a webhook endpoint
-         * @description Changes the fields given and leaves the others; an empty body changes nothing. `enabled: false` disables the endpoint (`disabled_by_request`); `enabled: true` enables it again, from the position it stopped at, its failures and retries cleared. A new `url` is checked as at creation. Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it.
+         * @description Changes the fields given and leaves the others; an empty body changes nothing. `enabled: false` disables the endpoint (`disabled_by_request`); `enabled: true` enables it again, from the position it stopped at, its failures and retries cleared. A new `url` is checked as at creation. Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it. A body with `url` also requires `orders:read`, as creating an endpoint does; any other body, `webhooks:manage` alone.
          */
         patch: operations["updateWebhookEndpoint"];
         trace?: never;
@@ -216,7 +216,7 @@ export interface paths {
         put?: never;
         /**
          * Send a webhook endpoint events again, from a cursor
-         * @description Moves the endpoint's position to `after` and enables it: it is sent every event of its types after that cursor again, in order, from the next one (each with the same `webhook-id` as before). A cursor is a `nextCursor` of the event feed or an event's `id`; it may be before or after the current position. The 202 is sent once the new position is stored; deliveries follow. Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it.
+         * @description Moves the endpoint's position to `after` and enables it: it is sent every event of its types after that cursor again, in order, from the next one (each with the same `webhook-id` as before). A cursor is a `nextCursor` of the event feed or an event's `id`; it may be before or after the current position. The 202 is sent once the new position is stored; deliveries follow. Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it. It also requires `orders:read`: an endpoint is sent the orders of its events, so only a key that may read orders chooses where they go, or sends them again.
          */
         post: operations["replayWebhookEndpoint"];
         delete?: never;
@@ -1070,6 +1070,16 @@ export interface operations {
                     "application/json": components["schemas"]["Order"];
                 };
             };
+            /** @description The order is shipped (by this request or an earlier one); the key lacks `orders:read`, so it is not shown */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor `{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`) */
             400: {
                 headers: {
@@ -1190,6 +1200,16 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Order"];
                 };
+            };
+            /** @description The order is complete (by this request or an earlier one); the key lacks `orders:read`, so it is not shown */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor `{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`) */
             400: {
@@ -1535,7 +1555,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The API key lacks the `webhooks:manage` scope (`insufficient_scope`) */
+            /** @description The API key lacks the `webhooks:manage` scope, or `orders:read` (`insufficient_scope`, naming each one it lacks) */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1833,7 +1853,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The API key lacks the `webhooks:manage` scope (`insufficient_scope`) */
+            /** @description The API key lacks the `webhooks:manage` scope, or the body sets `url` and it lacks `orders:read` (`insufficient_scope`) */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2054,7 +2074,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The API key lacks the `webhooks:manage` scope (`insufficient_scope`) */
+            /** @description The API key lacks the `webhooks:manage` scope, or `orders:read` (`insufficient_scope`, naming each one it lacks) */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

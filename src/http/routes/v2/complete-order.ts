@@ -5,7 +5,11 @@ import { CompleteOrderParams, EmptyBody, NoQuery, OrderV2Ref } from '../../../sc
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
 
-/** completeOrder: a shipped order is fulfilled. Safe to retry: a complete order is returned as it stands. */
+/**
+ * completeOrder: a shipped order is fulfilled. Safe to retry: a complete order is returned as it
+ * stands — to a key that may read orders. A key without `orders:read` gets 204 and no body, as
+ * cancel answers it: completing an order (or retrying) must not let it read that order.
+ */
 export function completeOrderRoute(app: ApiApp): void {
   const { store, metrics } = app
 
@@ -22,7 +26,8 @@ export function completeOrderRoute(app: ApiApp): void {
           'Marks a shipped order fulfilled: `complete` becomes `true` and `completedAt` is set; 200 with the order once ' +
           'the change is durable, with its `order.completed` event in the feed. Safe to retry: an order already ' +
           'complete is returned as it stands (its first `completedAt`). Only a shipped order can be completed: a ' +
-          'pending or a cancelled one is 409. No body, or `{}`. Requires the `orders:write` scope.',
+          'pending or a cancelled one is 409. No body, or `{}`. Requires the `orders:write` scope; a key without ' +
+          '`orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again).',
         security: [{ bearerAuth: [] }],
         'x-stability': 'beta',
         params: CompleteOrderParams,
@@ -30,6 +35,7 @@ export function completeOrderRoute(app: ApiApp): void {
         body: EmptyBody,
         response: {
           200: { ...OrderV2Ref, description: 'The order, complete: by this request, or by an earlier one (then as it stands)' },
+          204: { type: 'null', description: 'The order is complete (by this request or an earlier one); the key lacks `orders:read`, so it is not shown' },
           ...errorResponses({
             400:
               '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor ' +
@@ -43,7 +49,7 @@ export function completeOrderRoute(app: ApiApp): void {
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const result = await store.orders.complete(request.params.orderId).catch((error: unknown) => {
         metrics.completed('error')
         throw error
@@ -52,6 +58,7 @@ export function completeOrderRoute(app: ApiApp): void {
       if (result.outcome === 'not_shipped') throw new ApiError('order_not_shipped')
       if (result.outcome === 'cancelled') throw new ApiError('order_cancelled')
       if (result.outcome === 'not_found') throw new ApiError('order_not_found', 'No order has this id.')
+      if (!request.apiKey!.scopes.includes('orders:read')) return reply.code(204).send(null)
       return toApiOrderV2(result.order)
     },
   )

@@ -5,7 +5,11 @@ import { EmptyBody, NoQuery, OrderV2Ref, ShipOrderParams } from '../../../schema
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
 
-/** shipOrder: pending → shipped. Safe to retry: a shipped order is returned as it stands. */
+/**
+ * shipOrder: pending → shipped. Safe to retry: a shipped order is returned as it stands — to a key
+ * that may read orders. A key without `orders:read` gets 204 and no body, as cancel answers it:
+ * shipping an order (or retrying a ship) must not let it read that order.
+ */
 export function shipOrderRoute(app: ApiApp): void {
   const { store, metrics } = app
 
@@ -23,7 +27,8 @@ export function shipOrderRoute(app: ApiApp): void {
           'change is durable, with its `order.shipped` event in the feed. Safe to retry: an order already shipped is ' +
           'returned as it stands (its first `shippedAt`). A cancelled order cannot be shipped (409); of a ship and a ' +
           'cancel racing on one pending order, on any instances, exactly one wins. No body, or `{}`. Requires the ' +
-          '`orders:write` scope.',
+          '`orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the ' +
+          'order (a retry is 204 again).',
         security: [{ bearerAuth: [] }],
         'x-stability': 'beta',
         params: ShipOrderParams,
@@ -31,6 +36,7 @@ export function shipOrderRoute(app: ApiApp): void {
         body: EmptyBody,
         response: {
           200: { ...OrderV2Ref, description: 'The order, shipped: by this request, or by an earlier one (then as it stands)' },
+          204: { type: 'null', description: 'The order is shipped (by this request or an earlier one); the key lacks `orders:read`, so it is not shown' },
           ...errorResponses({
             400:
               '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor ' +
@@ -44,7 +50,7 @@ export function shipOrderRoute(app: ApiApp): void {
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const result = await store.orders.ship(request.params.orderId).catch((error: unknown) => {
         metrics.shipped('error')
         throw error
@@ -52,6 +58,7 @@ export function shipOrderRoute(app: ApiApp): void {
       metrics.shipped(result.outcome)
       if (result.outcome === 'cancelled') throw new ApiError('order_cancelled')
       if (result.outcome === 'not_found') throw new ApiError('order_not_found', 'No order has this id.')
+      if (!request.apiKey!.scopes.includes('orders:read')) return reply.code(204).send(null)
       return toApiOrderV2(result.order)
     },
   )

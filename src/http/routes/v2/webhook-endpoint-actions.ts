@@ -13,7 +13,17 @@ import {
 import { EventsExpiredError, UnknownEventPositionError } from '../../../store/order-events.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
-import { BAD_ID, BETA, endpointNotFound, NO_MANAGE_SCOPE, NOT_FOUND, NOT_JSON, UNAUTHORIZED } from './webhook-endpoints.js'
+import {
+  BAD_ID,
+  BETA,
+  endpointNotFound,
+  NO_MANAGE_SCOPE,
+  NO_SCOPES_TO_SEND_ORDERS,
+  NOT_FOUND,
+  NOT_JSON,
+  SENDS_ORDERS,
+  UNAUTHORIZED,
+} from './webhook-endpoints.js'
 
 const INT64_MAX = 2n ** 63n - 1n
 const POSITION = new RegExp(EVENT_POSITION_PATTERN)
@@ -65,7 +75,7 @@ export function webhookEndpointActionsRoutes(app: ApiApp): void {
   app.post(
     '/webhook-endpoints/:endpointId/replay',
     {
-      onRequest: manage,
+      onRequest: app.requireScope('webhooks:manage', 'orders:read'),
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'replayWebhookEndpoint',
@@ -76,7 +86,7 @@ export function webhookEndpointActionsRoutes(app: ApiApp): void {
           'again, in order, from the next one (each with the same `webhook-id` as before). A cursor is a `nextCursor` of the ' +
           'event feed or an event\'s `id`; it may be before or after the current position. The 202 is sent once the new ' +
           'position is stored; deliveries follow. ' +
-          BETA,
+          `${BETA} ${SENDS_ORDERS}`,
         security: [{ bearerAuth: [] }],
         'x-stability': 'beta',
         params: EndpointIdParams,
@@ -89,7 +99,7 @@ export function webhookEndpointActionsRoutes(app: ApiApp): void {
               `${BAD_ID}; the body is not a JSON object with \`after\` alone, a string (\`invalid_body\`); \`after\` is not a ` +
               'cursor of the feed: malformed, or past its end (`invalid_cursor`); a query parameter was sent (`invalid_parameter`)',
             401: UNAUTHORIZED,
-            403: NO_MANAGE_SCOPE,
+            403: NO_SCOPES_TO_SEND_ORDERS,
             404: NOT_FOUND,
             410: 'Events after `after` have been deleted by retention (`events_expired`): replay from a later cursor',
             415: NOT_JSON,

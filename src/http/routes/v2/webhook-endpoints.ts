@@ -1,3 +1,4 @@
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { createWebhookEndpoint, toApiWebhookEndpoint, toEndpointPatch } from '../../../domain/webhook-endpoints.js'
 import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
@@ -11,6 +12,7 @@ import {
   type WebhookEndpointCreated,
 } from '../../../schemas/webhook-endpoint.js'
 import type { ApiApp } from '../../api-app.js'
+import { insufficientScope } from '../../authenticator.js'
 import { jsonObjectBody } from '../../strict-body.js'
 
 export const UNAUTHORIZED = 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)'
@@ -23,9 +25,27 @@ const URL_REFUSED =
   'unique-local address (`invalid_webhook_url`, saying which)'
 export const BETA =
   'Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it.'
+/** What creating an endpoint, replaying one or changing its URL needs besides `webhooks:manage`, and why. */
+export const SENDS_ORDERS =
+  'It also requires `orders:read`: an endpoint is sent the orders of its events, so only a key that may read orders ' +
+  'chooses where they go, or sends them again.'
+export const NO_SCOPES_TO_SEND_ORDERS =
+  'The API key lacks the `webhooks:manage` scope, or `orders:read` (`insufficient_scope`, naming each one it lacks)'
 
 export function endpointNotFound(): ApiError {
   return new ApiError('webhook_endpoint_not_found')
+}
+
+/**
+ * A preValidation hook of the PATCH: a body that sets `url` points the endpoint's orders at another
+ * URL, so it needs `orders:read` as creating one does — checked before the body is validated, so a
+ * key without it is 403 whatever the rest of the body holds. A body that does not set `url` needs
+ * only `webhooks:manage`.
+ */
+function urlNeedsOrdersRead(request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  const body = request.body
+  const setsUrl = typeof body === 'object' && body !== null && Object.hasOwn(body, 'url')
+  done(setsUrl && !request.apiKey!.scopes.includes('orders:read') ? insufficientScope(['orders:read']) : undefined)
 }
 
 /** v2's webhook endpoints (docs/webhooks.md): create, list, show, change and delete them. */
@@ -36,7 +56,7 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
   app.post(
     '/webhook-endpoints',
     {
-      onRequest: manage,
+      onRequest: app.requireScope('webhooks:manage', 'orders:read'),
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'createWebhookEndpoint',
@@ -48,7 +68,7 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
           'committed after its creation. Answers with the endpoint and its signing `secret`, which is shown only now (and ' +
           'by rotateWebhookSecret). The URL must be https and its host must resolve only to public addresses (unless the ' +
           'service allows private networks). At most WEBHOOK_MAX_ENDPOINTS endpoints exist (100 by default). ' +
-          BETA,
+          `${BETA} ${SENDS_ORDERS}`,
         security: [{ bearerAuth: [] }],
         'x-stability': 'beta',
         querystring: NoQuery,
@@ -61,7 +81,7 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
               'missing, `eventTypes` is empty or has an unknown or repeated type, or `description` is longer than 256 ' +
               `characters (\`invalid_body\`, naming the field); ${URL_REFUSED}; a query parameter was sent (\`invalid_parameter\`)`,
             401: UNAUTHORIZED,
-            403: NO_MANAGE_SCOPE,
+            403: NO_SCOPES_TO_SEND_ORDERS,
             409: 'As many endpoints exist as WEBHOOK_MAX_ENDPOINTS allows (`webhook_endpoint_limit`): delete one first',
             415: NOT_JSON,
           }),
@@ -127,7 +147,7 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
     '/webhook-endpoints/:endpointId',
     {
       onRequest: manage,
-      preValidation: jsonObjectBody,
+      preValidation: [urlNeedsOrdersRead, jsonObjectBody],
       schema: {
         operationId: 'updateWebhookEndpoint',
         tags: ['webhooks'],
@@ -136,7 +156,8 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
           'Changes the fields given and leaves the others; an empty body changes nothing. `enabled: false` disables the ' +
           'endpoint (`disabled_by_request`); `enabled: true` enables it again, from the position it stopped at, its ' +
           'failures and retries cleared. A new `url` is checked as at creation. ' +
-          BETA,
+          `${BETA} A body with \`url\` also requires \`orders:read\`, as creating an endpoint does; any other body, ` +
+          '`webhooks:manage` alone.',
         security: [{ bearerAuth: [] }],
         'x-stability': 'beta',
         params: EndpointIdParams,
@@ -149,7 +170,7 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
               `${BAD_ID}; the body is not a JSON object, has an unknown field, or a field with an invalid value ` +
               `(\`invalid_body\`, naming it); ${URL_REFUSED}; a query parameter was sent (\`invalid_parameter\`)`,
             401: UNAUTHORIZED,
-            403: NO_MANAGE_SCOPE,
+            403: 'The API key lacks the `webhooks:manage` scope, or the body sets `url` and it lacks `orders:read` (`insufficient_scope`)',
             404: NOT_FOUND,
             415: NOT_JSON,
           }),
