@@ -33,8 +33,16 @@ import { Order } from './schemas/order.js'
 import { OrderEvent } from './schemas/order-event.js'
 import { OrderV2 } from './schemas/order-v2.js'
 import { Pet } from './schemas/pet.js'
-import { WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEndpointCreated, WebhookSecret } from './schemas/webhook-endpoint.js'
+import {
+  WebhookAttempt,
+  WebhookDelivery,
+  WebhookEndpoint,
+  WebhookEndpointCreated,
+  WebhookPingResult,
+  WebhookSecret,
+} from './schemas/webhook-endpoint.js'
 import type { Store } from './store/store.js'
+import { Deliverer } from './webhooks/delivery.js'
 
 export interface AppOptions {
   config: Config
@@ -43,6 +51,11 @@ export interface AppOptions {
   logger?: FastifyBaseLogger
   /** Process-wide metrics (event loop, memory): on for the server, off for the many apps of tests. */
   processMetrics?: boolean
+  /**
+   * What sends webhook pings (the server's, shared with its dispatcher, stays the server's to close).
+   * Without one, the app makes one from `config.webhooks` and closes it when it closes.
+   */
+  deliverer?: Pick<Deliverer, 'deliver'> | undefined
 }
 
 const MAX_URL_LENGTH = 4096
@@ -55,7 +68,7 @@ function duplicateField({ key }: { key: string }): never {
 }
 
 /** The HTTP application, ready to `listen` or `inject`. It does not own the store's lifecycle. */
-export async function buildApp({ config, store, logger, processMetrics = false }: AppOptions): Promise<ApiApp> {
+export async function buildApp({ config, store, logger, processMetrics = false, deliverer }: AppOptions): Promise<ApiApp> {
   const app = Fastify({
     ...(logger === undefined ? { logger: false } : { loggerInstance: logger }),
     genReqId: requestId,
@@ -115,6 +128,14 @@ export async function buildApp({ config, store, logger, processMetrics = false }
     counters.authFailures = redis.store(counters.authFailures)
   }
   const limiter = new RateLimiter(config.rateLimit, counters)
+  // Webhook pings go through the deliverer given (its owner closes it), or through the app's own.
+  const own = deliverer === undefined ? new Deliverer({ timeoutMs: config.webhooks.timeoutMs, allowPrivateNetworks: config.webhooks.allowPrivateNetworks }) : undefined
+  if (own !== undefined) {
+    app.addHook('onClose', (_instance, done) => {
+      own.close()
+      done()
+    })
+  }
   app.decorate('config', config)
   app.decorate('store', store)
   app.decorate('metrics', metrics)
@@ -153,7 +174,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
   })
 
   for (const schema of [Order, OrderV2, OrderEvent, Pet, ErrorSchema]) app.addSchema(schema)
-  for (const schema of [WebhookEndpoint, WebhookEndpointCreated, WebhookSecret, WebhookAttempt, WebhookDelivery]) app.addSchema(schema)
+  for (const schema of [WebhookEndpoint, WebhookEndpointCreated, WebhookSecret, WebhookAttempt, WebhookPingResult, WebhookDelivery]) app.addSchema(schema)
   await app.register(swagger, openApiDocument(config))
 
   // Every path's methods, so that every other method on it is a 405 with Allow (below).
@@ -188,7 +209,7 @@ export async function buildApp({ config, store, logger, processMetrics = false }
       completeOrderRoute(api)
       orderEventsRoute(api, waiters, authenticator)
       webhookEndpointsRoutes(api)
-      webhookEndpointActionsRoutes(api)
+      webhookEndpointActionsRoutes(api, deliverer ?? own!)
       api.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) =>
         reply.header('cache-control', 'public, max-age=300').send((v2 as unknown as Record<string, () => unknown>)[SWAGGER_V2]!()),
       )

@@ -68,17 +68,20 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   const logger = serverLogger(config.logLevel, destination)
   // The server must not block its event loop waiting for another process's SQLite write lock.
   const store = await openStore(config.database, SERVER_SQLITE_OPTIONS)
+  // Webhook deliveries, the dispatcher's and the API's pings alike; closed once both are done.
+  const deliverer = new Deliverer({ timeoutMs: config.webhooks.timeoutMs, allowPrivateNetworks: config.webhooks.allowPrivateNetworks })
   let app: ApiApp | undefined
   let url: string
   try {
     const applied = await store.migrate()
     if (applied.length > 0) logger.info({ applied }, 'database migrated')
     await options.prepare?.(store)
-    app = await buildApp({ config, store, logger, processMetrics: true })
+    app = await buildApp({ config, store, logger, processMetrics: true, deliverer })
     url = await app.listen({ host: config.host, port: config.port })
   } catch (error) {
     // An open pool or Redis connection would keep the process alive after the failure.
     await app?.close()
+    deliverer.close()
     await store.close()
     throw error
   }
@@ -94,7 +97,6 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   const keyPruner = new IdempotencyKeyPruner(store.orders, { log: logger })
   keyPruner.start()
   // Webhook deliveries, shared with every other instance through leases in the database.
-  const deliverer = new Deliverer({ timeoutMs: config.webhooks.timeoutMs, allowPrivateNetworks: config.webhooks.allowPrivateNetworks })
   const pacer = new DeliveryPacer()
   running.server.on('request', () => pacer.request())
   pacer.start()
@@ -121,10 +123,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       const reaper = setInterval(() => running.server.closeIdleConnections(), 100)
       const timer = setTimeout(() => running.server.closeAllConnections(), config.shutdownTimeoutMs)
       const pruned = Promise.all([pruner.stop(), keyPruner.stop()]) // a pass in progress ends after its current batch
-      const dispatched = dispatcher.stop(config.shutdownTimeoutMs).finally(() => {
-        deliverer.close()
-        pacer.stop()
-      })
+      const dispatched = dispatcher.stop(config.shutdownTimeoutMs).finally(() => pacer.stop())
       try {
         await running.close()
       } finally {
@@ -132,6 +131,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
         clearTimeout(timer)
         await pruned
         await dispatched
+        deliverer.close() // after the dispatcher's last delivery and the API's last ping
         await store.close()
       }
     })())

@@ -4,6 +4,7 @@ import { before, it } from 'node:test'
 import { createV2Client, type PetstoreV2Client } from '@petstore-orders/client'
 import { forEachStore, startTestServer, type TestServer } from './support/harness.js'
 import { expectApiError } from './support/client.js'
+import { receiver } from './support/webhook-receiver.js'
 
 const SECRET = /^whsec_[A-Za-z0-9+/]{43}=$/
 const PUBLIC_URL = 'https://93.184.215.14/hooks'
@@ -88,5 +89,25 @@ forEachStore('TypeScript client, webhook endpoints', (kind) => {
     await expectApiError(manager.replayWebhookEndpoint(made[0]!.id, '1'), 403, 'insufficient_scope')
     for (const endpoint of made) await client.deleteWebhookEndpoint(endpoint.id)
     await assert.rejects(client.getWebhookEndpoint(1 as unknown as bigint), TypeError, 'a JS number is refused: it may not be exact')
+  })
+
+  it('pings an endpoint, with webhooks:manage alone: the status its receiver answered, or the short error', async () => {
+    const open = await startTestServer(kind, { env: { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' } })
+    const admin = createV2Client({ baseUrl: `${open.origin}/v2`, apiKey: await open.createKey({ scopes: ['orders:read', 'webhooks:manage'] }) })
+    const manager = createV2Client({ baseUrl: `${open.origin}/v2`, apiKey: await open.createKey({ scopes: ['webhooks:manage'] }) })
+    const hook = await receiver()
+    try {
+      const created = await admin.createWebhookEndpoint({ url: hook.url })
+      const result = await manager.pingWebhookEndpoint(created.id)
+      assert.deepEqual(Object.keys(result).sort(), ['durationMs', 'status'])
+      assert.equal(result.status, 200)
+      assert.match(hook.deliveries[0]!.id, /^ping_[0-9a-f]{24}$/)
+      hook.answer = (_delivery, _req, res) => res.writeHead(500).end()
+      const failed = await manager.pingWebhookEndpoint(String(created.id))
+      assert.deepEqual([failed.status, failed.error], [500, 'status 500'])
+      await expectApiError(manager.pingWebhookEndpoint(9223372036854775807n), 404, 'webhook_endpoint_not_found')
+    } finally {
+      await hook.close()
+    }
   })
 })

@@ -99,6 +99,7 @@ describe('OpenAPI document of v2', () => {
       '/webhook-endpoints',
       '/webhook-endpoints/{endpointId}',
       '/webhook-endpoints/{endpointId}/attempts',
+      '/webhook-endpoints/{endpointId}/ping',
       '/webhook-endpoints/{endpointId}/replay',
       '/webhook-endpoints/{endpointId}/rotate-secret',
     ])
@@ -286,6 +287,7 @@ describe('OpenAPI document of v2', () => {
       'WebhookDelivery',
       'WebhookEndpoint',
       'WebhookEndpointCreated',
+      'WebhookPingResult',
       'WebhookSecret',
     ])
     const order = doc.components.schemas.Order!
@@ -346,7 +348,7 @@ describe('OpenAPI document of v2', () => {
     }
   })
 
-  it('describes the eight webhook endpoint operations, beta, tagged webhooks, scope webhooks:manage, with every error code they send', () => {
+  it('describes the nine webhook endpoint operations, beta, tagged webhooks, scope webhooks:manage, with every error code they send', () => {
     const operations = operationsOf(doc)
     const expected: Record<string, [string, string, string[]]> = {
       createWebhookEndpoint: ['/webhook-endpoints', 'post', ['201', '400', '401', '403', '409', '415', 'default']],
@@ -357,6 +359,7 @@ describe('OpenAPI document of v2', () => {
       rotateWebhookSecret: ['/webhook-endpoints/{endpointId}/rotate-secret', 'post', ['200', '400', '401', '403', '404', '415', 'default']],
       replayWebhookEndpoint: ['/webhook-endpoints/{endpointId}/replay', 'post', ['202', '400', '401', '403', '404', '410', '415', 'default']],
       listWebhookAttempts: ['/webhook-endpoints/{endpointId}/attempts', 'get', ['200', '400', '401', '403', '404', 'default']],
+      pingWebhookEndpoint: ['/webhook-endpoints/{endpointId}/ping', 'post', ['200', '400', '401', '403', '404', '415', 'default']],
     }
     for (const [id, [path, method, statuses]] of Object.entries(expected)) {
       const found = operations.get(id)
@@ -387,6 +390,17 @@ describe('OpenAPI document of v2', () => {
       assert.match(operations.get(id)!.op.description ?? '', /`orders:read`/, id)
       assert.match(operations.get(id)!.op.responses['403']!.description ?? '', /`orders:read`/, id)
     }
+    // A ping carries no order: webhooks:manage alone.
+    const ping = operations.get('pingWebhookEndpoint')!.op
+    assert.doesNotMatch(ping.responses['403']!.description ?? '', /orders:read/)
+    assert.deepEqual(ping.responses['200']!.content!['application/json']!.schema, { $ref: '#/components/schemas/WebhookPingResult' })
+    assert.deepEqual(doc.components.schemas.WebhookPingResult!.required, ['durationMs'])
+    assert.deepEqual(Object.keys(doc.components.schemas.WebhookPingResult!.properties), ['status', 'error', 'durationMs'])
+    assert.deepEqual(doc.components.schemas.WebhookPingResult!.properties, {
+      status: doc.components.schemas.WebhookAttempt!.properties.status,
+      error: doc.components.schemas.WebhookAttempt!.properties.error,
+      durationMs: doc.components.schemas.WebhookAttempt!.properties.durationMs,
+    })
     assert.ok(Object.keys(replay.responses['400']!.content!['application/json']!.examples!).includes('invalid_cursor'))
   })
 

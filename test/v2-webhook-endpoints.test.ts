@@ -239,6 +239,7 @@ forEachStore('v2 webhook endpoints', (kind) => {
       ['POST', '/rotate-secret'],
       ['POST', '/replay', '{"after": "1"}'],
       ['GET', '/attempts'],
+      ['POST', '/ping'],
     ]
     for (const [method, suffix, body] of operations) {
       for (const id of ['9223372036854775807', '0']) {
@@ -359,6 +360,7 @@ forEachStore('v2 webhook endpoints', (kind) => {
       ['POST', `/${created.id}/rotate-secret`],
       ['POST', `/${created.id}/replay`, '{"after": "1"}'],
       ['GET', `/${created.id}/attempts`],
+      ['POST', `/${created.id}/ping`],
     ]
     for (const [method, path, body] of operations) {
       const forbidden = await call(server, reader, method, path, body)
@@ -379,6 +381,7 @@ forEachStore('v2 webhook endpoints', (kind) => {
       ['/v2/webhook-endpoints/1/rotate-secret', 'POST, OPTIONS'],
       ['/v2/webhook-endpoints/1/replay', 'POST, OPTIONS'],
       ['/v2/webhook-endpoints/1/attempts', 'GET, HEAD, OPTIONS'],
+      ['/v2/webhook-endpoints/1/ping', 'POST, OPTIONS'],
     ]
     for (const [path, allow] of paths) {
       const options = await fetch(`${server.origin}${path}`, { method: 'OPTIONS' })

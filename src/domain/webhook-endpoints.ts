@@ -102,3 +102,13 @@ export function toApiWebhookAttempt(attempt: WebhookAttempt): ApiWebhookAttempt 
   if (attempt.error !== null) shown.error = attempt.error
   return shown
 }
+
+/**
+ * Gives the endpoint a new signing secret, for the API and the CLI alike: the one it replaces keeps
+ * signing for PREVIOUS_SECRET_SIGNS_MS from `now` (an older one stops at once). The new secret, or
+ * undefined when there is no such endpoint.
+ */
+export async function rotateWebhookSecret(repository: WebhooksRepository, id: bigint, now = new Date()): Promise<string | undefined> {
+  const secret = newWebhookSecret()
+  return (await repository.rotateSecret(id, secret, new Date(now.getTime() + PREVIOUS_SECRET_SIGNS_MS))) ? secret : undefined
+}

@@ -95,7 +95,17 @@ function optionalBodies(document: OperationsOf): OperationsOf {
 }
 
 /** The schema components of the v2 document. */
-const V2_COMPONENTS = ['Order', 'OrderEvent', 'WebhookEndpoint', 'WebhookEndpointCreated', 'WebhookSecret', 'WebhookAttempt', 'WebhookDelivery', 'Error']
+const V2_COMPONENTS = [
+  'Order',
+  'OrderEvent',
+  'WebhookEndpoint',
+  'WebhookEndpointCreated',
+  'WebhookSecret',
+  'WebhookAttempt',
+  'WebhookPingResult',
+  'WebhookDelivery',
+  'Error',
+]
 
 /** The messages v2 sends for a code in place of v1's (which also says "or has been cancelled"). */
 export const V2_MESSAGES: Partial<Record<ErrorCode, string>> = { order_not_found: 'No order has this id.' }

@@ -1,5 +1,6 @@
 import Type from 'typebox'
 import { ORDER_EVENT_TYPES, type OrderEventType } from '../store/order-events.js'
+import { ATTEMPTS_KEPT } from '../store/webhook-rows.js'
 import { WEBHOOK_DISABLED_REASONS } from '../store/webhooks.js'
 import { EVENT_POSITION_PATTERN } from './order-event.js'
 import { Int64 } from './primitives.js'
@@ -93,14 +94,19 @@ export const WebhookSecret = Type.Object(
   },
 )
 
+/** How one delivery went, as an attempt and a ping show it: never the response body, never a secret. */
+const DELIVERY_OUTCOME = {
+  status: Type.Optional(Type.Integer({ minimum: 100, maximum: 599, description: 'The HTTP status of the response, when one came' })),
+  error: Type.Optional(Type.String({ description: 'Why it failed, in a few words (timeout, connection refused, address not allowed, …)' })),
+  durationMs: Type.Integer({ minimum: 0, description: 'How long the attempt took, in milliseconds' }),
+}
+
 /** One delivery attempt: never the response body, never a secret. */
 export const WebhookAttempt = Type.Object(
   {
     eventId: Type.String({ pattern: EVENT_POSITION_PATTERN, description: 'The event\'s feed id (its `webhook-id`)' }),
     attemptedAt: Type.String({ format: 'date-time', description: 'When the attempt started (RFC 3339, UTC)' }),
-    status: Type.Optional(Type.Integer({ minimum: 100, maximum: 599, description: 'The HTTP status of the response, when one came' })),
-    error: Type.Optional(Type.String({ description: 'Why it failed, in a few words (timeout, connection refused, address not allowed, …)' })),
-    durationMs: Type.Integer({ minimum: 0, description: 'How long the attempt took, in milliseconds' }),
+    ...DELIVERY_OUTCOME,
   },
   {
     $id: 'WebhookAttempt',
@@ -110,6 +116,19 @@ export const WebhookAttempt = Type.Object(
   },
 )
 export type WebhookAttempt = Type.Static<typeof WebhookAttempt>
+
+/** pingWebhookEndpoint's answer: how its test delivery went, as an attempt says it (without an event: a ping is not in the feed). */
+export const WebhookPingResult = Type.Object(DELIVERY_OUTCOME, {
+  $id: 'WebhookPingResult',
+  description:
+    'How a test delivery went: `status` when a response came, `error` when it was not a 2xx (or none came), and how long it took',
+  additionalProperties: false,
+  examples: [{ status: 204, durationMs: 85 }],
+})
+export type WebhookPingResult = Type.Static<typeof WebhookPingResult>
+
+/** How many attempts listWebhookAttempts shows without a `limit`; at most, every attempt kept (ATTEMPTS_KEPT). */
+export const ATTEMPTS_LISTED_DEFAULT = 20
 
 export const WebhookEndpointList = Type.Object(
   { data: Type.Array(WebhookEndpointRef, { description: 'Every endpoint, ascending id' }) },
@@ -138,7 +157,9 @@ export const WebhookDelivery = Type.Object(
       'Webhooks headers `webhook-id` (the event\'s feed id: the same on every retry, the receiver\'s idempotency key), ' +
       '`webhook-timestamp` (the attempt\'s Unix seconds) and `webhook-signature` (`v1,<base64 HMAC-SHA256 of ' +
       '"<webhook-id>.<webhook-timestamp>.<body>" keyed by the base64-decoded secret after `whsec_`>`, two space-separated ' +
-      'entries for 24 hours after a rotation). A 2xx within the timeout is success; anything else is retried.',
+      'entries for 24 hours after a rotation). A 2xx within the timeout is success; anything else is retried. A test ' +
+      'delivery (pingWebhookEndpoint) has the same headers, its `webhook-id` `ping_` and 24 hex characters, and the body ' +
+      '`{"type": "webhook.ping", "timestamp", "data": {"endpointId": "<id>"}}`: it is not an event of the feed.',
     additionalProperties: false,
     examples: [
       {
@@ -212,7 +233,13 @@ export const ReplayWebhookEndpointBody = Type.Object(
 export const ListWebhookAttemptsQuery = Type.Object(
   {
     limit: Type.Optional(
-      Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'How many attempts at most (1–100), newest first', examples: [20] }),
+      Type.Integer({
+        minimum: 1,
+        maximum: ATTEMPTS_KEPT,
+        default: ATTEMPTS_LISTED_DEFAULT,
+        description: `How many attempts at most (1–${ATTEMPTS_KEPT}), newest first`,
+        examples: [ATTEMPTS_LISTED_DEFAULT],
+      }),
     ),
   },
   { additionalProperties: false },

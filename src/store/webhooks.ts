@@ -122,6 +122,12 @@ export interface WebhooksRepository {
   replay(id: bigint, after: bigint): Promise<WebhookEndpoint | undefined>
   /** Its attempts, newest first, at most `limit` (the store keeps the last 100); undefined: no such endpoint. */
   attempts(id: bigint, limit: number): Promise<WebhookAttempt[] | undefined>
+  /**
+   * The secrets that sign its deliveries at `now`, as they are now (a test delivery reads them when
+   * it is sent): the current one, and the previous one only while `previousUntil` is after `now`.
+   * Undefined: no such endpoint.
+   */
+  signingSecrets(id: bigint, now: Date): Promise<WebhookSecrets | undefined>
 
   /**
    * Leases to `owner`, until now + `leaseMs`, at most `limit` endpoints that are enabled, due

@@ -317,6 +317,12 @@ export interface PetstoreV2Client {
   replayWebhookEndpoint(id: bigint | string, after: string | bigint, options?: RequestOptions): Promise<WebhookEndpoint>
   /** The endpoint's latest delivery attempts, newest first, at most `limit` (1–100, default 20). */
   listWebhookAttempts(id: bigint | string, options?: AttemptsOptions): Promise<WebhookAttempt[]>
+  /**
+   * Sends the endpoint one signed `webhook.ping` delivery now, outside the feed (POST …/ping), and
+   * resolves with how it went: `status` when a response came, `error` when it was not a 2xx, and
+   * `durationMs`. The endpoint is left as it was (position, status, attempts).
+   */
+  pingWebhookEndpoint(id: bigint | string, options?: RequestOptions): Promise<WebhookPingResult>
 }
 
 // ---- webhook endpoints (beta) ----
@@ -327,6 +333,8 @@ export type WebhookEndpoint = componentsV2['schemas']['WebhookEndpoint']
 export type WebhookEndpointCreated = componentsV2['schemas']['WebhookEndpointCreated']
 /** One delivery attempt: the event's id, when, the response status or a short error, how long. */
 export type WebhookAttempt = componentsV2['schemas']['WebhookAttempt']
+/** How a test delivery (pingWebhookEndpoint) went: the response status or a short error, how long. */
+export type WebhookPingResult = componentsV2['schemas']['WebhookPingResult']
 /** The body of a delivery, as the endpoint's URL receives it (verify it with `standardwebhooks`). */
 export type WebhookDelivery = componentsV2['schemas']['WebhookDelivery']
 /** `url`, and optionally `eventTypes` (default: every type) and `description`. */
@@ -640,6 +648,11 @@ export function createV2Client(options: ClientOptions): PetstoreV2Client {
       const response = await call('GET', `webhook-endpoints/${endpointIdPath(id, 'listWebhookAttempts')}/attempts${query}`, signal)
       return decodeList(decodeWebhookAttempt, await readJson(response), response, 'attempt')
     },
+
+    async pingWebhookEndpoint(id, { signal } = {}) {
+      const response = await call('POST', `webhook-endpoints/${endpointIdPath(id, 'pingWebhookEndpoint')}/ping`, signal)
+      return decodeWith(decodePingResult, await readJson(response), response, 'ping result')
+    },
   }
 }
 
@@ -726,6 +739,15 @@ function decodeWebhookAttempt(value: unknown): WebhookAttempt {
   const error = optionalText(value, 'error')
   if (error !== undefined) attempt.error = error
   return attempt
+}
+
+function decodePingResult(value: unknown): WebhookPingResult {
+  if (!isRecord(value)) throw new Error('not an object')
+  const result: WebhookPingResult = { durationMs: int32(value.durationMs, 'durationMs') }
+  if (value.status !== undefined) result.status = int32(value.status, 'status')
+  const error = optionalText(value, 'error')
+  if (error !== undefined) result.error = error
+  return result
 }
 
 // ---- placing an order ----

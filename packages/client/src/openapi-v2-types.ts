@@ -245,6 +245,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhook-endpoints/{endpointId}/ping": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a webhook endpoint a test delivery
+         * @description Sends the endpoint one signed delivery now, of type `webhook.ping`, outside the feed, and answers how it went: the status of the response when one came, a short error when it was not a 2xx, and how long it took (200 whatever the receiver answered). The body is `{"type": "webhook.ping", "timestamp": <now>, "data": {"endpointId": "<id>"}}`, with the headers of every delivery: its own `webhook-id`, `ping_` and 24 hex characters (never a feed id), signed with the current secret and, for 24 hours after a rotation, the previous one. It goes to the endpoint's URL, enabled or disabled, by the rules of every delivery (the URL policy at connection, WEBHOOK_TIMEOUT_MS, at most 64 KB of the response read, redirects not followed), and changes nothing: not the position, not the status (a 410 disables nothing), not the attempts. It may arrive while an event is being delivered to the endpoint. It carries no order, so `webhooks:manage` alone allows it. No body. Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it.
+         */
+        post: operations["pingWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -509,7 +529,22 @@ export interface components {
             durationMs: number;
         };
         /**
-         * @description The body of a webhook delivery: `POST` to the endpoint's URL with `Content-Type: application/json` and the Standard Webhooks headers `webhook-id` (the event's feed id: the same on every retry, the receiver's idempotency key), `webhook-timestamp` (the attempt's Unix seconds) and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>" keyed by the base64-decoded secret after `whsec_`>`, two space-separated entries for 24 hours after a rotation). A 2xx within the timeout is success; anything else is retried.
+         * @description How a test delivery went: `status` when a response came, `error` when it was not a 2xx (or none came), and how long it took
+         * @example {
+         *       "status": 204,
+         *       "durationMs": 85
+         *     }
+         */
+        WebhookPingResult: {
+            /** @description The HTTP status of the response, when one came */
+            status?: number;
+            /** @description Why it failed, in a few words (timeout, connection refused, address not allowed, …) */
+            error?: string;
+            /** @description How long the attempt took, in milliseconds */
+            durationMs: number;
+        };
+        /**
+         * @description The body of a webhook delivery: `POST` to the endpoint's URL with `Content-Type: application/json` and the Standard Webhooks headers `webhook-id` (the event's feed id: the same on every retry, the receiver's idempotency key), `webhook-timestamp` (the attempt's Unix seconds) and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>" keyed by the base64-decoded secret after `whsec_`>`, two space-separated entries for 24 hours after a rotation). A 2xx within the timeout is success; anything else is retried. A test delivery (pingWebhookEndpoint) has the same headers, its `webhook-id` `ping_` and 24 hex characters, and the body `{"type": "webhook.ping", "timestamp", "data": {"endpointId": "<id>"}}`: it is not an event of the feed.
          * @example {
          *       "type": "order.shipped",
          *       "timestamp": "2026-11-20T08:15:00.000Z",
@@ -2211,6 +2246,111 @@ export interface operations {
             };
             /** @description No webhook endpoint has this id (`webhook_endpoint_not_found`) */
             404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    pingWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The identifier of the webhook endpoint */
+                endpointId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description How the test delivery went */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookPingResult"];
+                };
+            };
+            /** @description `endpointId` is not a decimal integer in the int64 range (`invalid_endpoint_id`); a body other than empty or `{}` was sent (`invalid_body`); a query parameter was sent (`invalid_parameter`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the `webhooks:manage` scope (`insufficient_scope`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No webhook endpoint has this id (`webhook_endpoint_not_found`) */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON (`unsupported_media_type`): send it with `Content-Type: application/json` */
+            415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];

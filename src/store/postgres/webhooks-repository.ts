@@ -369,4 +369,16 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
     )
     return rowCount ?? 0
   }
+
+  async signingSecrets(id: bigint, now: Date): ReturnType<WebhooksRepository['signingSecrets']> {
+    const { rows } = await this.database.read<Pick<LeaseRow, 'secret' | 'previous_secret' | 'previous_until'>>(
+      `SELECT secret, previous_secret, ${utc('previous_until')} AS previous_until FROM webhook_endpoints WHERE id = $1`,
+      [int8(id)],
+    )
+    const row = rows[0]
+    if (row === undefined) return undefined
+    // A previous secret signs only until its time is up.
+    const signs = row.previous_until !== null && row.previous_until > now.toISOString()
+    return { current: row.secret, previous: signs ? row.previous_secret : null, previousUntil: signs ? row.previous_until : null }
+  }
 }

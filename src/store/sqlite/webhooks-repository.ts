@@ -415,4 +415,17 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
     this.statement(INSERT_ATTEMPT).run(endpointId, attempt.eventId, attempt.attemptedAt, attempt.status, attempt.error, Math.round(attempt.durationMs))
     if (trim) this.statement(TRIM_ATTEMPTS).run({ id: endpointId })
   }
+
+  async signingSecrets(id: bigint, now: Date): ReturnType<WebhooksRepository['signingSecrets']> {
+    const row = this.read(
+      () =>
+        this.statement('SELECT secret, previous_secret, previous_until FROM webhook_endpoints WHERE id = ?').get(id) as
+          | Pick<LeaseRow, 'secret' | 'previous_secret' | 'previous_until'>
+          | undefined,
+    )
+    if (row === undefined) return undefined
+    // A previous secret signs only until its time is up.
+    const signs = row.previous_until !== null && row.previous_until > now.toISOString()
+    return { current: row.secret, previous: signs ? row.previous_secret : null, previousUntil: signs ? row.previous_until : null }
+  }
 }

@@ -1,9 +1,10 @@
-import { newWebhookSecret, PREVIOUS_SECRET_SIGNS_MS, toApiWebhookAttempt, toApiWebhookEndpoint } from '../../../domain/webhook-endpoints.js'
+import { rotateWebhookSecret, toApiWebhookAttempt, toApiWebhookEndpoint } from '../../../domain/webhook-endpoints.js'
 import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
 import { EVENT_POSITION_PATTERN } from '../../../schemas/order-event.js'
 import { NoQuery } from '../../../schemas/order-v2.js'
 import {
+  ATTEMPTS_LISTED_DEFAULT,
   EndpointIdParams,
   ListWebhookAttemptsQuery,
   ReplayWebhookEndpointBody,
@@ -11,6 +12,7 @@ import {
   WebhookEndpointRef,
 } from '../../../schemas/webhook-endpoint.js'
 import { EventsExpiredError, UnknownEventPositionError } from '../../../store/order-events.js'
+import { pingWebhookEndpoint, toApiPingResult, type Deliver } from '../../../webhooks/ping.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
 import {
@@ -28,8 +30,11 @@ import {
 const INT64_MAX = 2n ** 63n - 1n
 const POSITION = new RegExp(EVENT_POSITION_PATTERN)
 
-/** What is done to a webhook endpoint besides changing it: rotate its secret, replay events, read its attempts. */
-export function webhookEndpointActionsRoutes(app: ApiApp): void {
+/**
+ * What is done to a webhook endpoint besides changing it: rotate its secret, replay events, read its
+ * attempts, send it a test delivery (through `deliverer`, as the dispatcher's deliveries go).
+ */
+export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: Deliver }): void {
   const { store } = app
   const manage = app.requireScope('webhooks:manage')
 
@@ -65,9 +70,8 @@ export function webhookEndpointActionsRoutes(app: ApiApp): void {
       },
     },
     async (request) => {
-      const secret = newWebhookSecret()
-      const rotated = await store.webhooks.rotateSecret(request.params.endpointId, secret, new Date(Date.now() + PREVIOUS_SECRET_SIGNS_MS))
-      if (!rotated) throw endpointNotFound()
+      const secret = await rotateWebhookSecret(store.webhooks, request.params.endpointId)
+      if (secret === undefined) throw endpointNotFound()
       return { secret }
     },
   )
@@ -152,9 +156,64 @@ export function webhookEndpointActionsRoutes(app: ApiApp): void {
       },
     },
     async (request) => {
-      const attempts = await store.webhooks.attempts(request.params.endpointId, request.query.limit ?? 20)
+      const attempts = await store.webhooks.attempts(request.params.endpointId, request.query.limit ?? ATTEMPTS_LISTED_DEFAULT)
       if (attempts === undefined) throw endpointNotFound()
       return { data: attempts.map(toApiWebhookAttempt) }
+    },
+  )
+
+  app.post(
+    '/webhook-endpoints/:endpointId/ping',
+    {
+      onRequest: manage,
+      preValidation: jsonObjectBody,
+      schema: {
+        operationId: 'pingWebhookEndpoint',
+        tags: ['webhooks'],
+        summary: 'Send a webhook endpoint a test delivery',
+        description:
+          'Sends the endpoint one signed delivery now, of type `webhook.ping`, outside the feed, and answers how it went: ' +
+          'the status of the response when one came, a short error when it was not a 2xx, and how long it took (200 ' +
+          'whatever the receiver answered). The body is `{"type": "webhook.ping", "timestamp": <now>, "data": ' +
+          '{"endpointId": "<id>"}}`, with the headers of every delivery: its own `webhook-id`, `ping_` and 24 hex ' +
+          'characters (never a feed id), signed with the current secret and, for 24 hours after a rotation, the previous ' +
+          "one. It goes to the endpoint's URL, enabled or disabled, by the rules of every delivery (the URL policy at " +
+          'connection, WEBHOOK_TIMEOUT_MS, at most 64 KB of the response read, redirects not followed), and changes ' +
+          'nothing: not the position, not the status (a 410 disables nothing), not the attempts. It may arrive while an ' +
+          "event is being delivered to the endpoint. It carries no order, so `webhooks:manage` alone allows it. No body. " +
+          BETA,
+        security: [{ bearerAuth: [] }],
+        'x-stability': 'beta',
+        params: EndpointIdParams,
+        querystring: NoQuery,
+        body: NoQuery,
+        response: {
+          200: { $ref: 'WebhookPingResult#', description: 'How the test delivery went' },
+          ...errorResponses({
+            400: `${BAD_ID}; a body other than empty or \`{}\` was sent (\`invalid_body\`); a query parameter was sent (\`invalid_parameter\`)`,
+            401: UNAUTHORIZED,
+            403: NO_MANAGE_SCOPE,
+            404: NOT_FOUND,
+            415: NOT_JSON,
+          }),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { endpointId } = request.params
+      // A client gone (or the server closing its connection at shutdown) ends the delivery too.
+      const gone = new AbortController()
+      const abort = (): void => gone.abort()
+      reply.raw.once('close', abort)
+      let result
+      try {
+        result = await pingWebhookEndpoint(store.webhooks, (delivery, signal) => deliverer.deliver(delivery, signal), endpointId, { signal: gone.signal })
+      } finally {
+        reply.raw.off('close', abort)
+      }
+      if (result === undefined) throw endpointNotFound()
+      request.log.info({ endpointId: endpointId.toString(), status: result.status, error: result.error, durationMs: result.durationMs }, 'webhook endpoint pinged')
+      return toApiPingResult(result)
     },
   )
 }

@@ -1,0 +1,57 @@
+import { randomBytes } from 'node:crypto'
+import type { WebhookPingResult } from '../schemas/webhook-endpoint.js'
+import type { WebhooksRepository } from '../store/webhooks.js'
+import type { DeliveryRequest, DeliveryResult } from './delivery.js'
+import { deliveryHeaders } from './signing.js'
+
+/** The type of a test delivery: not an order event, never in the feed. */
+export const PING_TYPE = 'webhook.ping'
+
+/** A ping's `webhook-id`: `ping_` and 24 hex characters (96 random bits); a feed event's is decimal. */
+export const PING_ID_PATTERN = '^ping_[0-9a-f]{24}$'
+
+/** Sends one delivery: Deliverer's `deliver` (the URL policy at connection, its timeout, the 64 KB cap, no redirects). */
+export type Deliver = (request: DeliveryRequest, signal?: AbortSignal) => Promise<DeliveryResult>
+
+/** How a ping went, as an attempt records it: the status when a response came, a short error when no 2xx came. */
+export interface PingResult {
+  status: number | null
+  error: string | null
+  durationMs: number
+}
+
+/** The body of a ping: Standard Webhooks' payload, its data the endpoint's id (a string: exact at any size). */
+export function pingBody(endpointId: bigint, now: Date): string {
+  return `{"type":"${PING_TYPE}","timestamp":"${now.toISOString()}","data":{"endpointId":"${endpointId}"}}`
+}
+
+/**
+ * Sends the endpoint one `webhook.ping` now, for the API and the CLI alike: to its URL and signed
+ * with its secrets as they are at this moment (the previous one too, within its 24 hours), its own
+ * `webhook-id`, whether the endpoint is enabled or not. Outside the feed, it changes nothing: not the
+ * position, not the status (a 410 disables nothing), not the attempts, not the delivery metrics; it
+ * may arrive while a feed delivery to the endpoint is in flight. Undefined: no such endpoint.
+ */
+export async function pingWebhookEndpoint(
+  webhooks: WebhooksRepository,
+  deliver: Deliver,
+  id: bigint,
+  { now = new Date(), signal }: { now?: Date; signal?: AbortSignal } = {},
+): Promise<PingResult | undefined> {
+  const endpoint = await webhooks.find(id)
+  if (endpoint === undefined) return undefined
+  const secrets = await webhooks.signingSecrets(id, now)
+  if (secrets === undefined) return undefined // deleted meanwhile
+  const body = pingBody(id, now)
+  const webhookId = `ping_${randomBytes(12).toString('hex')}`
+  const { status, error, durationMs } = await deliver({ url: endpoint.url, body, headers: deliveryHeaders(secrets, webhookId, body, now) }, signal)
+  return { status, error, durationMs }
+}
+
+/** The result as the API shows it: unknown values omitted, never null. */
+export function toApiPingResult(result: PingResult): WebhookPingResult {
+  const shown: WebhookPingResult = { durationMs: result.durationMs }
+  if (result.status !== null) shown.status = result.status
+  if (result.error !== null) shown.error = result.error
+  return shown
+}
