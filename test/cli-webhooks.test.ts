@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict'
-import { after, before, it } from 'node:test'
+import { after, before, describe, it } from 'node:test'
+import { Webhook } from 'standardwebhooks'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
 import { assertOk, assertOneLineError, cli } from './support/cli.js'
 import { createDatabase, forEachStore, records, order, type TestDatabaseHandle } from './support/harness.js'
+import { receiver } from './support/webhook-receiver.js'
 
 const SECRET = /^whsec_[A-Za-z0-9+/]{43}=$/
 const PUBLIC_URL = 'https://93.184.215.14/hooks'
@@ -135,5 +137,137 @@ forEachStore('petstore-orders webhooks', (kind) => {
     assertOneLineError(await cli(['webhooks', 'add', PUBLIC_URL, '--description', 'x'.repeat(257)], env), 2, /at most 256/)
     assertOneLineError(await cli(['webhooks', 'add'], env), 2, /missing URL/)
     assertOneLineError(await cli(['webhooks', 'add', PUBLIC_URL], { ...env, WEBHOOK_MAX_ENDPOINTS: '0' }), 1, /WEBHOOK_MAX_ENDPOINTS/)
+  })
+
+  it('pings an endpoint: one signed webhook.ping, its answer printed, exit 0 whatever the receiver answered; the endpoint is left as it was', async () => {
+    await removeAll()
+    const hook = await receiver()
+    try {
+      const open = { ...env, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' }
+      const added = await cli(['webhooks', 'add', hook.url], open)
+      assertOk(added)
+      const secret = added.stdout.trim()
+      const [endpoint] = await store.webhooks.list()
+      await store.orders.import(records([order({ id: 50n })])) // an event after its position, which a ping does not send
+      const id = String(endpoint!.id)
+
+      const pinged = await cli(['webhooks', 'ping', id], open)
+      assertOk(pinged)
+      assert.match(pinged.stdout, new RegExp(`^webhook endpoint ${id} answered 200 in [0-9]+ ms\\n$`))
+      assert.equal(hook.deliveries.length, 1)
+      const [delivery] = hook.deliveries
+      assert.match(delivery!.id, /^ping_[0-9a-f]{24}$/)
+      const payload = new Webhook(secret).verify(delivery!.body, delivery!.headers) as { type: string; data: unknown }
+      assert.deepEqual([payload.type, payload.data], ['webhook.ping', { endpointId: id }])
+
+      hook.answer = (_delivery, _req, res) => res.writeHead(500).end()
+      const failed = await cli(['webhooks', 'ping', id], open)
+      assertOk(failed)
+      assert.match(failed.stdout, new RegExp(`^webhook endpoint ${id} did not answer with a 2xx: status 500 in [0-9]+ ms\\n$`))
+      const json = await cli(['webhooks', 'ping', id, '--json'], open)
+      assertOk(json)
+      const result = JSON.parse(json.stdout) as { status?: number; error?: string; durationMs: number }
+      assert.deepEqual([Object.keys(result).sort(), result.status, result.error], [['durationMs', 'error', 'status'], 500, 'status 500'])
+
+      // The URL policy of the server's deliveries: a loopback address is not reached without the setting.
+      const refused = await cli(['webhooks', 'ping', id, '--json'], env)
+      assertOk(refused)
+      assert.deepEqual(Object.keys(JSON.parse(refused.stdout) as object).sort(), ['durationMs', 'error'])
+      assert.equal(hook.deliveries.length, 3)
+      assert.deepEqual(await store.webhooks.find(endpoint!.id), endpoint, 'position, status and failures unchanged')
+      assert.deepEqual(await store.webhooks.attempts(endpoint!.id, 100), [], 'a ping is not an attempt')
+
+      assertOneLineError(await cli(['webhooks', 'ping', '424242'], open), 1, /no webhook endpoint has the id 424242/)
+      assertOneLineError(await cli(['webhooks', 'ping', 'x'], open), 2, /ID must be an endpoint id/)
+    } finally {
+      await hook.close()
+    }
+  })
+
+  it('shows attempts newest first: tab-separated when piped, --limit, --json as the API shows them', async () => {
+    await removeAll()
+    await store.orders.import(records([order({ id: 60n })]))
+    assertOk(await cli(['webhooks', 'add', PUBLIC_URL], env))
+    const [endpoint] = await store.webhooks.list()
+    const id = String(endpoint!.id)
+    const none = await cli(['webhooks', 'attempts', id], env)
+    assertOk(none)
+    assert.equal(none.stdout, '')
+    await store.webhooks.replay(endpoint!.id, 0n) // the events ahead of it: the store leases it
+    for (let i = 0; i < 3; i++) {
+      const [lease] = (await store.webhooks.lease('test', new Date(), 30_000, 10)).filter((leased) => leased.endpoint.id === endpoint!.id)
+      assert.ok(lease !== undefined)
+      const attempt = { eventId: 1n, attemptedAt: new Date(Date.UTC(2026, 10, 20, 8, 0, i)).toISOString(), status: i === 0 ? null : 500 + i, error: i === 0 ? 'timeout' : `status ${500 + i}`, durationMs: 10 + i }
+      assert.equal(await store.webhooks.fail(lease, attempt, { retryAt: new Date(0) }), true)
+    }
+    const piped = await cli(['webhooks', 'attempts', id], env)
+    assertOk(piped)
+    assert.deepEqual(piped.stdout.trimEnd().split('\n').map((line) => line.split('\t')), [
+      ['2026-11-20T08:00:02.000Z', '1', '502', 'status 502', '12'],
+      ['2026-11-20T08:00:01.000Z', '1', '501', 'status 501', '11'],
+      ['2026-11-20T08:00:00.000Z', '1', '-', 'timeout', '10'],
+    ])
+    const limited = await cli(['webhooks', 'attempts', id, '--limit', '1', '--json'], env)
+    assertOk(limited)
+    assert.deepEqual(JSON.parse(limited.stdout), [{ eventId: '1', attemptedAt: '2026-11-20T08:00:02.000Z', status: 502, error: 'status 502', durationMs: 12 }])
+    const oldest = JSON.parse((await cli(['webhooks', 'attempts', id, '--json'], env)).stdout) as { error?: string; status?: number }[]
+    assert.deepEqual([oldest.length, oldest[2]!.error, oldest[2]!.status], [3, 'timeout', undefined])
+    for (const limit of ['0', '101', 'x', '1.5']) assertOneLineError(await cli(['webhooks', 'attempts', id, '--limit', limit], env), 2, /--limit must be an integer from 1 to 100/)
+    assertOneLineError(await cli(['webhooks', 'attempts', '424242'], env), 1, /no webhook endpoint has the id 424242/)
+  })
+
+  it('rotates the secret: the new one alone on stdout; the old one signs for a day', async () => {
+    await removeAll()
+    const added = await cli(['webhooks', 'add', PUBLIC_URL], env)
+    const [endpoint] = await store.webhooks.list()
+    const rotated = await cli(['webhooks', 'rotate', String(endpoint!.id)], env)
+    assertOk(rotated)
+    assert.match(rotated.stdout, /^whsec_[A-Za-z0-9+/]{43}=\n$/)
+    assert.doesNotMatch(rotated.stderr, /whsec_/, 'the secret is on stdout only')
+    const secrets = await store.webhooks.signingSecrets(endpoint!.id, new Date())
+    assert.equal(secrets!.current, rotated.stdout.trim())
+    assert.equal(secrets!.previous, added.stdout.trim())
+    const until = Date.parse(secrets!.previousUntil!) - Date.now()
+    assert.ok(until > 23 * 3_600_000 && until <= 24 * 3_600_000, secrets!.previousUntil!)
+    assertOneLineError(await cli(['webhooks', 'rotate', '424242'], env), 1, /no webhook endpoint has the id 424242/)
+  })
+
+  it('disables an endpoint (disabled_by_request, its position kept) and enables it again', async () => {
+    await removeAll()
+    assertOk(await cli(['webhooks', 'add', PUBLIC_URL], env))
+    const [endpoint] = await store.webhooks.list()
+    const id = String(endpoint!.id)
+    const disabled = await cli(['webhooks', 'disable', id], env)
+    assertOk(disabled)
+    assert.equal(disabled.stdout, `webhook endpoint ${id} disabled, at position ${endpoint!.position}\n`)
+    const off = await store.webhooks.find(endpoint!.id)
+    assert.deepEqual([off!.enabled, off!.disabledReason, off!.position], [false, 'disabled_by_request', endpoint!.position])
+    const enabled = await cli(['webhooks', 'enable', id], env)
+    assertOk(enabled)
+    assert.equal(enabled.stdout, `webhook endpoint ${id} enabled, at position ${endpoint!.position}\n`)
+    assert.deepEqual(await store.webhooks.find(endpoint!.id), endpoint, 'as it was before')
+    assertOk(await cli(['webhooks', 'enable', id], env))
+    for (const verb of ['enable', 'disable']) {
+      assertOneLineError(await cli(['webhooks', verb, '424242'], env), 1, /no webhook endpoint has the id 424242/)
+      assertOneLineError(await cli(['webhooks', verb], env), 2, /missing ID/)
+    }
+  })
+})
+
+describe('petstore-orders webhooks: help', () => {
+  const env = { DATABASE_URL: 'sqlite:/nonexistent/never.db' }
+
+  it('lists every webhooks command; each has --help with its usage and an example', async () => {
+    const group = await cli(['webhooks', '--help'], env)
+    assertOk(group)
+    const commands = ['add', 'list', 'remove', 'replay', 'ping', 'attempts', 'rotate', 'enable', 'disable']
+    for (const command of commands) {
+      assert.ok(group.stdout.includes(`  webhooks ${command}`), `webhooks ${command} missing from the group's help`)
+      const help = await cli(['webhooks', command, '--help'], env)
+      assertOk(help)
+      assert.ok(help.stdout.startsWith(`Usage: petstore-orders webhooks ${command}`), help.stdout.slice(0, 80))
+      assert.ok((help.stdout.split('Examples:\n')[1] ?? '').includes(`petstore-orders webhooks ${command}`), `webhooks ${command} --help has no example`)
+    }
+    assert.match((await cli(['webhooks', 'ping', '--help'], env)).stdout, /Exit status 0 once the ping was sent, whatever the receiver answered/)
   })
 })

@@ -9,23 +9,34 @@ import { ordersComplete, ordersImport, ordersShip } from './commands/orders.js'
 import { petsImport } from './commands/pets.js'
 import { seed } from './commands/seed.js'
 import { serve } from './commands/serve.js'
-import { webhooksAdd, webhooksList, webhooksRemove, webhooksReplay } from './commands/webhooks.js'
+import {
+  webhooksAdd,
+  webhooksAttempts,
+  webhooksDisable,
+  webhooksEnable,
+  webhooksList,
+  webhooksPing,
+  webhooksRemove,
+  webhooksReplay,
+  webhooksRotate,
+} from './commands/webhooks.js'
 
 export const COMMANDS: Command[] = [serve, migrate, keysCreate, keysList, keysRevoke, ordersImport, ordersShip, ordersComplete, petsImport, seed, eventsTail,
-  webhooksAdd, webhooksList, webhooksRemove, webhooksReplay]
+  webhooksAdd, webhooksList, webhooksRemove, webhooksReplay, webhooksPing, webhooksAttempts, webhooksRotate, webhooksEnable, webhooksDisable]
 
 const GROUPS: Record<string, string> = {
   keys: 'API keys: create, list, revoke',
   orders: 'orders: import a file, ship one',
   pets: 'pets: import a file',
   events: 'the order event feed: tail it',
-  webhooks: 'webhook endpoints: add, list, remove, replay',
+  webhooks: 'webhook endpoints: add, list, remove, replay, ping, attempts, rotate, enable, disable',
 }
 
 const ENVIRONMENT = `Environment:
   DATABASE_URL   the database: postgres://… or postgresql://… for PostgreSQL, sqlite:PATH for
                  a SQLite file; unset: the SQLite file ./data/petstore.db. Every command
-                 migrates the schema first.
+                 migrates the schema first. A SQLite file that does not exist is created
+                 by serve, migrate, seed and the imports, and refused by the others.
   PETSTORE_DEBUG set to 1: an unexpected error also prints its stack trace.`
 
 const EXIT_STATUS = `Exit status: 0 done; 1 failed (nothing half-done is left behind); 2 the command line is wrong.

@@ -1,13 +1,22 @@
 import { stringify as stringifyLossless } from 'lossless-json'
 import { loadWebhooksConfig } from '../../config.js'
 import { parseInt64 } from '../../domain/int64.js'
-import { createWebhookEndpoint, toApiWebhookEndpoint } from '../../domain/webhook-endpoints.js'
+import {
+  createWebhookEndpoint,
+  rotateWebhookSecret,
+  toApiWebhookAttempt,
+  toApiWebhookEndpoint,
+  toEndpointPatch,
+} from '../../domain/webhook-endpoints.js'
 import { ApiError } from '../../errors.js'
 import { EVENT_POSITION_PATTERN } from '../../schemas/order-event.js'
-import { MAX_WEBHOOK_DESCRIPTION_LENGTH, MAX_WEBHOOK_URL_LENGTH } from '../../schemas/webhook-endpoint.js'
+import { ATTEMPTS_LISTED_DEFAULT, MAX_WEBHOOK_DESCRIPTION_LENGTH, MAX_WEBHOOK_URL_LENGTH } from '../../schemas/webhook-endpoint.js'
 import { EventsExpiredError, ORDER_EVENT_TYPES, UnknownEventPositionError, type OrderEventType } from '../../store/order-events.js'
+import { ATTEMPTS_KEPT } from '../../store/webhook-rows.js'
 import type { WebhookEndpoint } from '../../store/webhooks.js'
-import { CommandError, lowerFirst, PROGRAM, printable, stringOption, UsageError, withStore, type Command } from '../command.js'
+import { Deliverer } from '../../webhooks/delivery.js'
+import { pingWebhookEndpoint, toApiPingResult } from '../../webhooks/ping.js'
+import { CommandError, lowerFirst, PROGRAM, printable, stringOption, UsageError, withStore, type Command, type Io } from '../command.js'
 
 const POLICY = `The URL must be https, with no user name or password, and its host must resolve only to public
 addresses — unless WEBHOOK_ALLOW_PRIVATE_NETWORKS=true, which also allows http and private,
@@ -40,6 +49,30 @@ function asCommandError(error: unknown): unknown {
 /** Endpoints as the API shows them (never a secret), ids exact. */
 function endpointsToJson(endpoints: WebhookEndpoint[]): string {
   return stringifyLossless(endpoints.map(toApiWebhookEndpoint))!
+}
+
+function noSuchEndpoint(id: bigint): CommandError {
+  return new CommandError(`no webhook endpoint has the id ${id}`)
+}
+
+/**
+ * Rows under a header of `columns`, aligned, on a terminal; piped, tab-separated with no header.
+ * On a terminal, `empty` is said on stderr when there is no row.
+ */
+function printRows(io: Io, columns: readonly string[], rows: string[][], empty: string): void {
+  if (io.stdout.isTTY !== true) {
+    for (const row of rows) io.stdout.write(`${row.join('\t')}\n`)
+    return
+  }
+  if (rows.length === 0) {
+    io.stderr.write(`${empty}\n`)
+    return
+  }
+  const table = [[...columns], ...rows]
+  const widths = columns.map((_, i) => Math.max(...table.map((row) => [...row[i]!].length)))
+  for (const row of table) {
+    io.stdout.write(`${row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ')}\n`)
+  }
 }
 
 export const webhooksAdd: Command = {
@@ -131,20 +164,7 @@ Examples:
       io.stdout.write(`${endpointsToJson(endpoints)}\n`)
       return
     }
-    const rows = endpoints.map(endpointColumns)
-    if (io.stdout.isTTY !== true) {
-      for (const row of rows) io.stdout.write(`${row.join('\t')}\n`)
-      return
-    }
-    if (rows.length === 0) {
-      io.stderr.write(`no webhook endpoints yet; create one with '${PROGRAM} webhooks add URL'\n`)
-      return
-    }
-    const table = [[...COLUMNS], ...rows]
-    const widths = COLUMNS.map((_, i) => Math.max(...table.map((row) => [...row[i]!].length)))
-    for (const row of table) {
-      io.stdout.write(`${row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ')}\n`)
-    }
+    printRows(io, COLUMNS, endpoints.map(endpointColumns), `no webhook endpoints yet; create one with '${PROGRAM} webhooks add URL'`)
   },
 }
 
@@ -168,7 +188,7 @@ Examples:
   async run({ positionals }, io) {
     const id = endpointId(positionals[0]!, 'webhooks remove')
     const removed = await withStore(io, (store) => store.webhooks.remove(id))
-    if (!removed) throw new CommandError(`no webhook endpoint has the id ${id}`)
+    if (!removed) throw noSuchEndpoint(id)
     io.stdout.write(`removed webhook endpoint ${id}\n`)
   },
 }
@@ -210,7 +230,179 @@ Examples:
         throw error
       }
     })
-    if (endpoint === undefined) throw new CommandError(`no webhook endpoint has the id ${id}`)
+    if (endpoint === undefined) throw noSuchEndpoint(id)
     io.stdout.write(`webhook endpoint ${id} replays the events after ${after}\n`)
   },
 }
+
+export const webhooksPing: Command = {
+  name: ['webhooks', 'ping'],
+  synopsis: 'webhooks ping ID',
+  summary: 'send a webhook endpoint a signed test delivery and print how it went',
+  options: { json: { type: 'boolean' } },
+  positionals: [{ name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }],
+  usesDatabase: true,
+  help: `Usage: ${PROGRAM} webhooks ping ID [--json]
+
+Sends the webhook endpoint ID one delivery now, of type webhook.ping, outside the event feed,
+signed with its secret (and the previous one, within 24 hours of a rotation) as every delivery
+is, to its URL, whether it is enabled or not; then prints what the receiver answered and how
+long it took. Its webhook-id is ping_ and 24 hex characters; its body is
+{"type":"webhook.ping","timestamp":"…","data":{"endpointId":"ID"}}. The endpoint is left as it
+was: its position, its status (a 410 disables nothing) and its attempts. The WEBHOOK_* variables
+apply as they do to the server's deliveries (WEBHOOK_TIMEOUT_MS, WEBHOOK_ALLOW_PRIVATE_NETWORKS).
+
+Exit status 0 once the ping was sent, whatever the receiver answered (read the line printed, or
+--json); 1 when there is no such endpoint.
+
+Options:
+  --json       print the result as the API answers it: {"status"?, "error"?, "durationMs"}
+  -h, --help   show this help
+
+Examples:
+  ${PROGRAM} webhooks ping 7
+  # webhook endpoint 7 answered 204 in 85 ms
+  ${PROGRAM} webhooks ping 7 --json`,
+  async run({ values, positionals }, io) {
+    const id = endpointId(positionals[0]!, 'webhooks ping')
+    const config = loadWebhooksConfig(io.env)
+    const deliverer = new Deliverer({ timeoutMs: config.timeoutMs, allowPrivateNetworks: config.allowPrivateNetworks })
+    let result
+    try {
+      result = await withStore(io, (store) => pingWebhookEndpoint(store.webhooks, (request, signal) => deliverer.deliver(request, signal), id))
+    } finally {
+      deliverer.close()
+    }
+    if (result === undefined) throw noSuchEndpoint(id)
+    if (values.json === true) {
+      io.stdout.write(`${JSON.stringify(toApiPingResult(result))}\n`)
+      return
+    }
+    const answered = result.error === null ? `answered ${result.status}` : `did not answer with a 2xx: ${result.error}`
+    io.stdout.write(`webhook endpoint ${id} ${answered} in ${result.durationMs} ms\n`)
+  },
+}
+
+const ATTEMPT_COLUMNS = ['ATTEMPTED', 'EVENT', 'STATUS', 'ERROR', 'MS'] as const
+
+export const webhooksAttempts: Command = {
+  name: ['webhooks', 'attempts'],
+  synopsis: 'webhooks attempts ID',
+  summary: "show a webhook endpoint's latest delivery attempts",
+  options: { limit: { type: 'string' }, json: { type: 'boolean' } },
+  positionals: [{ name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }],
+  usesDatabase: true,
+  help: `Usage: ${PROGRAM} webhooks attempts ID [--limit N] [--json]
+
+Shows the latest delivery attempts of the webhook endpoint ID, newest first, one a line: when,
+the event's id (its webhook-id), the status of the response ("-" when none came), a short error
+when it was not a 2xx ("-" when it was), and how long it took in milliseconds. The last
+${ATTEMPTS_KEPT} are kept; never a response body. Pings are not attempts: they are not shown. On a
+terminal the columns are aligned under a header; piped, they are separated by tabs with no header.
+
+Options:
+  --limit N    how many attempts at most, 1 to ${ATTEMPTS_KEPT} (default ${ATTEMPTS_LISTED_DEFAULT})
+  --json       print a JSON array of attempts as the API shows them (GET …/attempts)
+  -h, --help   show this help
+
+Examples:
+  ${PROGRAM} webhooks attempts 7
+  ${PROGRAM} webhooks attempts 7 --limit 100 | awk -F'\\t' '$4 != "-"'   # the failures`,
+  async run({ values, positionals }, io) {
+    const id = endpointId(positionals[0]!, 'webhooks attempts')
+    const limitText = stringOption(values, 'limit')
+    const limit = limitText === undefined ? ATTEMPTS_LISTED_DEFAULT : /^[0-9]{1,3}$/.test(limitText) ? Number(limitText) : NaN
+    if (!(limit >= 1 && limit <= ATTEMPTS_KEPT)) {
+      throw new UsageError(`--limit must be an integer from 1 to ${ATTEMPTS_KEPT}; got ${JSON.stringify(limitText)}`, 'webhooks attempts')
+    }
+    const attempts = await withStore(io, (store) => store.webhooks.attempts(id, limit))
+    if (attempts === undefined) throw noSuchEndpoint(id)
+    if (values.json === true) {
+      io.stdout.write(`${JSON.stringify(attempts.map(toApiWebhookAttempt))}\n`)
+      return
+    }
+    const rows = attempts.map((attempt) => [
+      attempt.attemptedAt,
+      String(attempt.eventId),
+      attempt.status === null ? '-' : String(attempt.status),
+      attempt.error ?? '-',
+      String(attempt.durationMs),
+    ])
+    printRows(io, ATTEMPT_COLUMNS, rows, `no delivery attempts to webhook endpoint ${id} yet`)
+  },
+}
+
+export const webhooksRotate: Command = {
+  name: ['webhooks', 'rotate'],
+  synopsis: 'webhooks rotate ID',
+  summary: "give a webhook endpoint a new signing secret and print it (shown only this once)",
+  options: {},
+  positionals: [{ name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }],
+  usesDatabase: true,
+  help: `Usage: ${PROGRAM} webhooks rotate ID
+
+Gives the webhook endpoint ID a new signing secret and prints it, alone on one line, on stdout
+(the secret is shown only this once). For 24 hours the previous secret signs too: deliveries carry
+both signatures, so the receiver can switch to the new secret at its pace. Rotating again within
+the 24 hours ends the older secret at once. An unknown ID fails.
+
+Options:
+  -h, --help   show this help
+
+Examples:
+  SECRET=$(${PROGRAM} webhooks rotate 7)`,
+  async run({ positionals }, io) {
+    const id = endpointId(positionals[0]!, 'webhooks rotate')
+    const secret = await withStore(io, (store) => rotateWebhookSecret(store.webhooks, id))
+    if (secret === undefined) throw noSuchEndpoint(id)
+    io.stdout.write(`${secret}\n`)
+    io.stderr.write(`rotated the secret of webhook endpoint ${id}; the previous one signs too for 24 hours; store the new one now: it cannot be shown again\n`)
+  },
+}
+
+/** `webhooks enable` and `webhooks disable`: the PATCH {"enabled"} of the API. */
+function setEnabled(enabled: boolean): Command {
+  const verb = enabled ? 'enable' : 'disable'
+  return {
+    name: ['webhooks', verb],
+    synopsis: `webhooks ${verb} ID`,
+    summary: enabled ? 'enable a webhook endpoint again, from the position it stopped at' : 'stop delivering to a webhook endpoint; it keeps its position',
+    options: {},
+    positionals: [{ name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }],
+    usesDatabase: true,
+    help: enabled
+      ? `Usage: ${PROGRAM} webhooks enable ID
+
+Enables the webhook endpoint ID again, whatever disabled it: it is sent the events of its types
+after the position it stopped at, in order, with its failures and retries cleared; nothing is lost
+within the event feed's retention. An endpoint enabled already is left as it is. An unknown ID
+fails.
+
+Options:
+  -h, --help   show this help
+
+Examples:
+  ${PROGRAM} webhooks enable 7`
+      : `Usage: ${PROGRAM} webhooks disable ID
+
+Disables the webhook endpoint ID (disabled_by_request): nothing more is sent to it (a delivery
+already in flight is its last), and it keeps its position, so 'webhooks enable ID' resumes from
+there. An unknown ID fails.
+
+Options:
+  -h, --help   show this help
+
+Examples:
+  ${PROGRAM} webhooks disable 7`,
+    async run({ positionals }, io) {
+      const id = endpointId(positionals[0]!, `webhooks ${verb}`)
+      const config = loadWebhooksConfig(io.env)
+      const endpoint = await withStore(io, async (store) => store.webhooks.update(id, await toEndpointPatch({ enabled }, config)))
+      if (endpoint === undefined) throw noSuchEndpoint(id)
+      io.stdout.write(`webhook endpoint ${id} ${enabled ? 'enabled' : 'disabled'}, at position ${endpoint.position}\n`)
+    },
+  }
+}
+
+export const webhooksEnable = setEnabled(true)
+export const webhooksDisable = setEnabled(false)
