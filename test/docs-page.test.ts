@@ -247,6 +247,66 @@ describe('/docs in headless Chromium', { skip: process.env.REQUIRE_BROWSER === '
     assert.equal(await page.locator('.servers select').inputValue(), '/v1')
   })
 
+  it("places a new order at each Execute of placeOrder, a fresh Idempotency-Key sent for each; a key typed in is sent as typed", async () => {
+    // A server of its own: the suite's holds the greatest int64 id, above which no order is placed.
+    const own = await startTestServer('sqlite')
+    const ownKey = await own.createKey()
+    const context = await browser.newContext({ serviceWorkers: 'block' })
+    const other = await context.newPage()
+    const errors: string[] = []
+    other.on('pageerror', (error) => errors.push(`page error: ${error.message}`))
+    try {
+      await other.goto(`${own.origin}/docs`, { waitUntil: 'load' })
+      await other.locator('.opblock').nth(2).waitFor({ timeout: 30_000 })
+      await other.locator('#api-version').selectOption({ label: 'v2 (beta)' })
+      const place = other.locator('.opblock').filter({ has: other.locator('.opblock-summary-operation-id').getByText('placeOrder', { exact: true }) })
+      await place.waitFor()
+      await other.locator('.auth-wrapper .authorize').click()
+      const dialog = other.locator('.dialog-ux .modal-ux')
+      await dialog.locator('input').first().fill(ownKey)
+      await dialog.locator('.auth-btn-wrapper .authorize').click()
+      await dialog.locator('.close-modal').click()
+      await place.locator('.opblock-summary').first().click()
+      await place.locator('.try-out__btn').click()
+      const keyField = place.locator('tr[data-param-name="Idempotency-Key"] input')
+      assert.equal(await keyField.inputValue(), '', 'the Idempotency-Key field is not pre-filled')
+
+      /** Execute with `body`; the key sent, and the answer's status and text. */
+      const execute = async (body: string): Promise<{ sent: string | undefined; status: number; text: string }> => {
+        await place.locator('textarea.body-param__text').fill(body)
+        const answered = other.waitForResponse((response) => response.request().method() === 'POST' && new URL(response.url()).pathname === '/v2/store/orders')
+        await place.locator('.btn.execute').click()
+        const response = await answered
+        return { sent: (await response.request().allHeaders())['idempotency-key'], status: response.status(), text: await response.text() }
+      }
+      const idOf = (text: string): string => /^\{"id":(\d+),/.exec(text)?.[1] ?? assert.fail(text)
+
+      const first = await execute('{"petId": 7, "quantity": 2}')
+      const second = await execute('{"petId": 8, "quantity": 3}')
+      for (const { sent, status, text } of [first, second]) {
+        assert.equal(status, 201, text)
+        assert.match(sent ?? '', /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, 'a UUIDv7 is sent')
+      }
+      assert.notEqual(first.sent, second.sent)
+      assert.notEqual(idOf(first.text), idOf(second.text), 'two orders')
+      assert.match(second.text, /"petId":8,"quantity":3/)
+      // The curl shown is the request as sent, its key included.
+      assert.ok((await place.locator('.curl-command').innerText()).includes(`Idempotency-Key: ${second.sent}`))
+
+      // A key typed in is the user's: sent as it is, so a replay or a reuse shows as the API answers it.
+      await keyField.fill('docs-page-typed-key')
+      const typed = await execute('{"petId": 9, "quantity": 1}')
+      assert.deepEqual([typed.sent, typed.status], ['docs-page-typed-key', 201], typed.text)
+      const reused = await execute('{"petId": 9, "quantity": 4}')
+      assert.deepEqual([reused.sent, reused.status], ['docs-page-typed-key', 422], reused.text)
+      assert.match(reused.text, /"code":"idempotency_key_reused"/)
+      assert.deepEqual(errors, [])
+    } finally {
+      await context.close()
+      await own.close()
+    }
+  })
+
   it('leaves the served documents with their two configured servers', async () => {
     const doc = (await (await fetch(`${server.origin}/v1/openapi.json`)).json()) as { servers: { url: string }[] }
     assert.deepEqual(doc.servers.map((s) => s.url), ['https://api.petstore.example/v1', 'https://staging.api.petstore.example/v1'])

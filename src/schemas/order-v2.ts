@@ -194,7 +194,8 @@ export const PlaceOrderHeaders = Type.Object({
         '(24 by default) places nothing and gets the first response again (with `Idempotent-Replayed: true`), when its ' +
         'body is the same order (422 `idempotency_key_reused` otherwise). 1–255 visible ASCII characters, no spaces, ' +
         'taken as sent (quotes included); a UUID is a good key.',
-      examples: ['8e03978e-40d5-43e8-bc93-6894a57f9324'],
+      // No example: /docs would send it on every "Try it out", and a second order with another
+      // body would be refused (422). The page makes a fresh key for each request instead.
     }),
   ),
 })

@@ -705,10 +705,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /**
-                 * @description Makes a retry safe: a request with a key already used by this API key in the last IDEMPOTENCY_KEY_TTL_HOURS (24 by default) places nothing and gets the first response again (with `Idempotent-Replayed: true`), when its body is the same order (422 `idempotency_key_reused` otherwise). 1–255 visible ASCII characters, no spaces, taken as sent (quotes included); a UUID is a good key.
-                 * @example 8e03978e-40d5-43e8-bc93-6894a57f9324
-                 */
+                /** @description Makes a retry safe: a request with a key already used by this API key in the last IDEMPOTENCY_KEY_TTL_HOURS (24 by default) places nothing and gets the first response again (with `Idempotent-Replayed: true`), when its body is the same order (422 `idempotency_key_reused` otherwise). 1–255 visible ASCII characters, no spaces, taken as sent (quotes included); a UUID is a good key. */
                 "Idempotency-Key"?: string;
             };
             path?: never;

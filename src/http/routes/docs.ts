@@ -106,6 +106,13 @@ const INDEX_HTML = `<!doctype html>
 // - JSON response bodies are shown as received, re-indented without being parsed into numbers:
 //   Swagger UI's own rendering (JSON.parse, then JSON.stringify) would show the id
 //   9223372036854775806 as 9223372036854776000.
+//
+// And a request interceptor: a placeOrder sent with its Idempotency-Key field left empty gets a fresh
+// key (a UUIDv7, as the TypeScript client makes), so each Execute places its own order, safe to
+// retry, as a client would send it; a key typed in the field is sent as typed (to see a replay, or the
+// 422 of a key reused with another body). The key sent shows in the request's curl. getRandomValues,
+// not randomUUID: the page may be served over plain http from a host other than localhost, which is
+// not a secure context.
 const INIT_JS = `(function () {
   'use strict'
   var DOCUMENT = /(?:^|\\/)(v[0-9]+)\\/openapi\\.json$/
@@ -174,6 +181,37 @@ const INIT_JS = `(function () {
     return out
   }
 
+  // A UUIDv7: the time in milliseconds, then random bits.
+  function uuidV7() {
+    var bytes = new Uint8Array(16)
+    crypto.getRandomValues(bytes)
+    var time = Date.now()
+    for (var i = 5; i >= 0; i--) {
+      bytes[i] = time % 256
+      time = Math.floor(time / 256)
+    }
+    bytes[6] = (bytes[6] & 0x0f) | 0x70
+    bytes[8] = (bytes[8] & 0x3f) | 0x80
+    var hex = Array.prototype.map.call(bytes, function (byte) { return (byte + 0x100).toString(16).slice(1) }).join('')
+    return [hex.slice(0, 8), hex.slice(8, 12), hex.slice(12, 16), hex.slice(16, 20), hex.slice(20)].join('-')
+  }
+
+  // placeOrder (POST …/store/orders; v1 has no such operation) without an Idempotency-Key gets one.
+  function withIdempotencyKey(request) {
+    if (request.loadSpec || String(request.method).toUpperCase() !== 'POST') return request
+    if (!/\\/store\\/orders$/.test(new URL(request.url, document.baseURI).pathname)) return request
+    var headers = request.headers || {}
+    var given = false
+    Object.keys(headers).forEach(function (name) {
+      if (name.toLowerCase() !== 'idempotency-key') return
+      if (String(headers[name]) === '') delete headers[name]
+      else given = true
+    })
+    if (!given) headers['Idempotency-Key'] = uuidV7()
+    request.headers = headers
+    return request
+  }
+
   var ThisServerFirst = function () {
     return {
       statePlugins: {
@@ -222,6 +260,7 @@ const INIT_JS = `(function () {
       docExpansion: 'list',
       validatorUrl: null,
       queryConfigEnabled: false,
+      requestInterceptor: withIdempotencyKey,
     })
     // What Swagger UI's top bar does when another of its \`urls\` is picked.
     version.addEventListener('change', function () {
