@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, it } from 'node:test'
 import { parse, stringify } from 'lossless-json'
 import { Webhook } from 'standardwebhooks'
+import { Webhook as SvixWebhook } from 'svix'
 import { webhookReceiver, type Delivery } from '../docs/examples/webhook-receiver.js'
+import { svixReceiver, type SvixDelivery } from '../docs/examples/webhook-receiver-svix.js'
 import { Deliverer } from '../src/webhooks/delivery.js'
 import { WebhookDispatcher } from '../src/webhooks/dispatcher.js'
 import { bearer, startTestServer, within, type TestServer } from './support/harness.js'
@@ -84,15 +87,18 @@ describe('docs/examples/webhook-receiver.ts', () => {
 })
 
 describe('docs/webhooks.md', () => {
-  it('shows the receiver as docs/examples/webhook-receiver.ts has it, line for line', () => {
-    const doc = readFileSync(new URL('../docs/webhooks.md', import.meta.url), 'utf8')
-    const example = new Set(readFileSync(new URL('../docs/examples/webhook-receiver.ts', import.meta.url), 'utf8').split('\n').map((line) => line.trim()))
-    const block = /```ts\n([\s\S]*?)```/.exec(doc)?.[1]
-    assert.ok(block !== undefined, 'the doc shows the receiver')
-    const lines = block.split('\n').map((line) => line.trim()).filter((line) => line !== '')
-    assert.ok(lines.length > 20)
-    for (const line of lines) assert.ok(example.has(line), `not in the example file: ${line}`)
-  })
+  // Each receiver the doc shows, by the package it verifies with.
+  for (const [file, library] of [['webhook-receiver.ts', 'standardwebhooks'], ['webhook-receiver-svix.ts', 'svix']] as const) {
+    it(`shows the ${library} receiver as docs/examples/${file} has it, line for line`, () => {
+      const doc = readFileSync(new URL('../docs/webhooks.md', import.meta.url), 'utf8')
+      const example = new Set(readFileSync(new URL(`../docs/examples/${file}`, import.meta.url), 'utf8').split('\n').map((line) => line.trim()))
+      const block = [...doc.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!).find((text) => text.includes(`from '${library}'`))
+      assert.ok(block !== undefined, `the doc shows the ${library} receiver`)
+      const lines = block.split('\n').map((line) => line.trim()).filter((line) => line !== '')
+      assert.ok(lines.length > 20)
+      for (const line of lines) assert.ok(example.has(line), `not in the example file: ${line}`)
+    })
+  }
 })
 
 describe('docs/examples/webhook-receiver.ts receiving real deliveries', () => {
@@ -149,5 +155,77 @@ describe('docs/examples/webhook-receiver.ts receiving real deliveries', () => {
       return attempts.length >= 3
     })
     assert.deepEqual(attempts.map((attempt) => attempt.status), [204, 204, 204])
+  })
+})
+
+describe('docs/examples/webhook-receiver-svix.ts', () => {
+  const EXACT = '9007199254740993' // 2^53 + 1
+
+  it("needs its own parse: svix's Webhook.verify returns JSON.parse(body), which rounds an id past 2^53", () => {
+    const secret = `whsec_${Buffer.alloc(32, 3).toString('base64')}`
+    const body = `{"type":"order.created","data":{"order":{"id":${EXACT}}}}`
+    const at = new Date()
+    const svix = new SvixWebhook(secret)
+    const headers = { 'webhook-id': '1', 'webhook-timestamp': String(Math.floor(at.getTime() / 1000)), 'webhook-signature': svix.sign('1', at, body) }
+    const verified = svix.verify(Buffer.from(body), headers) as { data: { order: { id: unknown } } }
+    assert.equal(typeof verified.data.order.id, 'number')
+    assert.notEqual(BigInt(verified.data.order.id as number), BigInt(EXACT), 'svix kept the id exact: the doc says it does not')
+  })
+
+  /** Polls `condition` until it holds, bounded by the test's timeout only. */
+  async function until(condition: () => boolean | Promise<boolean>): Promise<void> {
+    while (!(await condition())) await sleep(20)
+  }
+
+  it('verifies a real delivery of an order whose id is past 2^53 and reads the id exactly; refuses a bad signature (401)', { timeout: 60_000 }, async () => {
+    const server = await startTestServer('sqlite', { env: { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' } })
+    after(() => server.close())
+    const key = await server.createKey({ scopes: ['orders:read', 'webhooks:manage'] })
+    const api = (method: string, path: string, body?: object) =>
+      fetch(`${server.origin}/v2/webhook-endpoints${path}`, {
+        method,
+        headers: { ...bearer(key), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
+    const created = (await (await api('POST', '', { url: 'http://127.0.0.1:9/', eventTypes: ['order.created'] })).json()) as { id: number; secret: string }
+    const handled: [SvixDelivery, string][] = []
+    const receiver = svixReceiver(created.secret, async (delivery, webhookId) => void handled.push([delivery, webhookId]))
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve))
+    after(() => new Promise<void>((resolve) => receiver.close(() => resolve())))
+    const url = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/webhooks/petstore`
+    assert.equal((await api('PATCH', `/${created.id}`, { url })).status, 200)
+
+    const deliverer = new Deliverer({ timeoutMs: 5000, allowPrivateNetworks: true })
+    const dispatcher = new WebhookDispatcher({
+      webhooks: server.store.webhooks,
+      dataVersion: () => server.store.orders.dataVersion(),
+      deliver: (request, signal) => deliverer.deliver(request, signal),
+      timeoutMs: 5000,
+      retryScheduleMs: [100],
+      log: { info: () => {}, warn: () => {} },
+    })
+    dispatcher.start()
+    after(async () => {
+      await dispatcher.stop(0)
+      deliverer.close()
+    })
+
+    await server.importOrders([{ id: BigInt(EXACT), petId: 7n, quantity: 2 }])
+    await until(() => handled.length === 1)
+    const [delivery, webhookId] = handled[0]!
+    assert.equal(delivery.type, 'order.created')
+    assert.equal(delivery.data.order.id, BigInt(EXACT), 'the order id is exact')
+    assert.equal(webhookId, delivery.data.id)
+    let attempts: { status?: number }[] = []
+    await until(async () => {
+      attempts = ((await (await api('GET', `/${created.id}/attempts`)).json()) as { data: { status?: number }[] }).data
+      return attempts.length >= 1
+    })
+    assert.deepEqual(attempts.map((attempt) => attempt.status), [204], 'the receiver answered the delivery 204')
+
+    const body = '{"type":"order.created"}'
+    const forged = await fetch(url, { method: 'POST', headers: signed([`whsec_${Buffer.alloc(32, 9).toString('base64')}`], '77', body), body })
+    assert.equal(forged.status, 401)
+    assert.equal(handled.length, 1)
   })
 })
