@@ -264,6 +264,11 @@ describe('a command that does not create a database, given a SQLite file that do
     ['webhooks', 'add', 'https://example.com/hooks'],
     ['webhooks', 'remove', '1'],
     ['webhooks', 'replay', '1', '--after', '1'],
+    ['webhooks', 'ping', '1'],
+    ['webhooks', 'attempts', '1'],
+    ['webhooks', 'rotate', '1'],
+    ['webhooks', 'enable', '1'],
+    ['webhooks', 'disable', '1'],
   ]
 
   test('fails with one line naming the path, exit 1, creating neither the file nor its directory', async () => {
