@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { before, it } from 'node:test'
+import pino from 'pino'
 import { Webhook } from 'standardwebhooks'
 import { bearer, expectError, forEachStore, startTestServer, type TestServer } from './support/harness.js'
 import { receiver, type Receiver } from './support/webhook-receiver.js'
@@ -172,6 +173,33 @@ forEachStore('v2 pingWebhookEndpoint', (kind) => {
     assert.equal(answer.status, 200, answer.text)
     assert.deepEqual(Object.keys(answer.result).sort(), ['durationMs', 'error'])
     assert.equal(answer.result.error, 'connection refused')
+  })
+
+  it('ends the delivery when the client that asked for the ping goes away', async () => {
+    const lines: string[] = []
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) })
+    const patient = await startTestServer(kind, { env: { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_TIMEOUT_MS: '300000' }, logger })
+    const key = await patient.createKey({ scopes: ['webhooks:manage'] })
+    await withReceiver(async (hook) => {
+      let closed!: () => void
+      const connectionClosed = new Promise<void>((resolve) => (closed = resolve))
+      hook.answer = (_delivery, _req, res) => res.on('close', closed) // never answered
+      const created = await patient.store.webhooks.create({ url: hook.url, eventTypes: ['order.created'], description: null, secret: `whsec_${Buffer.alloc(32, 1).toString('base64')}` }, 100)
+      assert.ok(created !== 'too_many')
+      const client = new AbortController()
+      const asked = fetch(`${patient.origin}/v2/webhook-endpoints/${created.id}/ping`, { method: 'POST', headers: bearer(key), signal: client.signal })
+      while (hook.deliveries.length === 0) await new Promise((resolve) => setTimeout(resolve, 10))
+      client.abort()
+      await assert.rejects(asked)
+      await connectionClosed
+      // Ended by the abort, not by the delivery's timeout.
+      const pinged = async (): Promise<{ error?: string } | undefined> => {
+        const line = lines.find((text) => text.includes('"webhook endpoint pinged"'))
+        return line === undefined ? undefined : (JSON.parse(line) as { error?: string })
+      }
+      while ((await pinged()) === undefined) await new Promise((resolve) => setTimeout(resolve, 10))
+      assert.equal((await pinged())!.error, 'aborted')
+    })
   })
 
   it('is 404 for an unknown endpoint, 400 for a bad id, body or query, 415 for a body not JSON, 403 without webhooks:manage, 401 without a key', async () => {
