@@ -106,6 +106,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     deliver: (request, signal) => deliverer.deliver(request, signal),
     timeoutMs: config.webhooks.timeoutMs,
     retryScheduleMs: config.webhooks.retryScheduleMs,
+    maxInFlight: config.webhooks.concurrency,
     log: logger,
     metrics: running.metrics,
     pace: () => pacer.turn(),
