@@ -10,7 +10,8 @@ export interface ProbeResult {
   maxMs: number
 }
 
-function percentile(sorted: number[], p: number): number {
+/** The `p`th percentile of ascending `sorted` (nearest rank); NaN when empty. */
+export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
 }
