@@ -277,7 +277,7 @@ function withDeliveryCallback(document: OperationsOf): OperationsOf {
                 'secret after `whsec_`; for 24 hours after a rotation, two such entries separated by a space (the new and ' +
                 'the previous secret): accept either. The example signs the WebhookDelivery example (as compact JSON) with ' +
                 "the WebhookSecret example's secret",
-              'v1,Qw1IM8m0DpWwBMXgkXZj3Ie+ilAGBDwFyBb589kU5O4=',
+              'v1,i46O3GyedVvUB9U5ZA5VJ9dUTG4PTYES8gr7wsjNl0s=',
             ),
           ],
           requestBody: {

@@ -554,11 +554,11 @@ export interface components {
          *         "occurredAt": "2026-11-20T08:15:00.000Z",
          *         "order": {
          *           "id": 10,
+         *           "complete": false,
+         *           "status": "shipped",
          *           "petId": 198772,
          *           "quantity": 7,
          *           "shipDate": "2026-11-25T10:00:00.000Z",
-         *           "complete": false,
-         *           "status": "shipped",
          *           "shippedAt": "2026-11-20T08:15:00.000Z"
          *         }
          *       }
