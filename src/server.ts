@@ -148,20 +148,22 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
 /** `petstore-orders serve`: run until SIGTERM or SIGINT, then shut down gracefully and exit 0. */
 export async function serve(config: Config, options: ServerOptions = {}): Promise<void> {
   // Listened for before starting: once "listening" is printed, a signal must stop the server
-  // gracefully, and one that came during start-up stops it as soon as it has started.
+  // gracefully, and one that came during start-up stops it as soon as it has started. Listened for
+  // until the server is closed: a Ctrl-C under `npm start` arrives twice (from the terminal, and
+  // forwarded by npm), and the second must not kill a shutdown in progress (it is bounded by
+  // SHUTDOWN_TIMEOUT_MS anyway).
   let stop!: (signal: NodeJS.Signals) => void
   const signalled = new Promise<NodeJS.Signals>((resolve) => (stop = resolve))
-  process.once('SIGTERM', stop).once('SIGINT', stop)
-  let server: RunningServer
+  process.on('SIGTERM', stop).on('SIGINT', stop)
   try {
-    server = await startServer(config, options)
+    const server = await startServer(config, options)
     server.app.log.info({ signal: await signalled }, 'shutting down')
+    await server.close()
+    server.app.log.info('stopped')
+    // Written before returning: the process then ends with nothing left to write (the exit
+    // listener would still write it, synchronously).
+    await server.flushLogs()
   } finally {
     process.off('SIGTERM', stop).off('SIGINT', stop)
   }
-  await server.close()
-  server.app.log.info('stopped')
-  // Written before returning: the process then ends with nothing left to write (the exit
-  // listener would still write it, synchronously).
-  await server.flushLogs()
 }
