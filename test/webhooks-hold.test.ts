@@ -167,7 +167,7 @@ forEachStore('webhooks against receivers that trickle or hang', (kind) => {
   // A hanging attempt would hold its slot for the whole timeout (a minute here) were the slot not
   // given back after a turn; a trickling receiver's, until the timeout too, were its body awaited.
   const timeoutMs = 60_000
-  const scenarios = [
+  const scenarios: { title: string; trickling: number; hanging: number; env: Record<string, string> }[] = [
     { title: '40 trickling and 40 hanging endpoints, default slots', trickling: 40, hanging: 40, env: {} },
     { title: '12 trickling and 12 hanging endpoints, 8 slots', trickling: 12, hanging: 12, env: { WEBHOOK_CONCURRENCY: '8' } },
   ]
