@@ -155,6 +155,12 @@ describe('docs/examples/webhook-receiver.ts receiving real deliveries', () => {
       return attempts.length >= 3
     })
     assert.deepEqual(attempts.map((attempt) => attempt.status), [204, 204, 204])
+
+    // A ping is verified and answered, and handles nothing: it carries no event.
+    const pinged = await api('POST', `/${created.id}/ping`)
+    assert.equal(pinged.status, 200)
+    assert.equal(((await pinged.json()) as { status?: number }).status, 204)
+    assert.equal(handled.length, 3)
   })
 })
 

@@ -54,6 +54,7 @@ export function webhookReceiver({ secret, handle, handled = new Set() }: Receive
         throw error
       }
       const id = headers['webhook-id']
+      if (id.startsWith('ping_')) return reply.code(204).send() // a test delivery (pingWebhookEndpoint): no event in it
       if (handled.has(id)) return reply.code(204).send() // delivered again (a retry, or a replay): done already
       await handle(parseDelivery(request.body as Buffer))
       handled.add(id)
