@@ -61,6 +61,8 @@ interface Running {
   finishing: boolean
   /** Whether it holds one of the instance's slots: not once its turn ended with an attempt in flight. */
   slot: boolean
+  /** When its turn ends (Date.now() time). */
+  turnEnds: number
   done: Promise<void>
 }
 
@@ -76,12 +78,14 @@ interface Running {
  * the data version moves (read every 100 ms, as the long poll does) and at least every second, for
  * retries that came due.
  *
- * Slots: an instance serves at most `maxInFlight` endpoints at once, each for a turn of at most
- * `turnMs`; then the loop releases its lease, and the endpoints released longest ago are leased
- * first, so endpoints that wait get their turn. An attempt still in flight when its turn ends is
- * parked: it keeps its lease (one delivery per endpoint) but gives its slot back, finishes in the
- * background, and its result is written as usual. So a receiver that hangs holds a slot for one
- * turn, never for its timeout, and a healthy endpoint waits at most about a turn for a slot.
+ * Slots: an instance serves at most `maxInFlight` endpoints at once, each for turns of `turnMs`.
+ * When a turn ends while endpoints may be waiting for a slot (every slot is taken, or the last lease
+ * pass filled them all), the loop releases its lease, and the endpoints released longest ago are
+ * leased first, so endpoints that wait get their turn; else it goes on. An attempt still in flight
+ * when its turn ends so is parked: it keeps its lease (one delivery per endpoint) but gives its slot
+ * back, finishes in the background, and its result is written as usual. So a receiver that hangs
+ * holds a slot for at most a turn once another endpoint needs it, never for its timeout, and a
+ * healthy endpoint waits about a turn for a slot at most.
  *
  * Changes: every write under a lease reports whether the endpoint changed since it was leased (its
  * revision: a PATCH of url, types or enabled, a rotation, a replay); the loop then ends and the
@@ -198,7 +202,7 @@ export class WebhookDispatcher {
   }
 
   private launch(lease: WebhookLease, recheck: boolean): void {
-    const loop: Running = { woken: false, finishing: false, slot: true, done: Promise.resolve() }
+    const loop: Running = { woken: false, finishing: false, slot: true, turnEnds: Date.now() + this.turnMs, done: Promise.resolve() }
     this.running.set(lease.endpoint.id, loop)
     this.slotsTaken++
     loop.done = this.serve(lease, loop, recheck)
@@ -221,19 +225,29 @@ export class WebhookDispatcher {
   }
 
   /**
-   * One attempt. When the loop's turn ends before the attempt does, the attempt is parked: the slot
-   * is given back at once, and the loop waits for the attempt without it.
+   * Whether the loop's turn is over. A turn that ends goes on for another while this instance has a
+   * free slot and its last lease pass left no endpoint waiting: then it keeps nobody from a slot,
+   * and handing its endpoint back would only cost two writes.
    */
-  private async attempt(loop: Running, request: DeliveryRequest, turnEnds: number): Promise<DeliveryResult> {
+  private turnOver(loop: Running): boolean {
+    if (Date.now() < loop.turnEnds) return false
+    if (!loop.slot || this.slotsTaken >= this.maxInFlight || this.rescan) return true
+    loop.turnEnds = Date.now() + this.turnMs
+    return false
+  }
+
+  /**
+   * One attempt. When the loop's turn is over before the attempt is, the attempt is parked: the
+   * slot is given back at once, and the loop waits for the attempt without it.
+   */
+  private async attempt(loop: Running, request: DeliveryRequest): Promise<DeliveryResult> {
     const delivery = this.options.deliver(request, this.abort.signal)
-    if (!loop.slot) return delivery
-    let timer: NodeJS.Timeout | undefined
-    const turnOver = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, turnEnds - Date.now()))))
-    try {
-      const first = await Promise.race([delivery, turnOver])
-      if (first === undefined) this.giveBackSlot(loop)
-    } finally {
-      clearTimeout(timer)
+    while (loop.slot) {
+      let timer: NodeJS.Timeout | undefined
+      const turnEnd = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, loop.turnEnds - Date.now()))))
+      const first = await Promise.race([delivery, turnEnd]).finally(() => clearTimeout(timer))
+      if (first !== undefined) return first
+      if (this.turnOver(loop)) this.giveBackSlot(loop)
     }
     return delivery
   }
@@ -242,7 +256,6 @@ export class WebhookDispatcher {
   private async serve(lease: WebhookLease, loop: Running, recheck: boolean): Promise<void> {
     const { webhooks } = this.options
     const endpointId = lease.endpoint.id.toString()
-    const turnEnds = Date.now() + this.turnMs
     let leaseUntil = lease.leaseUntil.getTime()
     if (recheck) {
       const now = this.now()
@@ -259,7 +272,7 @@ export class WebhookDispatcher {
 
     for (;;) {
       if (this.stopping || !(await holdLease())) break
-      if (Date.now() >= turnEnds) return this.handBack(lease)
+      if (this.turnOver(loop)) return this.handBack(lease)
       loop.woken = false
       const seen = this.version
       const next = await this.persist(() => webhooks.next(lease, this.options.batch ?? BATCH))
@@ -268,7 +281,7 @@ export class WebhookDispatcher {
         return
       }
       for (const event of next.events) {
-        if (this.stopping || Date.now() >= turnEnds) return this.handBack(lease)
+        if (this.stopping || this.turnOver(loop)) return this.handBack(lease)
         const paced = this.options.pace?.()
         if (paced !== undefined) {
           await paced
@@ -281,7 +294,6 @@ export class WebhookDispatcher {
         const result = await this.attempt(
           loop,
           { url: lease.endpoint.url, body, headers: deliveryHeaders(lease.secrets, event.position.toString(), body, attemptedAt) },
-          turnEnds,
         )
         // Shut down mid-attempt: nothing is recorded, the event is sent again by whoever leases next.
         if (result.outcome === 'aborted') return this.release(lease)
