@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { setMaxListeners } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { MaybePromise } from '../maybe-async.js'
 import { StoreUnavailableError } from '../store/store.js'
@@ -120,6 +121,8 @@ export class WebhookDispatcher {
     this.turnMs = options.turnMs ?? TURN_MS
     this.leaseMs = 2 * options.timeoutMs + 5000
     this.now = options.now ?? (() => new Date())
+    // Every attempt in flight listens for shutdown on this one signal: as many as there are loops.
+    setMaxListeners(0, this.abort.signal)
   }
 
   /** Endpoints being delivered to by this instance now, parked attempts included. */
