@@ -352,12 +352,13 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
 
   /** One advance's statements, in the transaction of commitAdvances: the endpoint's revision, undefined when not held. */
   private advanceHeld(lease: WebhookLease, position: bigint, attempt: WebhookAttempt | null): bigint | undefined {
-    const revision = this.statement(
-      `UPDATE webhook_endpoints SET position = ?, failures = 0, failing_since = NULL, next_attempt_at = NULL WHERE ${HELD} RETURNING revision`,
-    )
-      .pluck()
-      .get(position, ...this.held(lease)) as bigint | undefined
-    if (revision === undefined) return undefined
+    // Not UPDATE … RETURNING: with foreign keys on, SQLite's RETURNING on this parent table cost
+    // ~15 µs a statement, several times the UPDATE; the row just written is read back instead.
+    const changes = this.statement(
+      `UPDATE webhook_endpoints SET position = ?, failures = 0, failing_since = NULL, next_attempt_at = NULL WHERE ${HELD}`,
+    ).run(position, ...this.held(lease)).changes
+    if (changes === 0) return undefined
+    const revision = this.statement('SELECT revision FROM webhook_endpoints WHERE id = ?').pluck().get(lease.endpoint.id) as bigint
     if (attempt !== null) this.record(lease.endpoint.id, attempt, trimsAttempts(lease.endpoint.position, position))
     return revision
   }
