@@ -3,10 +3,10 @@ import { test } from 'node:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { demoKeyPath, writeDemoKey } from '../src/demo/demo-key-file.js'
+import { DEMO_KEY_NAME, prepareDemo } from '../src/demo/prepare-demo.js'
 import { hashApiKey, SCOPES } from '../src/domain/api-keys.js'
-import { createKey } from '../src/domain/create-key.js'
-import { demoKeyPath, writeDemoKey } from '../src/domain/demo-key-file.js'
-import { DEMO_KEY_NAME, prepareDemo } from '../src/domain/prepare-demo.js'
+import { createKey } from '../src/keys/create-key.js'
 import { openStore } from '../src/store/open-store.js'
 
 test('the demo key file: beside a SQLite file; per PostgreSQL database under ./data, never naming the password', () => {

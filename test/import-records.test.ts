@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { Readable } from 'node:stream'
 import { describe, test } from 'node:test'
-import { demoOrders, demoPetCount, demoPets } from '../src/domain/demo-data.js'
+import { demoOrders, demoPetCount, demoPets } from '../src/demo/demo-data.js'
 import {
   detectFormat,
   ImportFileError,

@@ -14,8 +14,8 @@ import { CANCELLATION_REASONS } from '../src/domain/order-pages.js'
 import { ListOrderEventsQuery } from '../src/schemas/order-event.js'
 import { ListOrdersQuery } from '../src/schemas/order-v2.js'
 import { DEFAULT_ERROR_CODES, V2_MESSAGES } from '../src/http/openapi-v2.js'
-import { DEMO_ORDERS } from '../src/domain/prepare-demo.js'
-import { seedDemoData } from '../src/domain/seed-demo-data.js'
+import { DEMO_ORDERS } from '../src/demo/prepare-demo.js'
+import { seedDemoData } from '../src/demo/seed-demo-data.js'
 import { bearer, startTestServer, type TestServer } from './support/harness.js'
 
 const REDOCLY_CLI = join(dirname(createRequire(import.meta.url).resolve('@redocly/cli/package.json')), 'bin', 'cli.js')

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { createKey } from '../src/domain/create-key.js'
+import { createKey } from '../src/keys/create-key.js'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
 import { bearer, createDatabase, forEachStore, order, records, type TestDatabaseHandle } from './support/harness.js'

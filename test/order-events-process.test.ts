@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, it } from 'node:test'
-import { createKey } from '../src/domain/create-key.js'
+import { createKey } from '../src/keys/create-key.js'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
 import { bearer, createDatabase, forEachStore, order, records, within, type TestDatabaseHandle } from './support/harness.js'

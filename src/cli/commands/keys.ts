@@ -1,5 +1,5 @@
 import { DEFAULT_SCOPES, parseDuration, parseScopes, SCOPES, type ApiKey, type Scope } from '../../domain/api-keys.js'
-import { createKey } from '../../domain/create-key.js'
+import { createKey } from '../../keys/create-key.js'
 import { CommandError, PROGRAM, printable, stringOption, UsageError, withStore, type Command } from '../command.js'
 
 export const MAX_KEY_NAME_LENGTH = 100

@@ -1,6 +1,6 @@
 import { loadConfig } from '../../config.js'
-import { DEMO_ORDERS, prepareDemo, type DemoPreparation } from '../../domain/prepare-demo.js'
-import { demoKeyPath } from '../../domain/demo-key-file.js'
+import { demoKeyPath } from '../../demo/demo-key-file.js'
+import { DEMO_ORDERS, prepareDemo, type DemoPreparation } from '../../demo/prepare-demo.js'
 import { PROGRAM, oneLine, sayNotice, type Command } from '../command.js'
 import { databaseCreatedNotice, databaseToCreate } from '../new-database.js'
 import { Progress } from '../progress.js'

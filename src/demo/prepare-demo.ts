@@ -1,6 +1,6 @@
+import { hashApiKey, isActive, SCOPES } from '../domain/api-keys.js'
+import { createKey } from '../keys/create-key.js'
 import { ImportConflictError, type Store } from '../store/store.js'
-import { hashApiKey, isActive, SCOPES } from './api-keys.js'
-import { createKey } from './create-key.js'
 import { readDemoKey, writeDemoKey } from './demo-key-file.js'
 import { seedDemoData, type SeedProgress } from './seed-demo-data.js'
 

@@ -1,5 +1,5 @@
 import type { ApiKeysRepository } from '../store/store.js'
-import { DEFAULT_SCOPES, generateApiKey, type ApiKey, type Scope } from './api-keys.js'
+import { DEFAULT_SCOPES, generateApiKey, type ApiKey, type Scope } from '../domain/api-keys.js'
 
 export interface CreatedKey {
   key: ApiKey

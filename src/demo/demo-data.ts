@@ -7,8 +7,8 @@
  * of `now`, so a seed reproduces the same orders all day.
  */
 import type { Pet } from '../schemas/pet.js'
-import { INT64_MAX } from './int64.js'
-import type { OrderRecord, OrderStatus } from './orders.js'
+import { INT64_MAX } from '../domain/int64.js'
+import type { OrderRecord, OrderStatus } from '../domain/orders.js'
 
 export interface DemoOrderOptions {
   /** How many orders. */
