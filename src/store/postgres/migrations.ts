@@ -234,6 +234,7 @@ export const SCHEMA_MIGRATIONS_TABLE = `
 
 /**
  * Key of the session-level advisory lock every migrating instance takes first ('petstore' in
- * ASCII, as an int64; migration-runner.ts). Advisory locks are per database, so instances of other databases don't wait.
+ * ASCII, as an int64; migration-runner.ts). Advisory locks are per database, so instances of other
+ * databases don't wait.
  */
 export const MIGRATION_LOCK_KEY = '8099007544119226981'
