@@ -17,7 +17,8 @@ export const BODY_READ_MS = 1000
 /**
  * How one attempt ended. `status` is the HTTP status when a response came; `error` a short,
  * fixed phrase when no 2xx came (never the response body, a secret, or a message from a socket);
- * `retryAfterMs` what a 429 or 503 asked for, uncapped.
+ * `retryAfter` the `Retry-After` header of a 429 or 503 as received, unparsed and uncapped (the
+ * dispatcher parses and caps it), else undefined; `durationMs` the whole attempt, rounded.
  */
 export interface DeliveryResult {
   outcome: 'success' | 'gone' | 'failure' | 'aborted'
