@@ -2,13 +2,14 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import { INT64_MAX, INT64_MIN } from '../../domain/int64.js'
 import type { CancelResult, CompleteResult, OrderRecord, OrderStatus, PlaceRequest, PlaceResult, ShipResult } from '../../domain/orders.js'
-import { ImportConflictError, StoreUnavailableError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
+import { StoreUnavailableError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
 import { RowWriteBatcher, type BatchOutcome } from './row-write-batcher.js'
 import type { PostgresDatabase } from './database.js'
 import { PlaceBatcher } from './place-batcher.js'
 import { mustRetryPlaces, placeInTransaction } from './place-orders.js'
 import { ORDER_V2_JSON, orderV2Columns, readOrderPageJson, readOrderV2, toOrderV2Record, type OrderV2Row } from './order-pages.js'
-import { boolArray, consumeInBatches, int8, intArray, textArray } from './import.js'
+import { int8, intArray, textArray } from './import.js'
+import { importOrders } from './order-import.js'
 import { bumpVersion, changedOrders, recordEvents, WRITE_TIME } from './write-sql.js'
 import type { OrderEventType } from '../order-events.js'
 
@@ -144,45 +145,6 @@ interface CancelRequest {
   reason: CancellationReason | null
 }
 
-// A status only moves forward (pending → shipped | cancelled); the WHERE refuses anything else and
-// the refused rows are then looked up to name the first one. It also leaves an order the record
-// would not change untouched: no event (an unchanged re-import records nothing). A cancelled record
-// without its own cancelledAt gets the transaction's start, so every order an import cancels so gets
-// the same cancelled_at, as in the SQLite store. An order already cancelled keeps its first time and
-// reason. Each row written is noted, with its order's v2 JSON, in the import's IMPORT_EVENTS table
-// (`xmax = 0`: the row is new); its events are recorded when the import ends (RECORD_IMPORT_EVENTS).
-const UPSERT_ORDERS = `WITH written AS (INSERT INTO orders AS o (id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason)
-  SELECT t.id, t.pet_id, t.quantity, t.ship_date, t.complete, t.status,
-         CASE WHEN t.status = 'cancelled' THEN coalesce(t.cancelled_at, ${WRITE_TIME}) END,
-         CASE WHEN t.status = 'cancelled' THEN t.reason END
-  FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::timestamptz[], $5::boolean[], $6::text[], $7::timestamptz[], $8::text[])
-    AS t(id, pet_id, quantity, ship_date, complete, status, cancelled_at, reason)
-  ON CONFLICT (id) DO UPDATE SET
-    pet_id = excluded.pet_id, quantity = excluded.quantity, ship_date = excluded.ship_date,
-    complete = excluded.complete, status = excluded.status,
-    cancelled_at = CASE WHEN o.status = 'cancelled' THEN o.cancelled_at ELSE excluded.cancelled_at END,
-    cancellation_reason = CASE WHEN o.status = 'cancelled' THEN o.cancellation_reason ELSE excluded.cancellation_reason END
-  WHERE (o.status = 'pending' OR o.status = excluded.status)
-    AND (o.pet_id, o.quantity, o.ship_date, o.complete, o.status)
-      IS DISTINCT FROM (excluded.pet_id, excluded.quantity, excluded.ship_date, excluded.complete, excluded.status)
-  RETURNING o.id, o.xmax = 0 AS created, ${ORDER_V2_JSON} AS json)
-  INSERT INTO import_events (order_id, type, json)
-    SELECT id, CASE WHEN created THEN 'order.created' ELSE 'order.updated' END, json FROM written`
-/** The rows an import wrote, in order: dropped with its transaction. */
-const IMPORT_EVENTS = `CREATE TEMPORARY TABLE import_events (n bigserial, order_id bigint, type text, json text) ON COMMIT DROP`
-// The end of an import that wrote rows: its bump, then its events (recordEvents), in input order.
-const RECORD_IMPORT_EVENTS = `WITH bumped AS (
-    ${bumpVersion()}
-  ), recorded AS (
-    ${recordEvents('SELECT order_id, type, json FROM import_events ORDER BY n')}
-  )
-  SELECT version FROM bumped`
-// After the upsert, an accepted row has the status it was given; a refused one still has another.
-const FIRST_REFUSED = `SELECT t.id, o.status AS current, t.status AS wanted
-  FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS t(id, status, n)
-  JOIN orders o ON o.id = t.id
-  WHERE o.status <> t.status
-  ORDER BY t.n LIMIT 1`
 export class PostgresOrdersRepository implements OrdersRepository {
   private readonly cancels: RowWriteBatcher<CancelRequest, CancelResult>
   private readonly ships: RowWriteBatcher<{ id: bigint }, ShipResult>
@@ -326,45 +288,8 @@ export class PostgresOrdersRepository implements OrdersRepository {
     return result.rowCount ?? 0
   }
 
-  async import(records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number> {
-    const { count, version } = await this.database.transaction(async (lease) => {
-      await lease.query(IMPORT_EVENTS)
-      let written = 0
-      const count = await consumeInBatches(records, onProgress, async (batch: OrderRecord[]) => {
-        const ids = intArray(batch.map((r) => r.id))
-        const statuses = textArray(batch.map((r) => r.status))
-        const params = [
-          ids,
-          intArray(batch.map((r) => r.petId)),
-          intArray(batch.map((r) => r.quantity)),
-          textArray(batch.map((r) => r.shipDate)),
-          boolArray(batch.map((r) => r.complete)),
-          statuses,
-          textArray(batch.map((r) => (r.status === 'cancelled' ? r.cancelledAt : null))),
-          textArray(batch.map((r) => (r.status === 'cancelled' ? r.cancellationReason : null))),
-        ]
-        const result = await lease.query(UPSERT_ORDERS, params)
-        written += result.rowCount ?? 0
-        if (result.rowCount === batch.length) return
-        // Rows the upsert did not write: unchanged, or refused.
-        const { rows } = await lease.query<{ id: bigint; current: OrderStatus; wanted: OrderStatus }>(FIRST_REFUSED, [ids, statuses])
-        const refused = rows[0]
-        if (refused !== undefined) throw new ImportConflictError(`order ${refused.id} is ${refused.current} and cannot become ${refused.wanted}`, BigInt(refused.id))
-      })
-      if (written === 0) return { count, version: undefined }
-      const version = (await lease.query<{ version: bigint }>(RECORD_IMPORT_EVENTS)).rows[0]!.version
-      return { count, version }
-    })
-    // Only once committed: a version that never committed must not label a list.
-    if (version !== undefined) this.database.versions.observe(version)
-    // Statistics and the visibility map right after a bulk load, as PostgreSQL advises: before
-    // autovacuum's first pass, the planner took a freshly imported table's statuses for rare and read
-    // v2 pages through the wrong indexes, and the v2 probe's index-only scans fetched every row from
-    // the table (a one-month page: ~17 ms, then 2 ms; docs/benchmarks.md). VACUUM skips the pages
-    // already all-visible: after a small import it reads little. The import has committed whatever
-    // happens here; a failed VACUUM leaves both to autovacuum.
-    if (version !== undefined) await this.database.write('VACUUM (ANALYZE) orders').catch(() => {})
-    return count
+  import(records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number> {
+    return importOrders(this.database, records, onProgress)
   }
 
   /** Refuses new writes, and settles those in flight. */
