@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
-import { EventWaiters, type WaitOutcome } from '../src/http/event-waiters.js'
+import { EventWaiters, type WaitOutcome } from '../src/events/event-waiters.js'
 
 /** A data version the test moves, counting how often it is read. */
 function version(start = 1n): { read: () => bigint; reads: () => number; bump: () => void; fail: (error?: Error) => void } {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
 import pino from 'pino'
-import { EventPruner } from '../src/http/event-pruner.js'
+import { EventPruner } from '../src/pruning/event-pruner.js'
 import { bearer, expectError, forEachStore, startTestServer, type TestServer } from './support/harness.js'
 import { sql } from './support/v2.js'
 

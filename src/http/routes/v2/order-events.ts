@@ -1,11 +1,11 @@
 import type { FastifyReply } from 'fastify'
 import { ApiError } from '../../../errors.js'
+import type { EventWaiters } from '../../../events/event-waiters.js'
 import { errorResponses } from '../../../schemas/error.js'
 import { EVENT_POSITION_PATTERN, ListOrderEventsQuery, OrderEventPage } from '../../../schemas/order-event.js'
 import { EventsExpiredError, UnknownEventPositionError, type OrderEventsPage } from '../../../store/order-events.js'
 import type { ApiApp } from '../../api-app.js'
 import { keyExpired, type Authenticator } from '../../authenticator.js'
-import type { EventWaiters } from '../../event-waiters.js'
 
 const INT64_MAX = 2n ** 63n - 1n
 const POSITION = new RegExp(EVENT_POSITION_PATTERN)
