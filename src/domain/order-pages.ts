@@ -1,4 +1,3 @@
-import type { OrderV2 } from '../schemas/order-v2.js'
 import type { OrderRecord, OrderStatus } from './orders.js'
 
 /** Why an order was cancelled: the closed set both stores CHECK and v2 shows. */
@@ -51,21 +50,4 @@ export interface OrderPageQuery {
   filters: OrderFilters
   after?: bigint
   limit: number
-}
-
-/** The v2 view of a stored order: unknown values omitted, never null. */
-export function toApiOrderV2(record: OrderV2Record): OrderV2 {
-  const order: OrderV2 = { id: record.id, complete: record.complete, status: record.status }
-  if (record.petId !== null) order.petId = record.petId
-  if (record.quantity !== null) order.quantity = record.quantity
-  if (record.shipDate !== null) order.shipDate = record.shipDate
-  if (record.status === 'shipped') {
-    if (record.shippedAt !== null) order.shippedAt = record.shippedAt
-    if (record.complete && record.completedAt !== null) order.completedAt = record.completedAt
-  }
-  if (record.status === 'cancelled') {
-    if (record.cancelledAt !== null) order.cancelledAt = record.cancelledAt
-    if (record.cancellationReason !== null) order.cancellationReason = record.cancellationReason
-  }
-  return order
 }

@@ -1,5 +1,5 @@
 import Type from 'typebox'
-import { CANCELLATION_REASONS, type CancellationReason } from '../domain/order-pages.js'
+import { CANCELLATION_REASONS, type CancellationReason, type OrderV2Record } from '../domain/order-pages.js'
 import { ORDER_STATUSES } from '../domain/orders.js'
 import { Int64 } from './primitives.js'
 
@@ -53,6 +53,23 @@ export const OrderV2 = Type.Object(
   },
 )
 export type OrderV2 = Type.Static<typeof OrderV2>
+
+/** The v2 view of a stored order: unknown values omitted, never null. */
+export function toApiOrderV2(record: OrderV2Record): OrderV2 {
+  const order: OrderV2 = { id: record.id, complete: record.complete, status: record.status }
+  if (record.petId !== null) order.petId = record.petId
+  if (record.quantity !== null) order.quantity = record.quantity
+  if (record.shipDate !== null) order.shipDate = record.shipDate
+  if (record.status === 'shipped') {
+    if (record.shippedAt !== null) order.shippedAt = record.shippedAt
+    if (record.complete && record.completedAt !== null) order.completedAt = record.completedAt
+  }
+  if (record.status === 'cancelled') {
+    if (record.cancelledAt !== null) order.cancelledAt = record.cancelledAt
+    if (record.cancellationReason !== null) order.cancellationReason = record.cancellationReason
+  }
+  return order
+}
 
 export const OrderV2Ref = Type.Unsafe<OrderV2>({ $ref: 'OrderV2#' })
 

@@ -1,7 +1,6 @@
-import { toApiOrderV2 } from '../../../domain/order-pages.js'
 import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
-import { CompleteOrderParams, EmptyBody, NoQuery, OrderV2Ref } from '../../../schemas/order-v2.js'
+import { CompleteOrderParams, EmptyBody, NoQuery, OrderV2Ref, toApiOrderV2 } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
 
