@@ -5,17 +5,14 @@ import { demoOrders, demoPetCount, demoPets } from '../src/demo/demo-data.js'
 import {
   detectFormat,
   ImportFileError,
-  InvalidRecordError,
-  JsonNumber,
   MAX_RECORD_BYTES,
   parseJsonText,
   readJsonRecords,
   readOrderRecords,
   readPetRecords,
-  validateOrderRecord,
-  validatePetRecord,
   type ImportSource,
 } from '../src/domain/import-records.js'
+import { InvalidRecordError, JsonNumber, validateOrderRecord, validatePetRecord } from '../src/domain/import-validation.js'
 import type { OrderRecord } from '../src/domain/orders.js'
 
 const MAX = 9223372036854775807n

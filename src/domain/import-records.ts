@@ -1,5 +1,5 @@
 /**
- * Reading and validating the files of `orders import` and `pets import`.
+ * Reading the files of `orders import` and `pets import` (each record validated by import-validation.ts).
  *
  * A file is a JSON array of records or NDJSON (one record a line), told apart by its first
  * non-whitespace character (`[` means an array). Both are streamed: a record is parsed, validated
@@ -20,10 +20,8 @@ import type { StreamBaseOptions } from 'stream-json/streamers/stream-base.js'
 import withParser from 'stream-json/utils/with-parser.js'
 import verifier from 'stream-json/utils/verifier.js'
 import type { Pet } from '../schemas/pet.js'
-import { parseDateTime } from './date-time.js'
-import { INT64_MAX, parseInt64 } from './int64.js'
-import { CANCELLATION_REASONS, type CancellationReason } from './order-pages.js'
-import { ORDER_STATUSES, type OrderRecord, type OrderStatus } from './orders.js'
+import { InvalidRecordError, JsonNumber, validateOrderRecord, validatePetRecord } from './import-validation.js'
+import type { OrderRecord } from './orders.js'
 
 /** Where the records come from. `open` may be called more than once (once more to locate a syntax error). */
 export interface ImportSource {
@@ -44,25 +42,6 @@ export class ImportFileError extends Error {
   }
 }
 
-/** A record that breaks a rule; the reader adds its position. */
-export class InvalidRecordError extends Error {
-  constructor(reason: string) {
-    super(reason)
-    this.name = 'InvalidRecordError'
-  }
-}
-
-/** A JSON number as written in the file: `text` is its source text, digit for digit. */
-export class JsonNumber {
-  readonly text: string
-  constructor(text: string) {
-    this.text = text
-  }
-  toString(): string {
-    return this.text
-  }
-}
-
 /** One parsed JSON value and where it was. Numbers are {@link JsonNumber}s. */
 export interface RawRecord {
   position: string
@@ -76,16 +55,6 @@ export interface RawRecord {
  * memory (a JavaScript string holds at most ~512 MiB).
  */
 export const MAX_RECORD_BYTES = 1024 * 1024
-
-export const MAX_QUANTITY = 2_147_483_647
-export const MAX_PET_NAME_LENGTH = 200
-export const MAX_PET_TAG_LENGTH = 200
-
-const ORDER_FIELDS = ['id', 'petId', 'quantity', 'shipDate', 'complete', 'status', 'cancelledAt', 'cancellationReason'] as const
-const PET_FIELDS = ['id', 'name', 'tag'] as const
-
-// ---------------------------------------------------------------------------------------------
-// Reading
 
 const BOM = 0xfeff
 
@@ -349,157 +318,6 @@ export async function locateOrder(source: ImportSource, id: bigint): Promise<str
 
 export function readPetRecords(source: ImportSource, onRecord?: (position: string) => void): AsyncGenerator<Pet> {
   return readValidated(source, validatePetRecord, onRecord)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Validation. Values come from the readers above: numbers are JsonNumbers.
-
-/**
- * An order record: `{id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason}`.
- * - `id`: required; `petId`: optional — both integers from 1 to 2^63−1, as JSON integers or decimal
- *   strings (int64 ids often travel as strings).
- * - `quantity`: optional, an integer from 1 to 2147483647.
- * - `shipDate`: optional, RFC 3339 with a timezone; stored in UTC (`toISOString()`).
- * - `complete`: optional boolean (false); true only when `status` is `shipped`.
- * - `status`: optional, `pending` (default), `shipped` or `cancelled`.
- * - `cancelledAt`: optional, RFC 3339 with a timezone, as `shipDate`; a cancelled order only.
- * - `cancellationReason`: optional, one of CANCELLATION_REASONS; a cancelled order only.
- * `null` is the same as absent. Any other field is refused.
- */
-export function validateOrderRecord(value: unknown): OrderRecord {
-  const record = objectWith(value, ORDER_FIELDS, 'an order')
-  const id = positiveInt64(record.id, 'id', true)!
-  const petId = positiveInt64(record.petId, 'petId', false)
-  const quantity = optionalQuantity(record.quantity)
-  const shipDate = optionalDateTime(record.shipDate, 'shipDate')
-  const status = optionalStatus(record.status)
-  const complete = optionalBoolean(record.complete, 'complete')
-  if (complete && status !== 'shipped') {
-    throw new InvalidRecordError(`complete is true but status is "${status}"; only a shipped order can be complete`)
-  }
-  const cancelledAt = optionalDateTime(record.cancelledAt, 'cancelledAt')
-  const cancellationReason = optionalReason(record.cancellationReason)
-  if (status !== 'cancelled') {
-    const given = cancelledAt !== null ? 'cancelledAt' : cancellationReason !== null ? 'cancellationReason' : undefined
-    if (given !== undefined) {
-      throw new InvalidRecordError(`order ${id}: ${given} is given but status is "${status}"; only a cancelled order has one`)
-    }
-  }
-  const order: OrderRecord = { id, petId, quantity, shipDate, complete, status }
-  if (cancelledAt !== null) order.cancelledAt = cancelledAt
-  if (cancellationReason !== null) order.cancellationReason = cancellationReason
-  return order
-}
-
-/** A pet record: `{id, name, tag?}`; `name` is 1 to 200 characters, not blank; `tag` 1 to 200 when given. */
-export function validatePetRecord(value: unknown): Pet {
-  const record = objectWith(value, PET_FIELDS, 'a pet')
-  const id = positiveInt64(record.id, 'id', true)!
-  const name = boundedString(record.name, 'name', MAX_PET_NAME_LENGTH, true)!
-  const tag = boundedString(record.tag, 'tag', MAX_PET_TAG_LENGTH, false)
-  return tag === undefined ? { id, name } : { id, name, tag }
-}
-
-function objectWith(value: unknown, fields: readonly string[], what: string): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value) || value instanceof JsonNumber) {
-    throw new InvalidRecordError(`expected a JSON object, got ${describe(value)}`)
-  }
-  const record = value as Record<string, unknown>
-  for (const key of Object.keys(record)) {
-    if (!fields.includes(key)) {
-      throw new InvalidRecordError(`unknown field ${JSON.stringify(key)} (${what} has ${fields.join(', ')})`)
-    }
-  }
-  return record
-}
-
-function isAbsent(value: unknown): value is null | undefined {
-  return value === undefined || value === null
-}
-
-function positiveInt64(value: unknown, field: string, required: true): bigint
-function positiveInt64(value: unknown, field: string, required: false): bigint | null
-function positiveInt64(value: unknown, field: string, required: boolean): bigint | null {
-  if (isAbsent(value)) {
-    if (required) throw new InvalidRecordError(`${field} is required`)
-    return null
-  }
-  const id = value instanceof JsonNumber ? parseInt64(value.text) : typeof value === 'string' ? parseInt64(value) : undefined
-  if (id === undefined || id < 1n) {
-    throw new InvalidRecordError(`${field} must be an integer from 1 to ${INT64_MAX}, got ${describe(value)}`)
-  }
-  return id
-}
-
-function optionalQuantity(value: unknown): number | null {
-  if (isAbsent(value)) return null
-  let quantity: number | undefined
-  if (value instanceof JsonNumber && /^-?[0-9]{1,12}$/.test(value.text)) quantity = Number(value.text)
-  if (quantity === undefined || quantity < 1 || quantity > MAX_QUANTITY) {
-    throw new InvalidRecordError(`quantity must be an integer from 1 to ${MAX_QUANTITY}, got ${describe(value)}`)
-  }
-  return quantity
-}
-
-function optionalBoolean(value: unknown, field: string): boolean {
-  if (isAbsent(value)) return false
-  if (typeof value !== 'boolean') throw new InvalidRecordError(`${field} must be true or false, got ${describe(value)}`)
-  return value
-}
-
-function optionalStatus(value: unknown): OrderStatus {
-  if (isAbsent(value)) return 'pending'
-  if (typeof value !== 'string' || !(ORDER_STATUSES as readonly string[]).includes(value)) {
-    throw new InvalidRecordError(`status must be one of ${ORDER_STATUSES.join(', ')}, got ${describe(value)}`)
-  }
-  return value as OrderStatus
-}
-
-function optionalReason(value: unknown): CancellationReason | null {
-  if (isAbsent(value)) return null
-  if (typeof value !== 'string' || !(CANCELLATION_REASONS as readonly string[]).includes(value)) {
-    throw new InvalidRecordError(`cancellationReason must be one of ${CANCELLATION_REASONS.join(', ')}, got ${describe(value)}`)
-  }
-  return value as CancellationReason
-}
-
-function boundedString(value: unknown, field: string, max: number, required: boolean): string | undefined {
-  if (isAbsent(value)) {
-    if (required) throw new InvalidRecordError(`${field} is required`)
-    return undefined
-  }
-  if (typeof value !== 'string') throw new InvalidRecordError(`${field} must be a string, got ${describe(value)}`)
-  const length = [...value].length // characters, not UTF-16 units
-  if (value.trim() === '' || length > max) {
-    throw new InvalidRecordError(`${field} must be 1 to ${max} characters and not blank, got ${describe(value)}`)
-  }
-  return value
-}
-
-function optionalDateTime(value: unknown, field: string): string | null {
-  if (isAbsent(value)) return null
-  const normalized = typeof value === 'string' ? parseDateTime(value) : undefined
-  if (normalized === undefined) {
-    throw new InvalidRecordError(
-      `${field} must be an RFC 3339 date-time with a timezone, such as 2026-11-25T10:00:00Z, got ${describe(value)}`,
-    )
-  }
-  return normalized
-}
-
-/** A value as an error message shows it: short, and on one line. */
-function describe(value: unknown): string {
-  if (value === null) return 'null'
-  if (value instanceof JsonNumber) return shorten(value.text)
-  if (Array.isArray(value)) return 'an array'
-  if (typeof value === 'object') return 'an object'
-  if (typeof value === 'string') return JSON.stringify(shorten(value))
-  return String(value)
-}
-
-function shorten(text: string): string {
-  const characters = [...text]
-  return characters.length > 40 ? `${characters.slice(0, 40).join('')}…` : text
 }
 
 function lowerFirst(text: string): string {
