@@ -41,6 +41,22 @@ function placeOrderExample(): { command: string; expected: string[] }[] {
   return steps
 }
 
+/**
+ * The README's reads of v2 shown with their answer: each `curl` GET of a /v2 URL (no -X, no -d) in
+ * a shell block, with the `# ` line after it.
+ */
+function v2ReadExamples(): { command: string; expected: string }[] {
+  const steps: { command: string; expected: string }[] = []
+  for (const [, block] of README.matchAll(/```sh\n([\s\S]*?)```/g)) {
+    const lines = block!.split('\n')
+    lines.forEach((line, i) => {
+      const next = lines[i + 1] ?? ''
+      if (/^curl -H "Authorization: Bearer \$KEY" '[^']*\/v2\/[^']*'$/.test(line) && next.startsWith('# ')) steps.push({ command: line, expected: next.slice(2) })
+    })
+  }
+  return steps
+}
+
 /** `…` in the README stands for any text. */
 function pattern(expected: string): RegExp {
   return new RegExp(`^${expected.split('…').map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('[\\s\\S]*')}$`)
@@ -130,6 +146,25 @@ test("the README's placeOrder example answers as the README says, with nothing b
     }
     assert.equal(keys.length, 1)
     assert.match(keys[0]!, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, 'the Idempotency-Key sent is a fresh UUID')
+    assert.equal(await demo.stop(), 0)
+  } finally {
+    await demo.stop()
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test("the README's v2 reads (a page of cancelled orders, the event feed) answer as the README shows, on the demo data", { skip: hasCurl ? false : 'curl is not installed' }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-readme-v2-'))
+  const demo = await startDemo({ DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` }, dir)
+  try {
+    const origin = new URL(demo.url).origin
+    const steps = v2ReadExamples()
+    assert.deepEqual(steps.map((step) => /\/v2\/[^?']*/.exec(step.command)?.[0]), ['/v2/store/orders', '/v2/store/order-events'])
+    for (const { command, expected } of steps) {
+      const run = spawnSync('bash', ['-c', command.replaceAll('http://127.0.0.1:8080', origin)], { env: { ...process.env, KEY: demo.key }, encoding: 'utf8', timeout: 30_000 })
+      assert.equal(run.status, 0, run.stderr)
+      assert.match(run.stdout.trim(), pattern(expected), `${command}\n  answered: ${run.stdout.slice(0, 300)}`)
+    }
     assert.equal(await demo.stop(), 0)
   } finally {
     await demo.stop()
