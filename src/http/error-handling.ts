@@ -115,11 +115,11 @@ interface HttpSocket extends Socket {
  * Malformed HTTP never reaches Fastify's router: Node rejects it on the socket. Answer it with an
  * Error body too, then close the connection (its framing can no longer be trusted).
  *
- * One response per request, as Node's own handler does (`socketOnError` in lib/_http_server.js): no
- * answer is written once a response to the request has started. That includes a response that has
- * already finished while its request's body was still being read (a 401 or 415 answered on the
- * headers, then a malformed chunk): Node has detached that response from the socket, but the
- * request is still the parser's, incomplete.
+ * One response per request, as Node's own handler does (`socketOnError` in Node's
+ * lib/_http_server.js): no answer is written once a response to the request has started. That
+ * includes a response that has already finished while its request's body was still being read (a
+ * 401 or 415 answered on the headers, then a malformed chunk): Node has detached that response
+ * from the socket, but the request is still the parser's, incomplete.
  */
 export function clientErrorResponse(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
   const { _httpMessage: response = null, parser } = socket as HttpSocket

@@ -91,7 +91,7 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
         VALUES ('list_cursor', decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex'));
     `,
   },
-  // The rest run outside the migration transaction (see concurrent-migration.ts): on a large table
+  // The rest run outside the migration transaction (see migration-runner.ts): on a large table
   // they must not block writes while they scan it.
   {
     version: 4,

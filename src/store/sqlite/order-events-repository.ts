@@ -20,7 +20,7 @@ const PRUNE = `
     AND position < coalesce((SELECT min(position) FROM batch WHERE occurred_at >= ?), 9223372036854775807)
   RETURNING position`
 
-/** Run in the transaction of the change it records (orders-repository.ts, cancel-batcher.ts), with `orderEvent()`'s values. */
+/** Run in the transaction of the change it records (orders-repository.ts's import, order-writes.ts), with `orderEvent()`'s values. */
 export const INSERT_EVENT = 'INSERT INTO order_events (occurred_at, order_id, type, body) VALUES (?, ?, ?, ?)'
 
 /** INSERT_EVENT's parameters: the order's v2 JSON as it is after the change, at `occurredAt` (toISOString form). */
