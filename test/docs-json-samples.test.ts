@@ -279,13 +279,15 @@ forEachStore('JSON samples in README.md and docs/*.md', (kind) => {
     await server.store.pets.import((async function* () {
       yield { id: 7n, name: 'Rex', tag: 'dog' }
     })())
-    const call = async (method: string, path: string, body?: object, keep = true): Promise<string> => {
+    /** The request's answer, kept as a real response unless `keep` is false; any status but `status` (a 2xx by default) fails. */
+    const call = async (method: string, path: string, body?: object, { keep = true, status = 0 } = {}): Promise<string> => {
       const response = await fetch(`${server.origin}${path}`, {
         method,
         headers: { ...bearer(key), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         body: body === undefined ? undefined : JSON.stringify(body),
       })
       const text = await response.text()
+      assert.ok(status === 0 ? response.ok : response.status === status, `${method} ${path}: ${response.status} ${text}`)
       if (keep && text !== '') real.push(text)
       return text
     }
@@ -300,12 +302,12 @@ forEachStore('JSON samples in README.md and docs/*.md', (kind) => {
     await call('GET', '/v2/store/orders?status=pending,shipped,cancelled')
     await call('GET', '/v2/store/order-events')
     await call('GET', '/v1/pets/7')
-    await call('DELETE', '/v1/store/orders/1') // 409, an error body
+    await call('DELETE', '/v1/store/orders/1', undefined, { status: 409 }) // shipped: an error body
     const url = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/hook`
     const endpoint = idOf(await call('POST', '/v2/webhook-endpoints', { url, description: 'Warehouse dispatch' }))
     await call('POST', '/v2/webhook-endpoints', { url })
     await call('PATCH', `/v2/webhook-endpoints/${endpoint}`, { enabled: false })
-    await call('POST', `/v2/webhook-endpoints/${endpoint}/ping`, undefined, false) // its body is received above
+    await call('POST', `/v2/webhook-endpoints/${endpoint}/ping`, undefined, { keep: false }) // its body is received above
     await call('GET', '/v2/store/order-events?limit=1').then((page) => {
       // An event delivery's body: Standard Webhooks' envelope around the event (signing.ts).
       const event = /^\{"data":\[(.*)\],"nextCursor"/.exec(page)?.[1] ?? assert.fail(page)
