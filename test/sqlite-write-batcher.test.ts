@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import Database from 'better-sqlite3'
 import type { NewOrder } from '../src/domain/orders.js'
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js'
@@ -88,6 +89,28 @@ describe('SQLite write batches', () => {
     }
     // The next batch is not affected.
     assert.equal((await store.orders.place({ order: NEW_ORDER })).outcome, 'placed')
+  })
+
+  it('while another connection holds the write lock, the queued writes wait for it, with those queued meanwhile, in one batch', async () => {
+    await store.orders.import(records([order({ id: 30n }), order({ id: 31n })]))
+    const version = committedVersion()
+    const other = new Database(path)
+    other.exec('BEGIN IMMEDIATE') // as a CLI import holds it
+    let results: Promise<unknown>[]
+    try {
+      const first = [store.orders.cancel(30n, null), store.orders.place({ order: NEW_ORDER })]
+      await sleep(60) // the batch was refused for the lock at least once
+      results = [...first, store.orders.ship(31n)]
+    } finally {
+      other.exec('COMMIT')
+      other.close()
+    }
+    const settled = (await Promise.all(results)) as { outcome: string }[]
+    assert.deepEqual(
+      settled.map((result) => result.outcome),
+      ['cancelled', 'placed', 'shipped'],
+    )
+    assert.equal(committedVersion(), version + 1n)
   })
 
   it('refuses a place whose values the database would refuse before it joins a batch', async () => {

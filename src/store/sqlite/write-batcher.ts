@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3'
+import { GroupCommit } from '../group-commit.js'
 import { BUMP_DATA_VERSION } from './migrations.js'
 
 // While another process holds the write lock (a CLI import, say), the queued writes are retried by
@@ -22,30 +23,19 @@ export interface Batch {
  */
 export type Write<R> = (batch: Batch) => R
 
-interface PendingWrite {
-  queuedAt: number
-  write: Write<unknown>
-  resolve: (result: unknown) => void
-  reject: (error: unknown) => void
-}
-
 /**
- * Group commit for every write of the API: cancels, places, ships and completes. The writes that
- * arrive in the same turn of the event loop share one IMMEDIATE transaction, so one WAL sync
- * (synchronous=FULL) acknowledges all of them. Each write is still its own statements with its own
- * result, run in arrival order (a place sees the ids of the places before it in the batch, a ship
- * sees a cancel queued before it), and every promise settles only after COMMIT returned: an answer
- * is never sent for a change that is not durable. If the transaction fails, nothing in it committed
- * and every write in it is rejected; so callers check their input before they queue a write.
+ * Group commit (../group-commit.ts) of every write of the API: cancels, places, ships and
+ * completes. A batch is one IMMEDIATE transaction, so one WAL sync (synchronous=FULL) acknowledges
+ * all of its writes. Each write is still its own statements with its own result, run in arrival
+ * order (a place sees the ids of the places before it in the batch, a ship sees a cancel queued
+ * before it). A failed transaction commits nothing and rejects every write in it; so callers check
+ * their input before they queue a write.
  *
  * Every write that changes an order writes its event in the same transaction (the outbox:
  * ../order-events.ts), so a failed batch leaves neither the change nor the event.
  */
 export class WriteBatcher {
-  private queue: PendingWrite[] = []
-  private scheduled: Promise<void> | undefined
-  private retry: Promise<void> | undefined // the pending retry, settled once it has run
-  private readonly commitBatch: Database.Transaction<(batch: PendingWrite[]) => unknown[]>
+  private readonly batches: GroupCommit<Write<unknown>, unknown>
 
   constructor(
     /**
@@ -58,73 +48,32 @@ export class WriteBatcher {
   ) {
     db.pragma('busy_timeout = 0')
     const bump = db.prepare(BUMP_DATA_VERSION)
-    this.commitBatch = db.transaction((pending: PendingWrite[]) => {
+    const commitBatch = db.transaction((writes: Write<unknown>[]) => {
       let changes = 0
       const batch: Batch = { now: new Date().toISOString(), changed: () => void changes++ }
-      const results = pending.map(({ write }) => write(batch))
+      const results = writes.map((write) => write(batch))
       if (changes > 0) bump.run()
       return results
+    })
+    this.batches = new GroupCommit({
+      commit: (writes) => commitBatch.immediate(writes),
+      retry: { transient: (error) => (error as { code?: string }).code === 'SQLITE_BUSY', afterMs: BUSY_BACKOFF_MS, forMs: BUSY_RETRY_MS },
     })
   }
 
   /** Queues `write` for the next batch; resolves with its result once the batch has committed. */
   submit<R>(write: Write<R>): Promise<R> {
-    return new Promise<R>((resolve, reject) => {
-      this.queue.push({ queuedAt: Date.now(), write, resolve: resolve as (result: unknown) => void, reject })
-      if (this.retry !== undefined) return // the pending retry takes it along
-      this.scheduled ??= new Promise((done) =>
-        setImmediate(() => {
-          this.scheduled = undefined
-          this.flush()
-          done()
-        }),
-      )
-    })
+    return this.batches.submit(write) as Promise<R>
   }
 
   /** Waits for the writes already queued to settle. */
-  async drain(): Promise<void> {
-    while (this.scheduled !== undefined || this.retry !== undefined) {
-      await this.scheduled
-      await this.retry
-    }
+  drain(): Promise<void> {
+    return this.batches.drain()
   }
 
   /** Settles what is queued, then closes the connection. */
   async close(): Promise<void> {
     await this.drain()
     this.db.close()
-  }
-
-  private flush(): void {
-    const batch = this.queue
-    this.queue = []
-    if (batch.length === 0) return
-    let results: unknown[]
-    try {
-      results = this.commitBatch.immediate(batch)
-    } catch (error) {
-      if ((error as { code?: string }).code !== 'SQLITE_BUSY') {
-        for (const pending of batch) pending.reject(error)
-        return
-      }
-      const now = Date.now()
-      const waiting = batch.filter((pending) => now - pending.queuedAt < BUSY_RETRY_MS)
-      for (const pending of batch) if (!waiting.includes(pending)) pending.reject(error)
-      this.queue.unshift(...waiting)
-      if (this.queue.length > 0) this.retryLater()
-      return
-    }
-    batch.forEach((pending, i) => pending.resolve(results[i]))
-  }
-
-  private retryLater(): void {
-    this.retry = new Promise((done) =>
-      setTimeout(() => {
-        this.retry = undefined
-        this.flush()
-        done()
-      }, BUSY_BACKOFF_MS),
-    )
   }
 }
