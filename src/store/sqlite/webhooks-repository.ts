@@ -11,6 +11,7 @@ import type {
   WebhookLease,
   WebhooksRepository,
 } from '../webhooks.js'
+import { GroupCommit } from '../group-commit.js'
 import { classify, type SqliteDatabase } from './database.js'
 
 /** A row of webhook_endpoints without its secrets. */
@@ -87,8 +88,6 @@ interface QueuedAdvance {
   lease: WebhookLease
   position: bigint
   attempt: WebhookAttempt | null
-  resolve: (advanced: boolean) => void
-  reject: (error: unknown) => void
 }
 
 function toEndpoint(row: EndpointRow): WebhookEndpoint {
@@ -119,7 +118,7 @@ function toAttempt(row: AttemptRow): WebhookAttempt {
 export class SqliteWebhooksRepository implements WebhooksRepository {
   private readonly statements = new Map<string, Database.Statement>()
   /** Advances waiting for their group commit (see advance). */
-  private advances: QueuedAdvance[] = []
+  private readonly advances = new GroupCommit<QueuedAdvance, boolean>({ commit: (queued) => this.commitAdvances(queued) })
 
   constructor(private readonly database: SqliteDatabase) {}
 
@@ -310,8 +309,8 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   /**
-   * Queued, then committed with every other advance queued in the same turn of the event loop (the
-   * endpoints whose 2xx came together), in one transaction that does not wait for its sync
+   * Group-committed (../group-commit.ts) with the other advances of the same turn of the event loop
+   * (the endpoints whose 2xx came together), in one transaction that does not wait for its sync
    * (synchronous=NORMAL: durable when this process crashes, not on power loss). Each advance is
    * still its own conditional statements with its own result; a transaction that fails rejects
    * them all, and none is written. A position is only ever written after its event's 2xx, so one
@@ -319,34 +318,26 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
    * skipped. A sync per event would bound an endpoint to a few hundred events a second.
    */
   advance(lease: WebhookLease, position: bigint, attempt: WebhookAttempt | null): Promise<boolean> {
-    return new Promise<boolean>((resolve, reject) => {
-      this.advances.push({ lease, position, attempt, resolve, reject })
-      if (this.advances.length === 1) setImmediate(() => this.commitAdvances())
-    })
+    return this.advances.submit({ lease, position, attempt })
   }
 
-  private commitAdvances(): void {
-    const queued = this.advances
-    this.advances = []
+  private commitAdvances(queued: QueuedAdvance[]): boolean[] {
     let results: (bigint | undefined)[]
     try {
       this.database.db.pragma('synchronous = NORMAL')
       results = this.database.immediate(() => queued.map(({ lease, position, attempt }) => this.advanceHeld(lease, position, attempt)))
-    } catch (error) {
-      for (const advance of queued) advance.reject(error)
-      return
     } finally {
       // Every other write of this connection syncs (database.ts).
       this.database.db.pragma('synchronous = FULL')
     }
-    queued.forEach(({ lease, position, resolve }, i) => {
+    return queued.map(({ lease, position }, i) => {
       const revision = results[i]
       if (revision !== undefined) {
         Object.assign(lease.endpoint, { position, failingSince: null, nextAttemptAt: null })
         lease.failures = 0
         lease.changed = revision !== BigInt(lease.revision)
       }
-      resolve(revision !== undefined)
+      return revision !== undefined
     })
   }
 
