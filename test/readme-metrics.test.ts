@@ -4,10 +4,9 @@
  * names is declared, so the operator's list can neither miss a metric nor keep a removed one.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { test } from 'node:test'
+import { readFileSync } from 'node:fs'
+import { it } from 'node:test'
+import { createDatabase, forEachStore } from './support/harness.js'
 import { spawnServer } from './support/server-process.js'
 
 const README = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
@@ -50,31 +49,33 @@ function scraped(text: string): Map<string, Row> {
   return families
 }
 
-test("the README's metrics table lists every family /metrics exports, with its type and labels", async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'petstore-readme-metrics-'))
-  const server = await spawnServer(`sqlite:${join(dir, 'petstore.db')}`)
-  try {
-    // A request of each kind first, so the labelled families have samples whose labels are checked.
-    await (await fetch(`${server.origin}/healthz`)).arrayBuffer()
-    await (await fetch(`${server.origin}/nope`)).arrayBuffer()
-    const response = await fetch(`${server.origin}/metrics`)
-    assert.equal(response.status, 200)
-    const exported = scraped(await response.text())
-    const documented = readmeMetrics()
-    assert.ok(exported.size >= 10, `only ${exported.size} families scraped`)
+forEachStore("the README's metrics table", (kind) => {
+  it('lists every family /metrics exports, with its type and labels, and no other', async () => {
+    const database = await createDatabase(kind)
+    const server = await spawnServer(database.url)
+    try {
+      // A request of each kind first, so the labelled families have samples whose labels are checked.
+      await (await fetch(`${server.origin}/healthz`)).arrayBuffer()
+      await (await fetch(`${server.origin}/nope`)).arrayBuffer()
+      const response = await fetch(`${server.origin}/metrics`)
+      assert.equal(response.status, 200)
+      const exported = scraped(await response.text())
+      const documented = readmeMetrics()
+      assert.ok(exported.size >= 10, `only ${exported.size} families scraped`)
 
-    const missing = [...exported.keys()].filter((name) => !documented.has(name))
-    assert.deepEqual(missing, [], 'families /metrics exports that the README does not list')
-    const gone = [...documented.keys()].filter((name) => !exported.has(name))
-    assert.deepEqual(gone, [], 'families the README lists that /metrics does not export')
-    for (const [name, { type, labels }] of exported) {
-      const row = documented.get(name)!
-      assert.equal(row.type, type, `the README's type of ${name}`)
-      for (const label of labels) assert.ok(row.labels.has(label), `the README does not name the label ${label} of ${name}`)
+      const missing = [...exported.keys()].filter((name) => !documented.has(name))
+      assert.deepEqual(missing, [], 'families /metrics exports that the README does not list')
+      const gone = [...documented.keys()].filter((name) => !exported.has(name))
+      assert.deepEqual(gone, [], 'families the README lists that /metrics does not export')
+      for (const [name, { type, labels }] of exported) {
+        const row = documented.get(name)!
+        assert.equal(row.type, type, `the README's type of ${name}`)
+        for (const label of labels) assert.ok(row.labels.has(label), `the README does not name the label ${label} of ${name}`)
+      }
+    } finally {
+      server.child.kill('SIGTERM')
+      await server.exited
+      await database.dispose()
     }
-  } finally {
-    server.child.kill('SIGTERM')
-    await server.exited
-    rmSync(dir, { recursive: true, force: true })
-  }
+  })
 })
