@@ -4,15 +4,20 @@ import { connect, createServer, type AddressInfo, type Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, it } from 'node:test'
 import type { FastifyBaseLogger } from 'fastify'
+import { Redis } from 'ioredis'
 import pino from 'pino'
 import { generateApiKey } from '../src/domain/api-keys.js'
 import { loadConfig } from '../src/config.js'
-import { memoryCounters } from '../src/http/rate-limiter.js'
+import { MemoryCounterStore } from '../src/http/memory-counter-store.js'
+import { memoryCounters, type CounterStore } from '../src/http/rate-limiter.js'
 import { RedisCounters } from '../src/http/redis-counter-store.js'
 import { bearer, createDatabase, expectError, forEachStore, startTestServer } from './support/harness.js'
 import { REDIS_URL, redisSkipReason } from './support/redis.js'
 
 const unknownKey = (): string => generateApiKey().secret
+// Asked before any test runs: a server starting meanwhile could hold the event loop past the
+// probe's connect timeout, and Redis would be taken for unreachable.
+const redisReason = await redisSkipReason()
 
 forEachStore('rate limits', (kind) => {
   it('limits requests per API key with RateLimit headers, then 429 with Retry-After', async () => {
@@ -164,10 +169,8 @@ describe('rate limits while Redis is unreachable', () => {
   })
 })
 
-describe('rate limits shared through Redis', async () => {
-  const reason = await redisSkipReason()
-
-  it('counts one budget for a key across two instances', { skip: reason }, async () => {
+describe('rate limits shared through Redis', () => {
+  it('counts one budget for a key across two instances', { skip: redisReason }, async () => {
     const database = await createDatabase('sqlite')
     const env = { RATE_LIMIT_PER_KEY: '6', REDIS_URL, RATE_LIMIT_REDIS_PREFIX: `petstore-test:${randomBytes(6).toString('hex')}:` }
     const a = await startTestServer('sqlite', { env, database })
@@ -181,7 +184,7 @@ describe('rate limits shared through Redis', async () => {
     assert.deepEqual(statuses, [200, 200, 200, 200, 200, 200, 429, 429])
   })
 
-  it('counts one failure budget per address across two instances, the lookups included', { skip: reason }, async () => {
+  it('counts one failure budget per address across two instances, the lookups included', { skip: redisReason }, async () => {
     const database = await createDatabase('sqlite')
     const env = { RATE_LIMIT_AUTH_FAILURES: '10', REDIS_URL, RATE_LIMIT_REDIS_PREFIX: `petstore-test:${randomBytes(6).toString('hex')}:` }
     const a = await startTestServer('sqlite', { env, database })
@@ -194,7 +197,7 @@ describe('rate limits shared through Redis', async () => {
     assert.equal(statuses.filter((status) => status === 401).length, 10)
   })
 
-  it('counts per instance while Redis is away mid-run, logged once, and in Redis again when it is back', { skip: reason }, async () => {
+  it('counts per instance while Redis is away mid-run, logged once, and in Redis again when it is back', { skip: redisReason }, async () => {
     // Redis is reached through a TCP relay that the test cuts and restores.
     const upstream = new URL(REDIS_URL)
     const sockets = new Set<Socket>()
@@ -233,5 +236,78 @@ describe('rate limits shared through Redis', async () => {
     await server.close()
     relay.close()
     for (const socket of sockets) socket.destroy()
+  })
+})
+
+/** The store's answer for one count of `key` in a window of `windowMs`. */
+function count(store: CounterStore, key: string, windowMs = 60_000): Promise<{ current: number; ttl: number }> {
+  return new Promise((resolve, reject) => store.incr(key, (error, result) => (error ? reject(error) : resolve(result!)), windowMs, 10))
+}
+
+describe('the in-memory counter store', () => {
+  it('counts a key in a fixed window from its first count, on the clock it is given, answering at once', () => {
+    let now = 1000
+    const store: CounterStore = new MemoryCounterStore(100, () => now)
+    const answers: { current: number; ttl: number }[] = []
+    const countNow = (key: string): void => store.incr(key, (_error, result) => answers.push(result!), 60_000, 10)
+    countNow('k')
+    now += 15_000
+    countNow('k')
+    countNow('other')
+    now += 44_999
+    countNow('k')
+    now += 1 // the window of 'k' has ended: a new one opens
+    countNow('k')
+    assert.deepEqual(answers, [
+      { current: 1, ttl: 60_000 },
+      { current: 2, ttl: 45_000 },
+      { current: 1, ttl: 60_000 },
+      { current: 3, ttl: 1 },
+      { current: 1, ttl: 60_000 },
+    ])
+  })
+
+  it('forgets the key counted least recently once it holds its bound', async () => {
+    const store = new MemoryCounterStore(2, () => 0)
+    for (const key of ['a', 'b', 'a', 'c']) await count(store, key) // 'a' was counted after 'b': 'b' goes
+    assert.deepEqual([(await count(store, 'a')).current, (await count(store, 'b')).current], [3, 1])
+  })
+})
+
+describe('the Redis counter store', () => {
+  it("counts a key in one window shared by every client, under the prefix, with the key's expiry", { skip: redisReason }, async () => {
+    const outages: unknown[] = []
+    const log = { warn: (...args: unknown[]) => void outages.push(args), info: () => {} } as unknown as FastifyBaseLogger
+    const notInMemory: CounterStore = { incr: (_key, callback) => callback(new Error('counted in memory while Redis is up')) }
+    const prefix = `petstore-test:${randomBytes(6).toString('hex')}:`
+    const [a, b] = [new RedisCounters(REDIS_URL, prefix, log), new RedisCounters(REDIS_URL, prefix, log)]
+    const direct = new Redis(REDIS_URL)
+    try {
+      await Promise.all([a.ready(), b.ready()])
+      const [storeA, storeB] = [a.store(notInMemory), b.store(notInMemory)]
+      assert.deepEqual(await count(storeA, 'k'), { current: 1, ttl: 60_000 })
+      const second = await count(storeB, 'k')
+      assert.equal(second.current, 2)
+      assert.ok(second.ttl > 0 && second.ttl <= 60_000, String(second.ttl))
+      assert.equal(await direct.get(`${prefix}k`), '2')
+      const pttl = await direct.pttl(`${prefix}k`)
+      assert.ok(pttl > 0 && pttl <= 60_000, String(pttl))
+
+      // A window ends with its key: the next count opens a new one.
+      assert.equal((await count(storeA, 'short', 100)).current, 1)
+      assert.equal((await count(storeA, 'short', 100)).current, 2)
+      await sleep(150)
+      assert.deepEqual(await count(storeB, 'short', 100), { current: 1, ttl: 100 })
+
+      // A key found without an expiry is given the window, not counted forever.
+      await direct.set(`${prefix}stuck`, '5')
+      assert.deepEqual(await count(storeA, 'stuck'), { current: 6, ttl: 60_000 })
+      assert.ok((await direct.pttl(`${prefix}stuck`)) > 0)
+      assert.deepEqual(outages, [])
+    } finally {
+      await direct.del(`${prefix}k`, `${prefix}short`, `${prefix}stuck`)
+      direct.disconnect()
+      await Promise.all([a.close(), b.close()])
+    }
   })
 })

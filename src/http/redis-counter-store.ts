@@ -1,17 +1,32 @@
-import { createRequire } from 'node:module'
 import { performance } from 'node:perf_hooks'
 import type { FastifyBaseLogger } from 'fastify'
-import { Redis } from 'ioredis'
+import { Redis, type Result } from 'ioredis'
 import type { CounterStore } from './rate-limiter.js'
 
-const require = createRequire(import.meta.url)
-// @fastify/rate-limit's Redis store: INCR and PEXPIRE in one script, one window per key for all instances.
-const RedisStore = require('@fastify/rate-limit/store/RedisStore.js') as new (
-  continueExceeding: boolean,
-  exponentialBackoff: boolean,
-  redis: Redis,
-  prefix: string,
-) => CounterStore
+/**
+ * One fixed window per key, shared by every instance: the count goes up by one and the window opens
+ * at the first count (PEXPIRE), in one script, so that no count is left without its expiry; a key
+ * found without one (set by hand, say) is given the window rather than counted forever. Answers the
+ * count and the window's milliseconds left. Keys and windows are those of @fastify/rate-limit's
+ * Redis store, which this replaces: instances of the previous version share the counts in a deploy.
+ */
+const COUNT_IN_WINDOW = `
+local current = redis.call('INCR', KEYS[1])
+local ttl = -1
+if current > 1 then ttl = redis.call('PTTL', KEYS[1]) end
+if ttl < 0 then
+  ttl = tonumber(ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+return { current, ttl }
+`
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    /** COUNT_IN_WINDOW, defined by the `scripts` option of the client below. */
+    countInWindow(key: string, windowMs: number): Result<[number, number], Context>
+  }
+}
 
 /** While Redis is away, its outage is logged at most this often (a request never logs it). */
 const OUTAGE_LOG_INTERVAL_MS = 60_000
@@ -35,7 +50,13 @@ export class RedisCounters {
   ) {
     // Fail fast while Redis is away (no offline queue, one retry, a command timeout): a request
     // is then counted in memory rather than held.
-    this.redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000, commandTimeout: 1000 })
+    this.redis = new Redis(url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      connectTimeout: 2000,
+      commandTimeout: 1000,
+      scripts: { countInWindow: { numberOfKeys: 1, lua: COUNT_IN_WINDOW } },
+    })
     this.redis.on('error', (error: Error) => this.outage(error))
     this.redis.on('ready', () => {
       if (this.down) this.log.info('rate limit counters are shared through Redis again')
@@ -59,22 +80,18 @@ export class RedisCounters {
 
   /** A store counting in Redis, or in `fallback` while Redis is away. */
   store(fallback: CounterStore): CounterStore {
-    const shared = new RedisStore(false, false, this.redis, this.prefix)
     return {
       incr: (key, callback, windowMs, max) => {
         if (this.redis.status !== 'ready') {
           this.outage(undefined)
           return fallback.incr(key, callback, windowMs, max)
         }
-        shared.incr(
-          key,
-          (error, result) => {
-            if (error === null) return callback(null, result)
+        this.redis.countInWindow(this.prefix + key, windowMs).then(
+          ([current, ttl]) => callback(null, { current, ttl }),
+          (error: Error) => {
             this.outage(error)
             fallback.incr(key, callback, windowMs, max)
           },
-          windowMs,
-          max,
         )
       },
     }
