@@ -13,4 +13,12 @@ export default tseslint.config(
     },
   },
   { files: ['bin/**/*.js'], languageOptions: { globals: { process: 'readonly' } } },
+  // Scripts the server sends to browsers: classic scripts (no modules) with the page's globals only.
+  {
+    files: ['src/http/assets/**/*.js'],
+    languageOptions: {
+      sourceType: 'script',
+      globals: { window: 'readonly', document: 'readonly', URL: 'readonly', crypto: 'readonly', SwaggerUIBundle: 'readonly' },
+    },
+  },
 )
