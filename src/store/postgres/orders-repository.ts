@@ -1,14 +1,15 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import { INT64_MAX, INT64_MIN } from '../../domain/int64.js'
-import type { CancelResult, CompleteResult, OrderRecord, OrderStatus, PlaceRequest, PlaceResult, ShipResult } from '../../domain/orders.js'
+import type { CancelResult, CompleteResult, OrderRecord, PlaceRequest, PlaceResult, ShipResult } from '../../domain/orders.js'
+import { CANCEL, COMPLETE, SHIP, type OrderWriteRule } from '../../domain/order-writes.js'
 import { StoreUnavailableError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
 import { RowWriteBatcher, type BatchOutcome } from './row-write-batcher.js'
 import type { PostgresDatabase } from './database.js'
 import { PlaceBatcher } from './place-batcher.js'
 import { mustRetryPlaces, placeInTransaction } from './place-orders.js'
 import { ORDER_V2_JSON, orderV2Columns, readOrderPageJson, readOrderV2, toOrderV2Record, type OrderV2Row } from './order-pages.js'
-import { int8, intArray, textArray } from './import.js'
+import { intArray, textArray } from './import.js'
 import { importOrders } from './order-import.js'
 import { bumpVersion, changedOrders, recordEvents, WRITE_TIME } from './write-sql.js'
 import type { OrderEventType } from '../order-events.js'
@@ -24,102 +25,74 @@ const LIST_JSON_COPY = `COPY (SELECT list_json FROM orders WHERE status <> 'canc
 const ORDER_COLUMNS = orderV2Columns('o')
 const CHANGED_ORDER_COLUMNS = `${ORDER_COLUMNS}, ${ORDER_V2_JSON} AS json`
 
-// One cancel on its own (an order another transaction held locked when its batch ran; see
-// row-write-batcher.ts). The conditional update and the version bump are one statement, hence one
-// transaction: the bump happens exactly when the order changed. It returns the order it cancelled;
-// an order that did not change is read by a separate statement, whose fresh snapshot sees whatever
-// change made the update miss.
-const CANCEL = `WITH changed AS (
-    UPDATE orders o SET status = 'cancelled', cancelled_at = ${WRITE_TIME}, cancelled_by_key = $2, cancellation_reason = $3
-    WHERE o.id = $1 AND o.status = 'pending' RETURNING ${CHANGED_ORDER_COLUMNS}
-  ), bumped AS (
-    ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
-  ), recorded AS (
-    ${recordEvents(changedOrders('order.cancelled'))}
-  )
-  SELECT changed.*, (SELECT version FROM bumped) AS version FROM changed`
 /**
- * A batch of cancels, distinct orders, in one statement (one transaction). Rows another transaction
+ * One kind of write to single orders (a cancel, a ship, a complete) as SQL: the requests' parameter
+ * arrays (`request`, unnested into `columns`, the first `order_id`: not `id`, which the order's columns name), what the write changes (`set`, which
+ * reads the request as `t`), what the order (`o`) must be for it to change (`when`), and its event.
+ */
+interface RowWriteSql {
+  request: string
+  columns: string
+  set: string
+  when: string
+  type: OrderEventType
+}
+
+/**
+ * `batch`: the writes of distinct orders in one statement (one transaction). Rows another transaction
  * holds locked are skipped, not waited for: a batch never waits for an order's lock while holding
  * others' (no deadlock with a concurrent import or another instance's batch, and one slow lock does
- * not hold up the whole batch); those orders are cancelled one by one afterwards. The version is
- * bumped once, if anything was cancelled. Every sub-statement sees the statement's snapshot: the
- * orders then shipped are final; those then pending and not cancelled here were locked (or changed
- * since), and are the ones cancelled one by one.
+ * not hold up the whole batch); those orders are written one by one afterwards (`single`). The version
+ * is bumped once, if anything changed. Every sub-statement sees the statement's snapshot. It returns a
+ * row per order it changed (`changed`, the row as the UPDATE left it, with the version if bumped) and
+ * a row per other requested order as the snapshot had it: the orders v2 answers with, in the same
+ * round trip. Of those, one that could still take the write was locked (or changed since).
  *
- * It returns a row per order it cancelled (`found` = 'changed', the row as the UPDATE left it) and a
- * row per other requested order of the snapshot (`found` = its status then; those then cancelled are
- * final, so the snapshot's row is the order as it stands): one row per known order, the orders v2
- * answers with, in the same round trip. The version, when bumped, is on the 'changed' rows.
+ * `single`: one write on its own, waiting for the order's lock. The conditional update, its version
+ * bump and its event are one statement, hence one transaction: the bump happens exactly when the
+ * order changed. It returns the order it changed; a miss is read by a separate statement, whose fresh
+ * snapshot sees whatever change made the update miss.
  */
-const CANCEL_BATCH = `WITH request AS (
-    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS r(id, cancelled_by_key, reason)
-  ), target AS (
-    SELECT o.id AS target_id, r.cancelled_by_key, r.reason FROM orders o JOIN request r ON r.id = o.id
-    WHERE o.status = 'pending' ORDER BY o.id FOR UPDATE OF o SKIP LOCKED
-  ), changed AS (
-    UPDATE orders o SET status = 'cancelled', cancelled_at = ${WRITE_TIME}, cancelled_by_key = t.cancelled_by_key,
-      cancellation_reason = t.reason
-    FROM target t WHERE o.id = t.target_id AND o.status = 'pending' RETURNING ${CHANGED_ORDER_COLUMNS}
-  ), bumped AS (
-    ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
-  ), recorded AS (
-    ${recordEvents(changedOrders('order.cancelled'))}
-  )
-  SELECT 'changed' AS found, changed.*, (SELECT version FROM bumped) AS version FROM changed
-  UNION ALL
-  SELECT o.status, ${ORDER_COLUMNS}, NULL, NULL FROM orders o JOIN request r ON r.id = o.id
-  WHERE o.status <> 'pending' OR o.id NOT IN (SELECT id FROM changed)`
-/**
- * A batch of ships or completes (`set` where `when` holds), distinct orders, in one statement, as
- * CANCEL_BATCH is for cancels: rows another transaction holds locked are skipped, and written one by
- * one afterwards. It returns a row per order it changed (`found` = 'changed') and a row per other
- * requested order of the snapshot (`found` = 'complete' for a complete order, else its status).
- */
-function updateBatch(set: string, when: string, type: OrderEventType): string {
-  return `WITH request AS (
-    SELECT * FROM unnest($1::bigint[]) AS r(id)
-  ), target AS (
-    SELECT o.id AS target_id FROM orders o JOIN request r ON r.id = o.id WHERE ${when} ORDER BY o.id FOR UPDATE OF o SKIP LOCKED
-  ), changed AS (
-    UPDATE orders o SET ${set} FROM target t WHERE o.id = t.target_id AND ${when} RETURNING ${CHANGED_ORDER_COLUMNS}
-  ), bumped AS (
+function rowWriteStatements({ request, columns, set, when, type }: RowWriteSql): { batch: string; single: string } {
+  const recorded = `bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
   ), recorded AS (
     ${recordEvents(changedOrders(type))}
-  )
-  SELECT 'changed' AS found, changed.*, (SELECT version FROM bumped) AS version FROM changed
-  UNION ALL
-  SELECT CASE WHEN o.complete THEN 'complete' ELSE o.status END, ${ORDER_COLUMNS}, NULL, NULL FROM orders o JOIN request r ON r.id = o.id
-  WHERE NOT (${when}) OR o.id NOT IN (SELECT id FROM changed)`
+  )`
+  return {
+    batch: `WITH request AS (
+      SELECT * FROM ${request} AS r(${columns})
+    ), target AS (
+      SELECT r.* FROM orders o JOIN request r ON r.order_id = o.id WHERE ${when} ORDER BY o.id FOR UPDATE OF o SKIP LOCKED
+    ), changed AS (
+      UPDATE orders o SET ${set} FROM target t WHERE o.id = t.order_id AND ${when} RETURNING ${CHANGED_ORDER_COLUMNS}
+    ), ${recorded}
+    SELECT true AS changed, changed.*, (SELECT version FROM bumped) AS version FROM changed
+    UNION ALL
+    SELECT false, ${ORDER_COLUMNS}, NULL, NULL FROM orders o JOIN request r ON r.order_id = o.id
+    WHERE NOT (${when}) OR o.id NOT IN (SELECT id FROM changed)`,
+    single: `WITH changed AS (
+      UPDATE orders o SET ${set} FROM ${request} AS t(${columns}) WHERE o.id = t.order_id AND ${when} RETURNING ${CHANGED_ORDER_COLUMNS}
+    ), ${recorded}
+    SELECT changed.*, (SELECT version FROM bumped) AS version FROM changed`,
+  }
 }
-const SHIPPABLE = `o.status = 'pending'`
-const SHIP_SET = `status = 'shipped', shipped_at = ${WRITE_TIME}`
-const SHIP_BATCH = updateBatch(SHIP_SET, SHIPPABLE, 'order.shipped')
-const COMPLETABLE = `o.status = 'shipped' AND NOT o.complete`
-const COMPLETE_SET = `complete = true, completed_at = ${WRITE_TIME}`
-const COMPLETE_BATCH = updateBatch(COMPLETE_SET, COMPLETABLE, 'order.completed')
-
-// One ship or complete on its own (an order another transaction held locked when its batch ran): one
-// conditional update with the version bump and the event in the same statement (one transaction),
-// returning the order it changed. A miss is read by a separate statement, whose fresh snapshot sees
-// whatever change made the update miss.
-const SHIP = `WITH changed AS (
-    UPDATE orders o SET ${SHIP_SET} WHERE o.id = $1 AND ${SHIPPABLE} RETURNING ${CHANGED_ORDER_COLUMNS}
-  ), bumped AS (
-    ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
-  ), recorded AS (
-    ${recordEvents(changedOrders('order.shipped'))}
-  )
-  SELECT changed.*, (SELECT version FROM bumped) AS version FROM changed`
-const COMPLETE = `WITH changed AS (
-    UPDATE orders o SET ${COMPLETE_SET} WHERE o.id = $1 AND ${COMPLETABLE} RETURNING ${CHANGED_ORDER_COLUMNS}
-  ), bumped AS (
-    ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
-  ), recorded AS (
-    ${recordEvents(changedOrders('order.completed'))}
-  )
-  SELECT changed.*, (SELECT version FROM bumped) AS version FROM changed`
+const IDS = { request: 'unnest($1::bigint[])', columns: 'order_id' }
+const CANCELS = rowWriteStatements({
+  request: 'unnest($1::bigint[], $2::bigint[], $3::text[])',
+  columns: 'order_id, cancelled_by_key, reason',
+  set: `status = 'cancelled', cancelled_at = ${WRITE_TIME}, cancelled_by_key = t.cancelled_by_key, cancellation_reason = t.reason`,
+  when: `o.status = 'pending'`,
+  type: 'order.cancelled',
+})
+const SHIPS = rowWriteStatements({ ...IDS, set: `status = 'shipped', shipped_at = ${WRITE_TIME}`, when: `o.status = 'pending'`, type: 'order.shipped' })
+const COMPLETES = rowWriteStatements({
+  ...IDS,
+  set: `complete = true, completed_at = ${WRITE_TIME}`,
+  when: `o.status = 'shipped' AND NOT o.complete`,
+  type: 'order.completed',
+})
+const idParams = (requests: { id: bigint }[]): unknown[] => [intArray(requests.map((r) => r.id))]
 
 /**
  * At most `limit` expired Idempotency-Key records, oldest first through the expires_at index, by
@@ -134,10 +107,10 @@ const PLACE_RETRY_MS = { first: 10, max: 250 }
 /** toISOString()'s form, years 0001–9999 (PostgreSQL has no year 0). */
 const SHIP_DATE = /^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
-/** What one ship or complete statement returns: the order it changed. */
+/** What a single write returns: the order it changed. */
 type ChangedRow = OrderV2Row & { version: bigint | null }
-/** What a batch of ships or completes returns: the orders it changed, and the others as they were. */
-type BatchRow = ChangedRow & { found: 'changed' | 'complete' | OrderStatus }
+/** What a batch returns: the orders it changed, and the others as they were. */
+type BatchRow = ChangedRow & { changed: boolean }
 
 interface CancelRequest {
   id: bigint
@@ -153,24 +126,13 @@ export class PostgresOrdersRepository implements OrdersRepository {
   private closing = false
 
   constructor(private readonly database: PostgresDatabase) {
-    this.cancels = new RowWriteBatcher({
-      commitBatch: (requests) => this.commitCancels(requests),
-      writeOne: (request) => this.cancelAlone(request),
-      notFound: { outcome: 'not_found' },
-      repeated: (first) => (first.outcome === 'cancelled' ? { ...first, outcome: 'already_cancelled' } : first),
-    })
-    this.ships = new RowWriteBatcher({
-      commitBatch: (requests) => this.commitShips(requests),
-      writeOne: ({ id }) => this.shipAlone(id),
-      notFound: { outcome: 'not_found' },
-      repeated: (first) => (first.outcome === 'shipped' ? { ...first, outcome: 'already_shipped' } : first),
-    })
-    this.completes = new RowWriteBatcher({
-      commitBatch: (requests) => this.commitCompletes(requests),
-      writeOne: ({ id }) => this.completeAlone(id),
-      notFound: { outcome: 'not_found' },
-      repeated: (first) => (first.outcome === 'completed' ? { ...first, outcome: 'already_complete' } : first),
-    })
+    this.cancels = this.rowWrites(CANCEL, CANCELS, (requests: CancelRequest[]) => [
+      intArray(requests.map((r) => r.id)),
+      intArray(requests.map((r) => r.cancelledByKey)),
+      textArray(requests.map((r) => r.reason)),
+    ])
+    this.ships = this.rowWrites(SHIP, SHIPS, idParams)
+    this.completes = this.rowWrites(COMPLETE, COMPLETES, idParams)
     this.places = new PlaceBatcher((requests) => this.commitPlaces(requests))
   }
 
@@ -256,33 +218,6 @@ export class PostgresOrdersRepository implements OrdersRepository {
     return this.completes.write({ id })
   }
 
-  /** One ship in its own transaction, waiting for the order's row lock if another holds it. */
-  private async shipAlone(id: bigint): Promise<ShipResult> {
-    for (;;) {
-      const changed = await this.changeOne(SHIP, id)
-      if (changed !== undefined) return { outcome: 'shipped', order: changed }
-      const order = await this.find(id)
-      if (order === undefined) return { outcome: 'not_found' }
-      if (order.status === 'cancelled') return { outcome: 'cancelled' }
-      if (order.status === 'shipped') return { outcome: 'already_shipped', order }
-      // Pending: placed or imported after the update's snapshot. Its turn now.
-    }
-  }
-
-  /** One complete in its own transaction, waiting for the order's row lock if another holds it. */
-  private async completeAlone(id: bigint): Promise<CompleteResult> {
-    for (;;) {
-      const changed = await this.changeOne(COMPLETE, id)
-      if (changed !== undefined) return { outcome: 'completed', order: changed }
-      const order = await this.find(id)
-      if (order === undefined) return { outcome: 'not_found' }
-      if (order.status === 'cancelled') return { outcome: 'cancelled' }
-      if (order.status === 'pending') return { outcome: 'not_shipped' }
-      if (order.complete) return { outcome: 'already_complete', order }
-      // Shipped and not complete: changed after the update's snapshot (an import). Its turn now.
-    }
-  }
-
   async pruneIdempotencyKeys(now: Date, limit: number): Promise<number> {
     const result = await this.database.write(PRUNE_IDEMPOTENCY_KEYS, [now.toISOString(), limit])
     return result.rowCount ?? 0
@@ -298,50 +233,49 @@ export class PostgresOrdersRepository implements OrdersRepository {
     await Promise.all([this.cancels.drain(), this.ships.drain(), this.completes.drain(), this.places.drain()])
   }
 
-  /** One batch of ships of distinct orders (SHIP_BATCH); resolves once committed. */
-  private async commitShips(requests: { id: bigint }[]): Promise<Map<bigint, BatchOutcome<ShipResult>>> {
-    return this.commitUpdates(SHIP_BATCH, requests, (row) => {
-      if (row.found === 'changed') return { outcome: 'shipped', order: toOrderV2Record(row) }
-      if (row.found === 'pending') return 'locked'
-      return row.found === 'cancelled' ? { outcome: 'cancelled' } : { outcome: 'already_shipped', order: toOrderV2Record(row) }
+  /** Group commit for one kind of write (row-write-batcher.ts): its batches, and its writes on their own. */
+  private rowWrites<Request extends { id: bigint }, Result>(
+    rule: OrderWriteRule<Result>,
+    statements: { batch: string; single: string },
+    params: (requests: Request[]) => unknown[],
+  ): RowWriteBatcher<Request, Result> {
+    return new RowWriteBatcher({
+      commitBatch: (requests) => this.commitBatch(rule, statements.batch, params(requests)),
+      writeOne: (request) => this.writeOne(rule, statements.single, params([request]), request.id),
+      notFound: rule.missed(undefined)!, // the answer for an unknown order
+      repeated: rule.repeated,
     })
   }
 
-  /** One batch of completes of distinct orders (COMPLETE_BATCH); resolves once committed. */
-  private async commitCompletes(requests: { id: bigint }[]): Promise<Map<bigint, BatchOutcome<CompleteResult>>> {
-    return this.commitUpdates(COMPLETE_BATCH, requests, (row) => {
-      if (row.found === 'changed') return { outcome: 'completed', order: toOrderV2Record(row) }
-      if (row.found === 'complete') return { outcome: 'already_complete', order: toOrderV2Record(row) }
-      // Shipped, not complete, and not completed by the batch: locked (or changed since).
-      if (row.found === 'shipped') return 'locked'
-      return row.found === 'cancelled' ? { outcome: 'cancelled' } : { outcome: 'not_shipped' }
-    })
-  }
-
-  /** A batch of SHIP_BATCH or COMPLETE_BATCH: each order's outcome, from its changed row or its snapshot's. */
-  private async commitUpdates<Result>(
-    statement: string,
-    requests: { id: bigint }[],
-    outcome: (row: BatchRow) => BatchOutcome<Result>,
-  ): Promise<Map<bigint, BatchOutcome<Result>>> {
-    // Not retried on a lost connection: the commit may have happened.
-    const { rows } = await this.database.write<BatchRow>(statement, [intArray(requests.map((r) => r.id))])
+  /** One batch of writes of distinct orders; resolves once committed. Not retried on a lost connection: the commit may have happened. */
+  private async commitBatch<Result>(rule: OrderWriteRule<Result>, statement: string, params: unknown[]): Promise<Map<bigint, BatchOutcome<Result>>> {
+    const { rows } = await this.database.write<BatchRow>(statement, params)
     const results = new Map<bigint, BatchOutcome<Result>>()
     for (const row of rows) {
-      if (row.found === 'changed' && row.version !== null) this.database.versions.observe(row.version)
-      results.set(row.id, outcome(row)) // one row per known order
+      if (row.changed) {
+        if (row.version !== null) this.database.versions.observe(row.version)
+        results.set(row.id, rule.changed(toOrderV2Record(row)))
+      } else {
+        results.set(row.id, rule.missed(toOrderV2Record(row)) ?? 'locked')
+      }
     }
     // Any other order is unknown: not found.
     return results
   }
 
-  /** SHIP or COMPLETE: the order it changed, or undefined when the update missed. Never retried: it may have committed. */
-  private async changeOne(statement: string, id: bigint): Promise<OrderV2Record | undefined> {
-    const { rows } = await this.database.write<ChangedRow>(statement, [int8(id)])
-    const changed = rows[0]
-    if (changed === undefined) return undefined
-    if (changed.version !== null) this.database.versions.observe(changed.version)
-    return toOrderV2Record(changed)
+  /** One write in its own transaction, waiting for the order's row lock if another holds it. Never retried on a lost connection: it may have committed. */
+  private async writeOne<Result>(rule: OrderWriteRule<Result>, statement: string, params: unknown[], id: bigint): Promise<Result> {
+    for (;;) {
+      const { rows } = await this.database.write<ChangedRow>(statement, params)
+      const changed = rows[0]
+      if (changed !== undefined) {
+        if (changed.version !== null) this.database.versions.observe(changed.version)
+        return rule.changed(toOrderV2Record(changed))
+      }
+      const answer = rule.missed(await this.find(id))
+      if (answer !== undefined) return answer
+      // It can take the write after all: placed or imported after the update's snapshot. Its turn now.
+    }
   }
 
   /**
@@ -361,49 +295,5 @@ export class PostgresOrdersRepository implements OrdersRepository {
         await sleep(pause)
       }
     }
-  }
-
-  /** One batch of cancels of distinct orders (CANCEL_BATCH); resolves once committed. */
-  private async commitCancels(requests: CancelRequest[]): Promise<Map<bigint, BatchOutcome<CancelResult>>> {
-    // Not retried on a lost connection: the commit may have happened.
-    const { rows } = await this.database.write<OrderV2Row & { found: 'changed' | OrderStatus; version: bigint | null }>(CANCEL_BATCH, [
-      intArray(requests.map((r) => r.id)),
-      intArray(requests.map((r) => r.cancelledByKey)),
-      textArray(requests.map((r) => r.reason)),
-    ])
-    const results = new Map<bigint, BatchOutcome<CancelResult>>()
-    for (const row of rows) {
-      if (row.found === 'changed') {
-        if (row.version !== null) this.database.versions.observe(row.version)
-        results.set(row.id, { outcome: 'cancelled', order: toOrderV2Record(row) })
-      } else if (results.get(row.id) === undefined) {
-        // The snapshot's pending orders not cancelled by this batch were locked (or changed since).
-        results.set(
-          row.id,
-          row.found === 'pending'
-            ? 'locked'
-            : row.found === 'shipped'
-              ? { outcome: 'already_shipped' }
-              : { outcome: 'already_cancelled', order: toOrderV2Record(row) },
-        )
-      }
-    }
-    // Any other order is unknown: not found.
-    return results
-  }
-
-  /** One cancel in its own transaction, waiting for the order's row lock if another holds it. */
-  private async cancelAlone({ id, cancelledByKey, reason }: CancelRequest): Promise<CancelResult> {
-    // Not retried on a lost connection: the commit may have happened.
-    const { rows } = await this.database.write<OrderV2Row & { version: bigint | null }>(CANCEL, [int8(id), int8(cancelledByKey), reason])
-    const changed = rows[0]
-    if (changed !== undefined) {
-      if (changed.version !== null) this.database.versions.observe(changed.version)
-      return { outcome: 'cancelled', order: toOrderV2Record(changed) }
-    }
-    const order = await this.find(id)
-    if (order?.status === 'cancelled') return { outcome: 'already_cancelled', order }
-    // Unknown, or (imported since the update missed it) pending: not found.
-    return { outcome: order?.status === 'shipped' ? 'already_shipped' : 'not_found' }
   }
 }

@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3'
 import { INT64_MAX } from '../../domain/int64.js'
 import type { CancellationReason, OrderV2Record } from '../../domain/order-pages.js'
 import type { CancelResult, CompleteResult, NewOrder, PlaceRequest, PlaceResult, ShipResult } from '../../domain/orders.js'
+import { CANCEL, COMPLETE, SHIP, type OrderWriteRule } from '../../domain/order-writes.js'
 import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
 import { ORDER_V2_COLUMNS, ORDER_V2_JSON, orderV2Json, toOrderV2Record, type OrderV2Row } from './order-pages.js'
 import type { Batch } from './write-batcher.js'
@@ -21,8 +22,9 @@ interface KeyRow {
 
 /**
  * The API's writes to orders, each run inside a WriteBatcher's transaction on the batcher's own
- * connection: one conditional statement decides, and the order's event goes in with it. SQLite makes
- * every change of an UPDATE … RETURNING at its first step, which get() takes.
+ * connection: one conditional statement changes the order, and the order's event goes in with it;
+ * what a write answers is ../../domain/order-writes.ts's. SQLite makes every change of an
+ * UPDATE … RETURNING at its first step, which get() takes.
  */
 export class OrderWrites {
   private readonly statements
@@ -56,47 +58,22 @@ export class OrderWrites {
   }
 
   /**
-   * pending → cancelled. The order comes back as it stands: RETURNING of the UPDATE when it
-   * cancelled the order, else the row read by the same transaction (the read that also tells a
-   * shipped order from an unknown one). Of several cancels of one order in a batch the first
-   * cancels it, and the later ones find it cancelled, with the first one's time and reason.
+   * pending → cancelled. Of several cancels of one order in a batch the first cancels it, and the
+   * later ones find it cancelled, with the first one's time and reason.
    */
   cancel(batch: Batch, id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null): CancelResult {
     const changed = this.statements.cancel.get(batch.now, cancelledByKey, reason, id) as ChangedRow | undefined
-    if (changed !== undefined) {
-      this.recordChange(batch, 'order.cancelled', changed)
-      return { outcome: 'cancelled', order: toOrderV2Record(changed) }
-    }
-    const row = this.find(id)
-    if (row?.status === 'cancelled') return { outcome: 'already_cancelled', order: row }
-    return { outcome: row?.status === 'shipped' ? 'already_shipped' : 'not_found' }
+    return changed === undefined ? this.missed(CANCEL, id) : this.changed(batch, CANCEL, 'order.cancelled', changed)
   }
 
-  /** pending → shipped, shipped_at set once: a retry finds it shipped and changes nothing. */
   ship(batch: Batch, id: bigint): ShipResult {
     const changed = this.statements.ship.get(batch.now, id) as ChangedRow | undefined
-    if (changed !== undefined) {
-      this.recordChange(batch, 'order.shipped', changed)
-      return { outcome: 'shipped', order: toOrderV2Record(changed) }
-    }
-    const row = this.find(id)
-    if (row === undefined) return { outcome: 'not_found' }
-    if (row.status === 'cancelled') return { outcome: 'cancelled' }
-    return { outcome: 'already_shipped', order: row }
+    return changed === undefined ? this.missed(SHIP, id) : this.changed(batch, SHIP, 'order.shipped', changed)
   }
 
-  /** shipped and not complete → complete, completed_at set once. */
   complete(batch: Batch, id: bigint): CompleteResult {
     const changed = this.statements.complete.get(batch.now, id) as ChangedRow | undefined
-    if (changed !== undefined) {
-      this.recordChange(batch, 'order.completed', changed)
-      return { outcome: 'completed', order: toOrderV2Record(changed) }
-    }
-    const row = this.find(id)
-    if (row === undefined) return { outcome: 'not_found' }
-    if (row.status === 'cancelled') return { outcome: 'cancelled' }
-    if (row.status === 'pending') return { outcome: 'not_shipped' }
-    return { outcome: 'already_complete', order: row }
+    return changed === undefined ? this.missed(COMPLETE, id) : this.changed(batch, COMPLETE, 'order.completed', changed)
   }
 
   /**
@@ -126,14 +103,20 @@ export class OrderWrites {
     return { outcome: 'placed', order: placed }
   }
 
-  private find(id: bigint): OrderV2Record | undefined {
-    const row = this.statements.find.get(id) as OrderV2Row | undefined
-    return row === undefined ? undefined : toOrderV2Record(row)
-  }
-
-  private recordChange(batch: Batch, type: 'order.cancelled' | 'order.shipped' | 'order.completed', row: ChangedRow): void {
+  /** The order as RETURNING of the UPDATE left it, and its event. */
+  private changed<R>(batch: Batch, rule: OrderWriteRule<R>, type: 'order.cancelled' | 'order.shipped' | 'order.completed', row: ChangedRow): R {
     this.statements.insertEvent.run(...orderEvent(type, batch.now, row.id, row.json))
     batch.changed()
+    return rule.changed(toOrderV2Record(row))
+  }
+
+  /** The answer of an update that missed, from the order as the same transaction reads it. */
+  private missed<R>(rule: OrderWriteRule<R>, id: bigint): R {
+    const row = this.statements.find.get(id) as OrderV2Row | undefined
+    const answer = rule.missed(row === undefined ? undefined : toOrderV2Record(row))
+    // Nothing else writes between the update and this read: the order cannot still take the write.
+    if (answer === undefined) throw new Error(`order ${id} could take the write its update missed`)
+    return answer
   }
 }
 
