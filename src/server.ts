@@ -32,6 +32,11 @@ export interface ServerOptions {
   prepare?: (store: Store) => Promise<void>
 }
 
+/** Where the server's log lines go: pino writes them; `flush(cb)` calls back once they are written. */
+export interface LogDestination extends pino.DestinationStream {
+  flush(callback: (error?: Error) => void): void
+}
+
 /**
  * Where the server's log lines go: `fd` (stdout), written asynchronously once 4 KiB are held or
  * every 250 ms, so a request does not cost a system call of its own (a full pipe is waited out).
@@ -39,19 +44,30 @@ export interface ServerOptions {
  * `process.exit()` included): only a SIGKILL can lose the last quarter second. A failed write stops
  * logging, said on stderr, never the server.
  */
-export function logDestination(fd = 1): ReturnType<typeof pino.destination> {
-  const destination = pino.destination({ dest: fd, sync: false, minLength: 4096, periodicFlush: 250 })
-  // As pino does for a closed pipe: logging stops at the first failed write (sonic-boom would try
-  // it again at every flush, and at exit forever), and that is reported.
-  destination.once('error', (error: Error) => {
+export function logDestination(fd = 1): LogDestination {
+  const sonic = pino.destination({ dest: fd, sync: false, minLength: 4096, periodicFlush: 250 })
+  let stopped = false
+  // The first failed write stops logging, as pino does for a closed pipe, and is reported: left
+  // alone, sonic-boom would try the same lines again at every flush, and at exit. destroy() drops
+  // the lines it holds, its timer and its flush at exit (and closes `fd` unless it is stdout or
+  // stderr); lines logged after it are dropped here, as a destroyed SonicBoom throws at a write.
+  // The listener stays: closing the descriptor may fail too, and an 'error' unheard would throw.
+  sonic.on('error', (error: Error) => {
+    if (stopped) return
+    stopped = true
     process.stderr.write(`petstore-orders: log lines could not be written, logging stopped: ${error.message}\n`)
-    Object.assign(destination, { write: () => true, flush: (callback?: () => void) => callback?.(), flushSync: () => {}, end: () => {} })
+    sonic.destroy()
   })
-  return destination
+  return {
+    write: (line: string) => {
+      if (!stopped) sonic.write(line)
+    },
+    flush: (callback) => (stopped ? callback() : sonic.flush(callback)),
+  }
 }
 
 /** The server's logger, at `level`, writing to `destination`. */
-export function serverLogger(level: Config['logLevel'], destination: ReturnType<typeof pino.destination> = logDestination()): pino.Logger {
+export function serverLogger(level: Config['logLevel'], destination: LogDestination = logDestination()): pino.Logger {
   return pino(
     {
       level,
