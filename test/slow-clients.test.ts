@@ -2,10 +2,12 @@ import assert from 'node:assert/strict'
 import { connect, type Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { it } from 'node:test'
-import { bearer, forEachStore, startTestServer } from './support/harness.js'
+import { bearer, forEachStore, startTestServer, within } from './support/harness.js'
 
 const SLOW = 200 // slowloris connections: headers trickle in, never finish
 const SILENT = 200 // half-open connections: connected, never send a byte
+/** The header timeout the slow ones are cut off by: long enough for the ordinary requests to be over by then on a loaded machine. */
+const HEADERS_TIMEOUT_MS = 5000
 
 function open(origin: string): Promise<Socket> {
   const { hostname, port } = new URL(origin)
@@ -20,7 +22,7 @@ function open(origin: string): Promise<Socket> {
 forEachStore('slow and half-open connections', (kind) => {
   it(`${SLOW} slowloris and ${SILENT} silent connections do not delay other clients, and are cut off by the timeouts`, async () => {
     const server = await startTestServer(kind, {
-      env: { HTTP_HEADERS_TIMEOUT_MS: '1500', HTTP_REQUEST_TIMEOUT_MS: '3000', RATE_LIMIT_PER_KEY: '0' },
+      env: { HTTP_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS), HTTP_REQUEST_TIMEOUT_MS: String(2 * HEADERS_TIMEOUT_MS), RATE_LIMIT_PER_KEY: '0' },
     })
     const key = await server.createKey()
     await server.importOrders(Array.from({ length: 100 }, (_, i) => ({ id: BigInt(i + 1) })))
@@ -35,21 +37,17 @@ forEachStore('slow and half-open connections', (kind) => {
     }, 200)
 
     try {
-      // Meanwhile, ordinary clients are served promptly.
-      const latencies: number[] = []
+      // Meanwhile, ordinary clients are served: every one of them while all the slow ones are still
+      // connected, so none waited for them to be cut off.
       for (let i = 0; i < 30; i++) {
-        const started = performance.now()
         const response = await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })
         assert.equal(response.status, 200)
         await response.arrayBuffer()
-        latencies.push(performance.now() - started)
+        assert.equal(closed.size, 0, `ordinary request ${i + 1} was answered only once slow connections were cut off`)
       }
-      latencies.sort((a, b) => a - b)
-      // Under the 1.5 s header timeout: no ordinary request waited for the slow ones to be cut off.
-      assert.ok(latencies[latencies.length - 1]! < 1000, `slowest ordinary request took ${latencies.at(-1)} ms`)
 
       // And the slow ones are cut off by the header timeout (checked every second), not kept forever.
-      const deadline = Date.now() + 6000
+      const deadline = Date.now() + 3 * (HEADERS_TIMEOUT_MS + 1000)
       while (closed.size < SLOW + SILENT && Date.now() < deadline) await sleep(100)
       assert.equal(closed.size, SLOW + SILENT, `${SLOW + SILENT - closed.size} slow connections still open`)
     } finally {
@@ -66,13 +64,12 @@ forEachStore('connection limit', (kind) => {
     const extra = await open(server.origin)
     const refused = await new Promise<boolean>((resolve) => {
       extra.once('close', () => resolve(true))
-      setTimeout(() => resolve(false), 2000).unref()
+      setTimeout(() => resolve(false), 10_000).unref() // closed at once; this only ends the test if it is not
     })
     assert.ok(refused, 'the sixth connection was kept open')
     held[0]!.destroy()
-    await sleep(200)
-    const health = await fetch(`${server.origin}/healthz`)
-    assert.equal(health.status, 200)
+    // Once the server has seen that close (a moment, however loaded the machine), a new connection is taken.
+    await within(10_000, 'a new connection taken', () => fetch(`${server.origin}/healthz`).then((health) => health.status === 200, () => false), 50)
     for (const socket of held) socket.destroy()
   })
 })
