@@ -9,6 +9,7 @@ import type { CancelResult, OrderRecord } from '../src/domain/orders.js'
 import { Order } from '../src/schemas/order.js'
 import { POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_TABLE } from '../src/store/postgres/migrations.js'
 import { PostgresStore } from '../src/store/postgres/postgres-store.js'
+import { MAX_STALENESS_MS, RENEW_AFTER_MS } from '../src/store/postgres/version-watcher.js'
 import { StoreUnavailableError } from '../src/store/store.js'
 import { listedOrders, within } from './support/harness.js'
 import { createTestDatabase, postgresSkipReason, type TestDatabase } from './support/postgres.js'
@@ -18,6 +19,8 @@ const skip = await postgresSkipReason()
 const INT64_MAX = 2n ** 63n - 1n
 const INT64_MIN = -(2n ** 63n)
 const VERSION_CHANNEL = 'petstore_orders_data_version'
+/** Long enough for what is awaited here (a listener up or lost, a notification) on a loaded machine. */
+const SETTLE_MS = 10_000
 const ALL_VERSIONS = POSTGRES_MIGRATIONS.map((migration) => migration.version)
 const LATEST = ALL_VERSIONS.at(-1)!
 
@@ -217,11 +220,22 @@ describe('PostgresStore', { skip }, () => {
       // The only pooled connection is held by an open stream: a read would wait for it.
       const stream = single.orders.streamJson()[Symbol.asyncIterator]()
       await stream.next()
+      // Counted, not timed: no query on any connection but the listener's re-read, started at most
+      // once every RENEW_AFTER_MS while calls keep coming (a read on the pool would wait for the one
+      // connection the stream holds, and fail after connectionTimeoutMillis).
+      const query = pg.Client.prototype.query
+      let queries = 0
+      pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+        queries++
+        return (query as (...args: unknown[]) => unknown).apply(this, args)
+      } as typeof query
       try {
         const started = performance.now()
         for (let i = 0; i < 1000; i++) assert.equal(await single.orders.dataVersion(), version)
-        assert.ok(performance.now() - started < 300)
+        const elapsed = performance.now() - started
+        assert.ok(queries <= 1 + Math.floor(elapsed / RENEW_AFTER_MS), `${queries} queries for 1000 calls in ${Math.round(elapsed)} ms`)
       } finally {
+        pg.Client.prototype.query = query
         await stream.return?.(undefined)
       }
     } finally {
@@ -258,7 +272,7 @@ describe('PostgresStore', { skip }, () => {
     }
   })
 
-  it("sees others' changes at once when notified, and one that is not notified within 1 s", async () => {
+  it("sees others' changes at once when notified, and one that is not notified within MAX_STALENESS_MS", async () => {
     // A database of its own: the made-up notification below must reach no other test's store.
     const fresh = await createTestDatabase()
     const watcher = new PostgresStore(fresh.url, { poolSize: 2 })
@@ -275,14 +289,18 @@ describe('PostgresStore', { skip }, () => {
     try {
       await watcher.migrate()
       const start = await watcher.orders.dataVersion()
-      await within(5000, 'listener up', () => watcher.versionListenerPid() !== undefined)
+      await within(SETTLE_MS, 'listener up', () => watcher.versionListenerPid() !== undefined)
       // Another instance's change: its NOTIFY arrives with the COMMIT.
       assert.equal(await other.orders.import(from([order(350n)])), 1)
-      const notified = await within(1000, 'change notified', async () => (await watcher.orders.dataVersion()) === start + 1n)
-      // A change made by hand, without NOTIFY: the periodic re-read finds it.
+      const notified = await within(SETTLE_MS, 'change notified', async () => (await watcher.orders.dataVersion()) === start + 1n)
+      console.log(`# seen after ${notified.toFixed(0)} ms (notified)`)
+      // A change made by hand, without NOTIFY: the periodic re-read finds it. A version served from
+      // memory comes from a read started at most MAX_STALENESS_MS ago, so once that long has passed
+      // since the commit, every call sees it (a lower bound of waiting: no speed is asked for).
       await freshSql('UPDATE data_version SET version = version + 1')
-      const reread = await within(1500, 'change re-read', async () => (await watcher.orders.dataVersion()) === start + 2n)
-      console.log(`# seen after ${notified.toFixed(0)} ms (notified), ${reread.toFixed(0)} ms (re-read)`)
+      const committed = performance.now()
+      while (performance.now() - committed <= MAX_STALENESS_MS) await sleep(MAX_STALENESS_MS / 10)
+      assert.equal(await watcher.orders.dataVersion(), start + 2n, 'the change re-read')
       // The notification alone carries the version: this one exists only in the payload.
       await freshSql('SELECT pg_notify($1, $2)', [VERSION_CHANNEL, String(start + 1000n)])
       // No read could find it (the table holds start + 2): only the listener can have applied it.
@@ -298,7 +316,7 @@ describe('PostgresStore', { skip }, () => {
     await within(5000, 'listener up', () => store.versionListenerPid() !== undefined)
     const pid = store.versionListenerPid()!
     await sql('SELECT pg_terminate_backend($1)', [pid])
-    await within(2000, 'listener loss noticed', () => store.versionListenerPid() === undefined)
+    await within(SETTLE_MS, 'listener loss noticed', () => store.versionListenerPid() === undefined)
     // A change that is never notified is read at once: without a listener every call reads.
     await sql('UPDATE data_version SET version = version + 1')
     assert.equal(await store.orders.dataVersion(), start + 1n)
@@ -373,11 +391,13 @@ describe('PostgresStore', { skip }, () => {
     })
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
     const { port } = server.address() as { port: number }
-    const silent = new PostgresStore(`postgres://postgres@127.0.0.1:${port}/test`, { poolSize: 1, connectionTimeoutMillis: 300 })
+    const CONNECTION_TIMEOUT_MS = 300
+    const silent = new PostgresStore(`postgres://postgres@127.0.0.1:${port}/test`, { poolSize: 1, connectionTimeoutMillis: CONNECTION_TIMEOUT_MS })
     try {
       const started = Date.now()
       await rejectsUnavailable(silent.ping(), 'ping')
-      assert.ok(Date.now() - started < 5000)
+      // Given up on by the connection timeout, not held for ever: within 30 times it on a loaded machine.
+      assert.ok(Date.now() - started < 30 * CONNECTION_TIMEOUT_MS, `${Date.now() - started} ms`)
     } finally {
       await silent.close()
       for (const socket of sockets) socket.destroy()
@@ -418,7 +438,7 @@ describe('PostgresStore', { skip }, () => {
       await rejectsUnavailable(behind.orders.cancel(1n, null), 'cancelOrder while down')
       await rejectsUnavailable(jsonPages(behind), 'streamOrdersJson while down')
       // The listener's connection is gone too: the version is read, and that fails.
-      await within(1000, 'dataVersion unavailable', () => behind.orders.dataVersion().then(() => false, (error) => error instanceof StoreUnavailableError))
+      await within(SETTLE_MS, 'dataVersion unavailable', () => behind.orders.dataVersion().then(() => false, (error) => error instanceof StoreUnavailableError))
       await rejectsUnavailable(behind.orders.dataVersion(), 'dataVersion while down')
       await listen(port)
       await behind.ping()

@@ -13,7 +13,7 @@ export const VERSION_CHANNEL = 'petstore_orders_data_version'
  */
 export const MAX_STALENESS_MS = 1000
 /** Past this age a version is still served, but a read is started in the background to renew it. */
-const RENEW_AFTER_MS = MAX_STALENESS_MS / 2
+export const RENEW_AFTER_MS = MAX_STALENESS_MS / 2
 /** Connection attempts of the listener are at least this far apart (they are made on demand). */
 const RECONNECT_INTERVAL_MS = 1000
 /**
