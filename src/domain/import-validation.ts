@@ -6,7 +6,7 @@ import type { Pet } from '../schemas/pet.js'
 import { parseDateTime } from './date-time.js'
 import { INT64_MAX, parseInt64 } from './int64.js'
 import { CANCELLATION_REASONS, type CancellationReason } from './order-pages.js'
-import { ORDER_STATUSES, type OrderRecord, type OrderStatus } from './orders.js'
+import { checkNewOrder, MAX_QUANTITY, ORDER_STATUSES, type OrderRecord, type OrderStatus } from './orders.js'
 
 /** A record that breaks a rule; the reader adds its position. */
 export class InvalidRecordError extends Error {
@@ -27,7 +27,6 @@ export class JsonNumber {
   }
 }
 
-export const MAX_QUANTITY = 2_147_483_647
 export const MAX_PET_NAME_LENGTH = 200
 export const MAX_PET_TAG_LENGTH = 200
 
@@ -66,6 +65,9 @@ export function validateOrderRecord(value: unknown): OrderRecord {
     }
   }
   const order: OrderRecord = { id, petId, quantity, shipDate, complete, status }
+  // What a place would refuse (a quantity out of range): the same orders on both stores, either way.
+  const refused = checkNewOrder(order)
+  if (refused !== undefined) throw new InvalidRecordError(refused)
   if (cancelledAt !== null) order.cancelledAt = cancelledAt
   if (cancellationReason !== null) order.cancellationReason = cancellationReason
   return order
@@ -113,12 +115,9 @@ function positiveInt64(value: unknown, field: string, required: boolean): bigint
 
 function optionalQuantity(value: unknown): number | null {
   if (isAbsent(value)) return null
-  let quantity: number | undefined
-  if (value instanceof JsonNumber && /^-?[0-9]{1,12}$/.test(value.text)) quantity = Number(value.text)
-  if (quantity === undefined || quantity < 1 || quantity > MAX_QUANTITY) {
-    throw new InvalidRecordError(`quantity must be an integer from 1 to ${MAX_QUANTITY}, got ${describe(value)}`)
-  }
-  return quantity
+  // An integer's text; its range is checkNewOrder's.
+  if (value instanceof JsonNumber && /^-?[0-9]{1,12}$/.test(value.text)) return Number(value.text)
+  throw new InvalidRecordError(`quantity must be an integer from 1 to ${MAX_QUANTITY}, got ${describe(value)}`)
 }
 
 function optionalBoolean(value: unknown, field: string): boolean {

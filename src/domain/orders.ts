@@ -1,4 +1,6 @@
 import type { Order } from '../schemas/order.js'
+import { parseDateTime } from './date-time.js'
+import { INT64_MAX, INT64_MIN } from './int64.js'
 import type { CancellationReason, OrderV2Record } from './order-pages.js'
 
 /** Stored order status. v1 does not expose it; listOrders returns every order that is not cancelled. */
@@ -63,6 +65,36 @@ export interface NewOrder {
   quantity: number
   /** RFC 3339 in UTC, as `Date#toISOString()` writes it; null: none given. */
   shipDate: string | null
+}
+
+/** The most units an order may have: PostgreSQL's `integer`, which both stores keep it in. */
+export const MAX_QUANTITY = 2_147_483_647
+// toISOString()'s form, years 0001–9999 (PostgreSQL has no year 0), each field in its range.
+const STORED_INSTANT = /^(?!0000)\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{3}Z$/
+
+/**
+ * Why a store refuses to write this order, or undefined: a petId outside int64, a quantity not from
+ * 1 to MAX_QUANTITY, a shipDate not as toISOString() writes it (years 0001–9999). Both stores check
+ * a place with it before it joins a batch (a statement it failed would fail the whole batch), and
+ * the import checks each record with it (absent values pass): so the API and an import accept the
+ * same orders on either store. The API's schema refuses most of these first, with a 400.
+ */
+export function checkNewOrder(order: { petId: bigint | null; quantity: number | null; shipDate: string | null }): string | undefined {
+  const { petId, quantity, shipDate } = order
+  if (petId !== null && (petId < INT64_MIN || petId > INT64_MAX)) return `petId must be an integer from ${INT64_MIN} to ${INT64_MAX}, got ${petId}`
+  if (quantity !== null && !(Number.isInteger(quantity) && quantity >= 1 && quantity <= MAX_QUANTITY)) {
+    return `quantity must be an integer from 1 to ${MAX_QUANTITY}, got ${quantity}`
+  }
+  if (shipDate !== null && !isStoredInstant(shipDate)) {
+    return `shipDate must be an instant as toISOString() writes it, in years 0001 to 9999, got ${JSON.stringify(shipDate)}`
+  }
+  return undefined
+}
+
+function isStoredInstant(text: string): boolean {
+  if (!STORED_INSTANT.test(text)) return false
+  // Days 29 to 31 exist in some months only: those few are read as a date-time.
+  return text.charCodeAt(8) < 0x32 /* 0, 1 */ || (text.charCodeAt(8) === 0x32 && text.charCodeAt(9) < 0x39) || parseDateTime(text) === text
 }
 
 /**

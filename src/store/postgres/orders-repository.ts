@@ -1,7 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
-import { INT64_MAX, INT64_MIN } from '../../domain/int64.js'
-import type { CancelResult, CompleteResult, OrderRecord, PlaceRequest, PlaceResult, ShipResult } from '../../domain/orders.js'
+import { checkNewOrder, type CancelResult, type CompleteResult, type OrderRecord, type PlaceRequest, type PlaceResult, type ShipResult } from '../../domain/orders.js'
 import { CANCEL, COMPLETE, SHIP, type OrderWriteRule } from '../../domain/order-writes.js'
 import { StoreUnavailableError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
 import { RowWriteBatcher, type BatchOutcome } from './row-write-batcher.js'
@@ -104,8 +103,6 @@ const PRUNE_IDEMPOTENCY_KEYS = `DELETE FROM idempotency_keys WHERE ctid = ANY (A
 /** A place batch that met an import's new ids is tried again this many times, after these pauses. */
 const PLACE_ATTEMPTS = 100
 const PLACE_RETRY_MS = { first: 10, max: 250 }
-/** toISOString()'s form, years 0001–9999 (PostgreSQL has no year 0). */
-const SHIP_DATE = /^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
 /** What a single write returns: the order it changed. */
 type ChangedRow = OrderV2Row & { version: bigint | null }
@@ -197,12 +194,8 @@ export class PostgresOrdersRepository implements OrdersRepository {
    */
   place(request: PlaceRequest): Promise<PlaceResult> {
     if (this.closing) return Promise.reject(new StoreUnavailableError('the store is closed'))
-    const { petId, quantity, shipDate } = request.order
-    if (petId < INT64_MIN || petId > INT64_MAX) return Promise.reject(new RangeError(`petId ${petId} is not an int64`))
-    if (!Number.isSafeInteger(quantity) || quantity < 1 || quantity > 2 ** 31 - 1) {
-      return Promise.reject(new RangeError(`quantity ${quantity} is not a positive int32`))
-    }
-    if (shipDate !== null && !SHIP_DATE.test(shipDate)) return Promise.reject(new RangeError(`shipDate ${shipDate} is not as toISOString() writes it`))
+    const refused = checkNewOrder(request.order)
+    if (refused !== undefined) return Promise.reject(new RangeError(refused))
     return this.places.place(request)
   }
 

@@ -1,7 +1,7 @@
-import { INT64_MAX, INT64_MIN } from '../../domain/int64.js'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import {
   canMoveTo,
+  checkNewOrder,
   type CancelResult,
   type CompleteResult,
   type OrderRecord,
@@ -117,13 +117,8 @@ export class SqliteOrdersRepository implements OrdersRepository {
 
   place(request: PlaceRequest): Promise<PlaceResult> {
     const { order, idempotency: claim } = request
-    // Checked before the order joins a batch: a statement that failed would fail the whole batch.
-    if (order.petId < INT64_MIN || order.petId > INT64_MAX) {
-      return Promise.reject(new RangeError(`petId ${order.petId} is not an int64`))
-    }
-    if (!Number.isSafeInteger(order.quantity) || order.quantity < 1) {
-      return Promise.reject(new RangeError(`quantity ${order.quantity} is not a positive integer`))
-    }
+    const refused = checkNewOrder(order)
+    if (refused !== undefined) return Promise.reject(new RangeError(refused))
     if (claim === undefined) return this.write((writes, batch) => writes.place(batch, request))
     // One request per key at a time in this process: the others are answered at once. Another
     // process on the file cannot overlap the transaction that stores the key, so it finds the
