@@ -81,19 +81,21 @@ forEachStore('order event feed in a serving process', (kind) => {
         at: performance.now(),
       })),
     )
-    await within(5000, 'the requests are held', async () => {
+    await within(15_000, 'the requests are held', async () => {
       const metrics = await (await fetch(`${server.origin}/metrics`)).text()
       return /^order_events_waiting 4$/m.test(metrics)
     })
     const signalled = performance.now()
     server.child.kill('SIGTERM')
+    // Held requests left to their 30 s wait would outlast the shutdown timeout (20 s) and be cut
+    // off; answered at once, they let the process exit well before it: half of it is the bound.
     for (const answer of await Promise.all(held)) {
       assert.equal(answer.status, 200)
       assert.equal(answer.text, '{"data":[],"nextCursor":"5"}')
-      assert.ok(answer.at - signalled < 1000, `answered ${Math.round(answer.at - signalled)} ms after SIGTERM`)
+      assert.ok(answer.at - signalled < SHUTDOWN_TIMEOUT_MS / 2, `answered ${Math.round(answer.at - signalled)} ms after SIGTERM`)
     }
     assert.deepEqual(await server.exited, { code: 0, signal: null })
     const exitedAfter = performance.now() - signalled
-    assert.ok(exitedAfter < 3000, `exited ${Math.round(exitedAfter)} ms after SIGTERM (shutdown timeout ${SHUTDOWN_TIMEOUT_MS} ms)`)
+    assert.ok(exitedAfter < SHUTDOWN_TIMEOUT_MS / 2, `exited ${Math.round(exitedAfter)} ms after SIGTERM (shutdown timeout ${SHUTDOWN_TIMEOUT_MS} ms)`)
   })
 })
