@@ -130,19 +130,15 @@ forEachStore('several instances on one database', (kind) => {
     const key = (await cli(database, 'keys', 'create', '--name', 'to revoke')).trim()
     for (const server of servers) assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200)
     await cli(database, 'keys', 'revoke', key.slice(0, 12))
-    const revokedAt = Date.now()
-    const refusedAfter = await Promise.all(
-      servers.map(async (server) => {
-        for (;;) {
-          const response = await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })
-          await response.arrayBuffer()
-          if (response.status === 401) return Date.now() - revokedAt
-          if (Date.now() - revokedAt > KEY_CACHE_TTL_MS * 3) return Infinity
-          await sleep(50)
-        }
-      }),
-    )
-    // A second of slack for a loaded machine: an unbounded cache never refuses (Infinity).
-    for (const elapsed of refusedAfter) assert.ok(elapsed <= KEY_CACHE_TTL_MS + 1000, `refused after ${elapsed} ms`)
+    const revokedAt = performance.now()
+    // Each instance read the key before the revocation committed; its cache serves a key for at
+    // most KEY_CACHE_TTL_MS from that read. So a request sent once that long has passed since the
+    // revocation is refused, however slowly it is served (a lower bound of waiting, no speed asked).
+    while (performance.now() - revokedAt <= KEY_CACHE_TTL_MS) await sleep(50)
+    for (const server of servers) {
+      const response = await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })
+      await response.arrayBuffer()
+      assert.equal(response.status, 401, `${server.origin}: served a key revoked ${Math.round(performance.now() - revokedAt)} ms ago`)
+    }
   })
 })
