@@ -1,12 +1,24 @@
 import { connect } from 'node:net'
 
 /** Sends raw bytes to the server and returns everything it answers until it closes (or `timeoutMs`). */
-export function rawRequest(origin: string, bytes: string | Buffer, timeoutMs = 3000): Promise<string> {
+export async function rawRequest(origin: string, bytes: string | Buffer, timeoutMs = 3000): Promise<string> {
+  return (await rawExchange(origin, bytes, timeoutMs)).raw
+}
+
+/**
+ * Sends raw bytes to the server: everything it answers until the connection closes, and whether the
+ * server closed it (rather than this side, after `timeoutMs`).
+ */
+export function rawExchange(origin: string, bytes: string | Buffer, timeoutMs: number): Promise<{ raw: string; closedByServer: boolean }> {
   const { hostname, port } = new URL(origin)
   return new Promise((resolve, reject) => {
     const socket = connect(Number(port), hostname)
     const chunks: Buffer[] = []
-    const timer = setTimeout(() => socket.destroy(), timeoutMs)
+    let timedOut = false
+    const timer = setTimeout(() => {
+      timedOut = true
+      socket.destroy()
+    }, timeoutMs)
     socket.on('data', (chunk) => chunks.push(chunk))
     socket.on('error', (error: NodeJS.ErrnoException) => {
       // A reset after the answer was sent still leaves the answer to read.
@@ -16,7 +28,7 @@ export function rawRequest(origin: string, bytes: string | Buffer, timeoutMs = 3
     })
     socket.on('close', () => {
       clearTimeout(timer)
-      resolve(Buffer.concat(chunks).toString('latin1'))
+      resolve({ raw: Buffer.concat(chunks).toString('latin1'), closedByServer: !timedOut })
     })
     socket.write(bytes)
   })
