@@ -124,11 +124,12 @@ forEachStore('petstore-orders events tail', (kind) => {
 
     const first = tail(database.url)
     await within(10_000, 'the three events already there', () => first.lines().length === 3, 20)
-    // Then changes while it waits: each comes out within about a second of its commit.
+    // Then changes while it waits: each comes out after its commit (normally within about a second;
+    // the bound here is only for a loaded machine: a tail that misses a commit never prints it).
     assertOk(await cli(['orders', 'ship', String(MAX)], env))
-    await within(3000, 'the shipped order', () => first.lines().length === 4, 20)
+    await within(15_000, 'the shipped order', () => first.lines().length === 4, 20)
     await store.orders.cancel(2n, null, 'duplicate') // this test's own process: another writer of the file
-    await within(1500, 'the cancelled order, after its commit', () => first.lines().length === 5, 10)
+    await within(15_000, 'the cancelled order, after its commit', () => first.lines().length === 5, 10)
     const stopped = await stop(first, 'SIGINT')
 
     const events = stopped.lines.map(parseLine)

@@ -88,7 +88,7 @@ forEachStore('listOrders streaming', (kind) => {
     // The list is read from the database at the database's pace, not the client's: the paused
     // client holds no cursor, and a write past its snapshot does not wait on it.
     assert.equal((await cancel(pending[0]!)).status, 204)
-    await within(3000, 'the cursor released while the client is paused', released, 50)
+    await within(15_000, 'the cursor released while the client is paused', released, 50)
     const body = new Promise<string>((resolve, reject) => {
       res!.on('data', (chunk: Buffer) => chunks.push(chunk))
       res!.on('end', () => resolve(Buffer.concat(chunks).toString()))

@@ -116,7 +116,7 @@ describe('event retention: the pruner\'s schedule', () => {
     const { log, lines } = recorder()
     const pruner = new EventPruner(events, { retentionDays: 7, log })
     pruner.start()
-    await within(1000, 'the pass', () => lines.length === 1)
+    await within(10_000, 'the pass', () => lines.length === 1)
     await pruner.stop()
     assert.deepEqual(lines, [{ level: 'info', fields: { deleted: 2003, retentionDays: 7 }, message: 'order events pruned' }])
   })
@@ -156,7 +156,7 @@ describe('event retention: the pruner\'s schedule', () => {
     const { log } = recorder()
     const pruner = new EventPruner(events, { retentionDays: 30, log })
     pruner.start()
-    await within(1000, 'the fifth batch', () => release !== undefined)
+    await within(10_000, 'the fifth batch', () => release !== undefined)
     counting = false
     assert.ok(seen[4]! - seen[0]! >= 3, `turns of the event loop between the batches: ${seen}`)
     let stopped = false
