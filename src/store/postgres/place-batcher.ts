@@ -1,10 +1,9 @@
+import { KEY_IN_USE, KeysInFlight } from '../../domain/idempotency.js'
 import type { PlaceRequest, PlaceResult } from '../../domain/orders.js'
 import { GroupCommit } from '../group-commit.js'
 
 /** More places than this wait for the next batch. */
 const MAX_BATCH = 1000
-
-const KEY_IN_USE: PlaceResult = { outcome: 'key_in_use' }
 
 /**
  * Group commit (../group-commit.ts) for places: a batch is one transaction (one data_version lock,
@@ -16,8 +15,7 @@ const KEY_IN_USE: PlaceResult = { outcome: 'key_in_use' }
  */
 export class PlaceBatcher {
   private readonly batches: GroupCommit<PlaceRequest, PlaceResult>
-  /** `apiKeyId key` of every claim queued or in flight here (a key has no space: visible ASCII). */
-  private readonly claimedKeys = new Set<string>()
+  private readonly keysInFlight = new KeysInFlight()
 
   constructor(
     /** One transaction for the batch; resolves after COMMIT with a result per request, in order. */
@@ -28,14 +26,11 @@ export class PlaceBatcher {
 
   place(request: PlaceRequest): Promise<PlaceResult> {
     const claim = request.idempotency
-    const slot = claim === undefined ? undefined : `${claim.apiKeyId} ${claim.key}`
-    if (slot !== undefined) {
-      if (this.claimedKeys.has(slot)) return Promise.resolve(KEY_IN_USE)
-      this.claimedKeys.add(slot)
-    }
+    const slot = claim === undefined ? undefined : this.keysInFlight.claim(claim)
+    if (claim !== undefined && slot === undefined) return Promise.resolve(KEY_IN_USE)
     const placed = this.batches.submit(request)
     // Released before the caller resumes: a retry right after the answer finds the key free.
-    return slot === undefined ? placed : placed.finally(() => this.claimedKeys.delete(slot))
+    return slot === undefined ? placed : placed.finally(() => this.keysInFlight.release(slot))
   }
 
   /** Waits until every place already requested has settled. */

@@ -1,12 +1,10 @@
+import { KEY_IN_USE, keyAnswer, PLACED_STATUS, type StoredKey } from '../../domain/idempotency.js'
 import { INT64_MAX } from '../../domain/int64.js'
 import type { PlaceRequest, PlaceResult } from '../../domain/orders.js'
 import { intArray, textArray } from './import.js'
 import type { Lease } from './lease.js'
-import { ORDER_V2_JSON, orderV2Columns, toOrderV2Record, type OrderV2Row } from './order-pages.js'
+import { ORDER_V2_JSON, orderV2Columns, toOrderV2Record, utc, type OrderV2Row } from './order-pages.js'
 import { bumpVersion, recordEvents } from './write-sql.js'
-
-/** The status a placed order's Idempotency-Key record keeps: the first response's, 201 Created. */
-const PLACED_STATUS = 201
 
 /**
  * How long the batch's inserts may wait for a row lock. The only rows they can wait for are an
@@ -38,7 +36,8 @@ const PLACE_LOCKS = `SELECT k.obtained, set_config('lock_timeout', '${INSERT_LOC
 
 /**
  * The rest of the batch, in one statement whose snapshot is taken under those locks: a request whose
- * key has an unexpired record is answered from it (`kept`); the others (`to_place`, numbered `seq` in
+ * key has an unexpired record places nothing (`kept`: the expiry as keyAnswer decides it, which
+ * answers the request from the record returned); the others (`to_place`, numbered `seq` in
  * order) get the ids above every id the store holds, `max(id) + seq` (from 1 in an empty store or one
  * of negative ids), as long as they are int64. Each new order is inserted with its Idempotency-Key
  * record (an expired one replaced) and its `order.created` event, and the version is bumped if any
@@ -50,7 +49,8 @@ const PLACE_BATCH = `WITH request AS (
     SELECT * FROM unnest($1::bigint[], $2::integer[], $3::timestamptz[], $4::bigint[], $5::text[], $6::text[], $7::timestamptz[])
       WITH ORDINALITY AS r(pet_id, quantity, ship_date, api_key_id, key, fingerprint, expires_at, n)
   ), kept AS (
-    SELECT r.n, k.fingerprint = r.fingerprint AS same_body, k.order_id, k.response_status, k.response_body
+    SELECT r.n, k.fingerprint, k.order_id AS "orderId", k.response_status AS "responseStatus",
+      k.response_body AS "responseBody", ${utc('k.expires_at')} AS "expiresAt"
     FROM request r JOIN idempotency_keys k ON k.api_key_id = r.api_key_id AND k.key = r.key
     WHERE k.expires_at > $8::timestamptz
   ), to_place AS (
@@ -77,7 +77,7 @@ const PLACE_BATCH = `WITH request AS (
   ), recorded AS (
     ${recordEvents(`SELECT id AS order_id, 'order.created' AS type, json FROM inserted ORDER BY id`)}
   )
-  SELECT r.n, p.seq, (SELECT id FROM top) AS top, k.same_body, k.order_id, k.response_status, k.response_body,
+  SELECT r.n, p.seq, (SELECT id FROM top) AS top, k.fingerprint, k."orderId", k."responseStatus", k."responseBody", k."expiresAt",
     i.*, (SELECT version FROM bumped) AS version
   FROM request r
   LEFT JOIN kept k ON k.n = r.n
@@ -85,13 +85,10 @@ const PLACE_BATCH = `WITH request AS (
   LEFT JOIN inserted i ON i.id - (SELECT id FROM top) = p.seq
   ORDER BY r.n`
 
-type PlacedRow = Partial<OrderV2Row> & {
+type PlacedRow = Partial<OrderV2Row> & Partial<StoredKey> & {
   seq: bigint | null
   top: bigint
-  same_body: boolean | null
-  order_id: bigint | null
-  response_status: number | null
-  response_body: string | null
+  fingerprint: string | null
   version: bigint | null
 }
 
@@ -124,12 +121,13 @@ export async function placeInTransaction(
     textArray(claims.map((c) => c?.key)),
   ])
   const obtained = locks[0]!.obtained
-  const results: PlaceResult[] = requests.map(() => ({ outcome: 'key_in_use' }))
+  const results: PlaceResult[] = requests.map(() => KEY_IN_USE)
   const placing = requests.flatMap((request, i) => (obtained[i] === false ? [] : [{ request, i }]))
   if (placing.length === 0) return { results, version: undefined }
 
   const orders = placing.map(({ request }) => request.order)
   const keys = placing.map(({ request }) => request.idempotency)
+  const at = now.toISOString()
   const { rows } = await lease.query<PlacedRow>(PLACE_BATCH, [
     intArray(orders.map((o) => o.petId)),
     intArray(orders.map((o) => o.quantity)),
@@ -138,18 +136,17 @@ export async function placeInTransaction(
     textArray(keys.map((k) => k?.key)),
     textArray(keys.map((k) => k?.fingerprint)),
     textArray(keys.map((k) => k?.expiresAt.toISOString())),
-    now.toISOString(),
+    at,
   ])
   let version: bigint | undefined
   rows.forEach((row, n) => {
-    const i = placing[n]!.i
+    const { request, i } = placing[n]!
+    let answer: PlaceResult | undefined
     if (row.id !== undefined && row.id !== null) {
       version = row.version ?? version
       results[i] = { outcome: 'placed', order: toOrderV2Record(row as OrderV2Row) }
-    } else if (row.same_body !== null) {
-      results[i] = row.same_body
-        ? { outcome: 'replayed', orderId: row.order_id!, status: row.response_status!, body: row.response_body! }
-        : { outcome: 'key_reused' }
+    } else if (row.fingerprint !== null && (answer = keyAnswer(row as StoredKey, request.idempotency!.fingerprint, at)) !== undefined) {
+      results[i] = answer
     } else if (row.top + row.seq! > INT64_MAX) {
       results[i] = { outcome: 'ids_exhausted' }
     } else {

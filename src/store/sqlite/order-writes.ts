@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3'
+import { keyAnswer, PLACED_STATUS, type StoredKey } from '../../domain/idempotency.js'
 import { INT64_MAX } from '../../domain/int64.js'
 import type { CancellationReason, OrderV2Record } from '../../domain/order-pages.js'
 import type { CancelResult, CompleteResult, NewOrder, PlaceRequest, PlaceResult, ShipResult } from '../../domain/orders.js'
@@ -7,18 +8,7 @@ import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
 import { ORDER_V2_COLUMNS, ORDER_V2_JSON, orderV2Json, toOrderV2Record, type OrderV2Row } from './order-pages.js'
 import type { Batch } from './write-batcher.js'
 
-/** The status a placed order's Idempotency-Key record keeps: the first response's, 201 Created. */
-const PLACED_STATUS = 201
-
 type ChangedRow = OrderV2Row & { json: string }
-
-interface KeyRow {
-  fingerprint: string
-  order_id: bigint
-  response_status: bigint
-  response_body: string
-  expires_at: string
-}
 
 /**
  * The API's writes to orders, each run inside a WriteBatcher's transaction on the batcher's own
@@ -44,7 +34,8 @@ export class OrderWrites {
       maxId: db.prepare('SELECT max(id) FROM orders').pluck(),
       insertOrder: db.prepare(`INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status) VALUES (?, ?, ?, ?, 0, 'pending')`),
       findKey: db.prepare(
-        'SELECT fingerprint, order_id, response_status, response_body, expires_at FROM idempotency_keys WHERE api_key_id = ? AND key = ?',
+        `SELECT fingerprint, order_id AS orderId, response_status AS responseStatus, response_body AS responseBody, expires_at AS expiresAt
+         FROM idempotency_keys WHERE api_key_id = ? AND key = ?`,
       ),
       // Only an expired record is ever replaced: an unexpired one is answered from before the insert.
       putKey: db.prepare(
@@ -83,11 +74,8 @@ export class OrderWrites {
    */
   place(batch: Batch, { order, idempotency: claim }: PlaceRequest): PlaceResult {
     if (claim !== undefined) {
-      const found = this.statements.findKey.get(claim.apiKeyId, claim.key) as KeyRow | undefined
-      if (found !== undefined && found.expires_at > batch.now) {
-        if (found.fingerprint !== claim.fingerprint) return { outcome: 'key_reused' }
-        return { outcome: 'replayed', orderId: found.order_id, status: Number(found.response_status), body: found.response_body }
-      }
+      const answer = keyAnswer(this.statements.findKey.get(claim.apiKeyId, claim.key) as StoredKey | undefined, claim.fingerprint, batch.now)
+      if (answer !== undefined) return answer
     }
     const max = this.statements.maxId.get() as bigint | null
     if (max === INT64_MAX) return { outcome: 'ids_exhausted' }

@@ -1,3 +1,4 @@
+import { KEY_IN_USE, KeysInFlight } from '../../domain/idempotency.js'
 import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
 import {
   canMoveTo,
@@ -59,7 +60,7 @@ const INSERT_NEW = `
 
 export class SqliteOrdersRepository implements OrdersRepository {
   private writer: { batcher: WriteBatcher; writes: OrderWrites } | undefined // opened on first use: the tables exist after migrate()
-  private readonly claimedKeys = new Set<string>() // Idempotency-Keys of the places queued or in flight here
+  private readonly keysInFlight = new KeysInFlight()
 
   constructor(private readonly database: SqliteDatabase) {}
 
@@ -123,10 +124,9 @@ export class SqliteOrdersRepository implements OrdersRepository {
     // One request per key at a time in this process: the others are answered at once. Another
     // process on the file cannot overlap the transaction that stores the key, so it finds the
     // committed record.
-    const slot = `${claim.apiKeyId} ${claim.key}`
-    if (this.claimedKeys.has(slot)) return Promise.resolve({ outcome: 'key_in_use' })
-    this.claimedKeys.add(slot)
-    return this.write((writes, batch) => writes.place(batch, request)).finally(() => this.claimedKeys.delete(slot))
+    const slot = this.keysInFlight.claim(claim)
+    if (slot === undefined) return Promise.resolve(KEY_IN_USE)
+    return this.write((writes, batch) => writes.place(batch, request)).finally(() => this.keysInFlight.release(slot))
   }
 
   ship(id: bigint): Promise<ShipResult> {

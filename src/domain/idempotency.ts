@@ -1,0 +1,50 @@
+import type { IdempotencyClaim, PlaceResult } from './orders.js'
+
+/** The status a placed order's Idempotency-Key record keeps: the first response's, 201 Created. */
+export const PLACED_STATUS = 201
+
+export const KEY_IN_USE = { outcome: 'key_in_use' } as const
+const KEY_REUSED = { outcome: 'key_reused' } as const
+
+/** An Idempotency-Key record as a store keeps it. */
+export interface StoredKey {
+  fingerprint: string
+  orderId: bigint
+  responseStatus: number | bigint
+  responseBody: string
+  /** As toISOString() writes it. */
+  expiresAt: string
+}
+
+/**
+ * What the stored record of a place's key answers it with at `now` (toISOString()'s form): nothing
+ * when there is none or it has expired (the place goes on, and replaces the record); the first
+ * response again for the same body (`replayed`); `key_reused` for another.
+ */
+export function keyAnswer(stored: StoredKey | undefined, fingerprint: string, now: string): PlaceResult | undefined {
+  if (stored === undefined || stored.expiresAt <= now) return undefined
+  if (stored.fingerprint !== fingerprint) return KEY_REUSED
+  return { outcome: 'replayed', orderId: stored.orderId, status: Number(stored.responseStatus), body: stored.responseBody }
+}
+
+/**
+ * The Idempotency-Keys of the places queued or in flight in this process: one place per key at a
+ * time, the others `key_in_use` at once (so a batch never holds one key twice). Between processes
+ * the database decides: SQLite's write lock, PostgreSQL's advisory lock.
+ */
+export class KeysInFlight {
+  /** `apiKeyId key` (a key has no space: visible ASCII). */
+  private readonly held = new Set<string>()
+
+  /** Holds the claim's key until release() of what it returns; undefined when a place holds it already. */
+  claim(claim: IdempotencyClaim): string | undefined {
+    const slot = `${claim.apiKeyId} ${claim.key}`
+    if (this.held.has(slot)) return undefined
+    this.held.add(slot)
+    return slot
+  }
+
+  release(slot: string): void {
+    this.held.delete(slot)
+  }
+}
