@@ -4,7 +4,7 @@ import { after, before, it } from 'node:test'
 import Database from 'better-sqlite3'
 import { openStore } from '../src/store/open-store.js'
 import { StoreUnavailableError, type Store } from '../src/store/store.js'
-import type { WebhookAttempt, WebhookEndpoint, WebhookLease } from '../src/store/webhooks.js'
+import type { WebhookAttempt, WebhookEndpoint, WebhookLease } from '../src/domain/webhooks.js'
 import { createDatabase, forEachStore, type TestDatabaseHandle } from './support/harness.js'
 
 // Advances of several endpoints made at once (the dispatcher's loops whose 2xx came together): on

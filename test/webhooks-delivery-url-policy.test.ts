@@ -3,7 +3,7 @@ import type { LookupAddress } from 'node:dns'
 import { SocketAddress, type LookupFunction } from 'node:net'
 import { describe, it } from 'node:test'
 import ipaddr from 'ipaddr.js'
-import { allowedWebhookUrl } from '../src/domain/webhook-endpoints.js'
+import { allowedWebhookUrl } from '../src/webhooks/endpoints.js'
 import { ApiError } from '../src/errors.js'
 import {
   ADDRESS_NOT_ALLOWED,

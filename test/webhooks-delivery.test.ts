@@ -5,7 +5,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, LookupFunction, Socket } from 'node:net'
 import { after, describe, it } from 'node:test'
 import { Webhook } from 'standardwebhooks'
-import type { FeedEvent, WebhookSecrets } from '../src/store/webhooks.js'
+import type { FeedEvent, WebhookSecrets } from '../src/domain/webhooks.js'
 import { BODY_READ_MS, Deliverer, MAX_RESPONSE_BYTES, type DeliveryResult } from '../src/webhooks/delivery.js'
 import { nextRetry, parseRetryAfter } from '../src/webhooks/retry-schedule.js'
 import { deliveryBody, deliveryHeaders } from '../src/webhooks/signing.js'

@@ -1,9 +1,8 @@
 import Type from 'typebox'
-import { ORDER_EVENT_TYPES } from '../store/order-events.js'
+import { EVENT_POSITION_PATTERN, ORDER_EVENT_TYPES } from '../domain/order-events.js'
 import { OrderV2Ref } from './order-v2.js'
 
-/** A position in the feed as the feed writes it (an event's id, a nextCursor): decimal, no sign, no leading zero. */
-export const EVENT_POSITION_PATTERN = '^(0|[1-9][0-9]{0,18})$'
+export { EVENT_POSITION_PATTERN }
 
 /** The longest wait a long poll may ask for, in seconds (docs/order-events.md). */
 export const MAX_WAIT_SECONDS = 30

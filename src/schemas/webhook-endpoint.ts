@@ -1,8 +1,6 @@
 import Type from 'typebox'
-import { ORDER_EVENT_TYPES, type OrderEventType } from '../store/order-events.js'
-import { ATTEMPTS_KEPT } from '../store/webhook-rows.js'
-import { WEBHOOK_DISABLED_REASONS } from '../store/webhooks.js'
-import { EVENT_POSITION_PATTERN } from './order-event.js'
+import { EVENT_POSITION_PATTERN, ORDER_EVENT_TYPES, type OrderEventType } from '../domain/order-events.js'
+import { ATTEMPTS_KEPT, WEBHOOK_DISABLED_REASONS } from '../domain/webhooks.js'
 import { Int64 } from './primitives.js'
 
 /** The longest URL an endpoint may have, and the longest description (in UTF-16 code units, as JSON counts them). */

@@ -48,7 +48,7 @@ export async function pingWebhookEndpoint(
   return { status, error, durationMs }
 }
 
-/** The result as the API shows it: unknown values omitted, never null. */
+/** How a delivery went (a ping's, an attempt's) as the API shows it: unknown values omitted, never null. */
 export function toApiPingResult(result: PingResult): WebhookPingResult {
   const shown: WebhookPingResult = { durationMs: result.durationMs }
   if (result.status !== null) shown.status = result.status

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto'
-import type { FeedEvent, WebhookSecrets } from '../store/webhooks.js'
+import type { FeedEvent, WebhookSecrets } from '../domain/webhooks.js'
 
 /**
  * Signatures by the Standard Webhooks spec (https://www.standardwebhooks.com/): `v1,` + base64 of

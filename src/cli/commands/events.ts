@@ -1,9 +1,10 @@
 import { once } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { parse, stringify } from 'lossless-json'
-import { INT64_MAX, parseInt64 } from '../../domain/int64.js'
+import { INT64_MAX } from '../../domain/int64.js'
+import { EventsExpiredError, parseEventPosition, UnknownEventPositionError } from '../../domain/order-events.js'
 import type { MaybePromise } from '../../maybe-async.js'
-import { EventsExpiredError, UnknownEventPositionError, type OrderEventsRepository } from '../../store/order-events.js'
+import type { OrderEventsRepository } from '../../store/order-events.js'
 import { CommandError, PROGRAM, stringOption, UsageError, withStore, type Command, type Io, type OutputStream } from '../command.js'
 
 /** Events read at a time: the store's largest page, so a backlog is printed in few reads. */
@@ -48,7 +49,7 @@ Examples:
   ${PROGRAM} events tail | jq -c 'select(.type == "order.cancelled") | .order.id'`,
   async run({ values }, io) {
     const text = stringOption(values, 'after')
-    const after = text === undefined ? undefined : parseCursor(text)
+    const after = text === undefined ? undefined : afterOption(text, 'events tail')
     // Installed before the database is opened: an early Ctrl-C still stops cleanly. A second
     // signal finds no handler and ends the process at once, as an impatient operator expects.
     const stopping = new AbortController()
@@ -68,15 +69,13 @@ Examples:
   },
 }
 
-function parseCursor(text: string): bigint {
-  const position = parseInt64(text)
-  if (position === undefined || position < 0n) {
-    throw new UsageError(
-      `--after must be a cursor of the event feed, a decimal integer from 0 to ${INT64_MAX} (an event's "id"), got ${JSON.stringify(text)}`,
-      'events tail',
-    )
+/** `--after` of `command`: a position of the feed, as the API reads `after`. */
+export function afterOption(text: string, command: string): bigint {
+  try {
+    return parseEventPosition(text)
+  } catch {
+    throw new UsageError(`--after must be a cursor of the event feed, a decimal integer from 0 to ${INT64_MAX} (an event's "id"), got ${JSON.stringify(text)}`, command)
   }
-  return position
 }
 
 export interface TailOptions {
@@ -114,7 +113,7 @@ export async function tailEvents(
       }
     }
   } catch (error) {
-    const problem = cursorProblem(error, cursor, after)
+    const problem = cursor === undefined ? error : cursorProblem(error, cursor === after ? `--after ${cursor}` : `the cursor ${cursor}`, 'start again without --after, from the oldest retained event')
     if (started) io.stderr.write(resumeLine(cursor))
     throw problem
   }
@@ -125,18 +124,12 @@ function resumeLine(cursor: bigint | undefined): string {
   return `resume with: ${PROGRAM} events tail${cursor === undefined ? '' : ` --after ${cursor}`}\n`
 }
 
-/** The store's refusals of a cursor, as the one-line errors of this command. */
-function cursorProblem(error: unknown, cursor: bigint | undefined, after: bigint | undefined): unknown {
-  if (cursor === undefined) return error // from the oldest retained: no cursor to refuse
-  const which = cursor === after ? `--after ${cursor}` : `the cursor ${cursor}`
+/** The feed's refusals of a cursor (`which` names it) as one-line errors; `remedy` says what to do about one too old. */
+export function cursorProblem(error: unknown, which: string, remedy: string): unknown {
   if (error instanceof UnknownEventPositionError) {
     return new CommandError(`${which} is past the end of the event feed: no event of this database has had that position`)
   }
-  if (error instanceof EventsExpiredError) {
-    return new CommandError(
-      `${which} is too old: the events after it have been deleted by retention; start again without --after, from the oldest retained event`,
-    )
-  }
+  if (error instanceof EventsExpiredError) return new CommandError(`${which} is too old: the events after it have been deleted by retention; ${remedy}`)
   return error
 }
 

@@ -1,22 +1,15 @@
 import { stringify as stringifyLossless } from 'lossless-json'
 import { loadWebhooksConfig } from '../../config.js'
 import { parseInt64 } from '../../domain/int64.js'
-import {
-  createWebhookEndpoint,
-  rotateWebhookSecret,
-  toApiWebhookAttempt,
-  toApiWebhookEndpoint,
-  toEndpointPatch,
-} from '../../domain/webhook-endpoints.js'
+import { ORDER_EVENT_TYPES, type OrderEventType } from '../../domain/order-events.js'
+import { ATTEMPTS_KEPT, type WebhookEndpoint } from '../../domain/webhooks.js'
 import { ApiError } from '../../errors.js'
-import { EVENT_POSITION_PATTERN } from '../../schemas/order-event.js'
 import { ATTEMPTS_LISTED_DEFAULT, MAX_WEBHOOK_DESCRIPTION_LENGTH, MAX_WEBHOOK_URL_LENGTH } from '../../schemas/webhook-endpoint.js'
-import { EventsExpiredError, ORDER_EVENT_TYPES, UnknownEventPositionError, type OrderEventType } from '../../store/order-events.js'
-import { ATTEMPTS_KEPT } from '../../store/webhook-rows.js'
-import type { WebhookEndpoint } from '../../store/webhooks.js'
 import { Deliverer } from '../../webhooks/delivery.js'
+import { createWebhookEndpoint, rotateWebhookSecret, toApiWebhookAttempt, toApiWebhookEndpoint, toEndpointPatch } from '../../webhooks/endpoints.js'
 import { pingWebhookEndpoint, toApiPingResult } from '../../webhooks/ping.js'
 import { CommandError, lowerFirst, PROGRAM, printable, stringOption, UsageError, withStore, type Command, type Io } from '../command.js'
+import { afterOption, cursorProblem } from './events.js'
 
 const POLICY = `The URL must be https, with no user name or password, and its host must resolve only to public
 addresses — unless WEBHOOK_ALLOW_PRIVATE_NETWORKS=true, which also allows http and private,
@@ -193,8 +186,6 @@ Examples:
   },
 }
 
-const POSITION = new RegExp(EVENT_POSITION_PATTERN)
-
 export const webhooksReplay: Command = {
   name: ['webhooks', 'replay'],
   synopsis: 'webhooks replay ID --after CURSOR',
@@ -219,17 +210,12 @@ Examples:
     const id = endpointId(positionals[0]!, 'webhooks replay')
     const text = stringOption(values, 'after')
     if (text === undefined) throw new UsageError('missing --after (the feed cursor to replay after, e.g. --after 1234)', 'webhooks replay')
-    const after = POSITION.test(text) ? parseInt64(text) : undefined
-    if (after === undefined) throw new UsageError(`--after must be an event id or a feed cursor, a decimal integer; got ${JSON.stringify(text)}`, 'webhooks replay')
-    const endpoint = await withStore(io, async (store) => {
-      try {
-        return await store.webhooks.replay(id, after)
-      } catch (error) {
-        if (error instanceof EventsExpiredError) throw new CommandError(`events after ${after} have been deleted by retention; replay from a later cursor`)
-        if (error instanceof UnknownEventPositionError) throw new CommandError(`${after} is past the end of the event feed`)
-        throw error
-      }
-    })
+    const after = afterOption(text, 'webhooks replay')
+    const endpoint = await withStore(io, (store) =>
+      store.webhooks.replay(id, after).catch((error: unknown) => {
+        throw cursorProblem(error, `--after ${after}`, 'replay from a later cursor')
+      }),
+    )
     if (endpoint === undefined) throw noSuchEndpoint(id)
     io.stdout.write(`webhook endpoint ${id} replays the events after ${after}\n`)
   },

@@ -1,4 +1,5 @@
-import { toEventsPage, type OrderEventsPage, type OrderEventsRepository } from '../order-events.js'
+import { toEventsPage, type OrderEventsPage } from '../../domain/order-events.js'
+import type { OrderEventsRepository } from '../order-events.js'
 import type { PostgresDatabase } from './database.js'
 
 // One statement, hence one snapshot: the page, and the bounds that judge `after`. Positions become

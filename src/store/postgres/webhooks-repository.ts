@@ -1,17 +1,26 @@
-import type { OrderEventType } from '../order-events.js'
-import { ATTEMPTS_KEPT, canonicalTypes, changesDeliveries, checkReplayPosition, NEXT_SCAN, toNextEvents, trimsAttempts, type NextRow } from '../webhook-rows.js'
-import type {
-  NewWebhookEndpoint,
-  NextEvents,
-  WebhookAttempt,
-  WebhookDisabledReason,
-  WebhookEndpoint,
-  WebhookEndpointPatch,
-  WebhookLease,
-  WebhooksRepository,
-} from '../webhooks.js'
+import { canonicalEventTypes, checkCursor, type OrderEventType } from '../../domain/order-events.js'
+import {
+  advanceLease,
+  ATTEMPTS_KEPT,
+  patchEndpoint,
+  replayEndpoint,
+  signingSecretsAt,
+  trimsAttempts,
+  type EndpointChange,
+  type EndpointState,
+  type NewWebhookEndpoint,
+  type NextEvents,
+  type WebhookAttempt,
+  type WebhookDisabledReason,
+  type WebhookEndpoint,
+  type WebhookEndpointPatch,
+  type WebhookLease,
+} from '../../domain/webhooks.js'
+import { NEXT_SCAN, toNextEvents, type NextRow } from '../webhook-rows.js'
+import type { WebhooksRepository } from '../webhooks.js'
 import type { PostgresDatabase } from './database.js'
 import { int8 } from './import.js'
+import type { Lease as TransactionLease } from './lease.js'
 import { utc } from './order-pages.js'
 import { WRITE_TIME } from './write-sql.js'
 
@@ -163,7 +172,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
       const { rows } = await lease.query<EndpointRow>(
         `INSERT INTO webhook_endpoints (url, event_types, description, position, created_at, secret)
          VALUES ($1, $2::text[], $3, ${HEAD}, ${WRITE_TIME}, $4) RETURNING ${ENDPOINT_COLUMNS}`,
-        [endpoint.url, canonicalTypes(endpoint.eventTypes), endpoint.description, endpoint.secret],
+        [endpoint.url, canonicalEventTypes(endpoint.eventTypes), endpoint.description, endpoint.secret],
       )
       return toEndpoint(rows[0]!)
     })
@@ -180,32 +189,28 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async update(id: bigint, patch: WebhookEndpointPatch): Promise<WebhookEndpoint | undefined> {
-    // Enabling clears what disabled it and the failure of its current event (once disabled: an
-    // enabled endpoint keeps its retry schedule); disabling keeps the position it stopped at.
-    const { rows } = await this.database.write<EndpointRow>(
-      `UPDATE webhook_endpoints SET
-         url = coalesce($2, url),
-         event_types = coalesce($3::text[], event_types),
-         description = CASE WHEN $4 THEN $5 ELSE description END,
-         failures = CASE WHEN $6 AND NOT enabled THEN 0 ELSE failures END,
-         failing_since = CASE WHEN $6 AND NOT enabled THEN NULL ELSE failing_since END,
-         next_attempt_at = CASE WHEN ($6 AND NOT enabled) OR $7 THEN NULL ELSE next_attempt_at END,
-         disabled_reason = CASE WHEN $6 THEN NULL WHEN $7 THEN 'disabled_by_request' ELSE disabled_reason END,
-         enabled = CASE WHEN $6 THEN true WHEN $7 THEN false ELSE enabled END,
-         revision = revision + $8
-       WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
-      [
-        int8(id),
-        patch.url ?? null,
-        patch.eventTypes === undefined ? null : canonicalTypes(patch.eventTypes),
-        patch.description !== undefined,
-        patch.description ?? null,
-        patch.enabled === true,
-        patch.enabled === false,
-        changesDeliveries(patch) ? 1 : 0,
-      ],
-    )
-    return rows[0] === undefined ? undefined : toEndpoint(rows[0])
+    return this.change(id, async (state) => patchEndpoint(state, patch))
+  }
+
+  /** The endpoint as `decide` makes it, in one transaction holding its row (undefined: no such endpoint). */
+  private async change(id: bigint, decide: (state: EndpointState, lease: TransactionLease) => Promise<EndpointChange>): Promise<WebhookEndpoint | undefined> {
+    return this.database.transaction(async (lease) => {
+      const { rows: found } = await lease.query<EndpointRow & { failures: number }>(
+        `SELECT ${ENDPOINT_COLUMNS}, failures FROM webhook_endpoints WHERE id = $1 FOR UPDATE`,
+        [int8(id)],
+      )
+      const row = found[0]
+      if (row === undefined) return undefined
+      const { state, movesRevision } = await decide({ ...toEndpoint(row), failures: row.failures }, lease)
+      const { rows } = await lease.query<EndpointRow>(
+        `UPDATE webhook_endpoints SET url = $2, event_types = $3::text[], description = $4, enabled = $5, disabled_reason = $6,
+           position = $7::bigint, failures = $8, failing_since = $9::timestamptz, next_attempt_at = $10::timestamptz, revision = revision + $11
+         WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
+        [int8(id), state.url, state.eventTypes, state.description, state.enabled, state.disabledReason, int8(state.position), state.failures,
+          state.failingSince, state.nextAttemptAt, movesRevision ? 1 : 0],
+      )
+      return toEndpoint(rows[0]!)
+    })
   }
 
   async remove(id: bigint): Promise<boolean> {
@@ -223,20 +228,12 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async replay(id: bigint, after: bigint): Promise<WebhookEndpoint | undefined> {
-    return this.database.transaction(async (lease) => {
-      const { rows: found } = await lease.query('SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE', [int8(id)])
-      if (found.length === 0) return undefined
+    return this.change(id, async (state, lease) => {
       const { rows: bounds } = await lease.query<{ pruned_through: bigint; newest: bigint | null }>(
         'SELECT (SELECT pruned_through FROM event_retention WHERE id = 1) AS pruned_through, (SELECT max(position) FROM order_events) AS newest',
       )
-      checkReplayPosition(after, bounds[0]!.pruned_through, bounds[0]!.newest)
-      const { rows } = await lease.query<EndpointRow>(
-        `UPDATE webhook_endpoints SET position = $2, enabled = true, disabled_reason = NULL, failures = 0, failing_since = NULL, next_attempt_at = NULL,
-           revision = revision + 1
-         WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
-        [int8(id), int8(after)],
-      )
-      return toEndpoint(rows[0]!)
+      checkCursor(after, bounds[0]!.pruned_through, bounds[0]!.newest)
+      return replayEndpoint(state, after)
     })
   }
 
@@ -264,22 +261,17 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   async lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]> {
     const until = new Date(now.getTime() + leaseMs)
     const { rows } = await this.database.write<LeaseRow>(LEASE, [owner, until.toISOString(), now.toISOString(), limit])
-    const nowText = now.toISOString()
     return rows
       .sort((a, b) => (a.id < b.id ? -1 : 1))
-      .map((row) => {
-        // A previous secret signs only until its time is up.
-        const previousValid = row.previous_until !== null && row.previous_until > nowText
-        return {
-          endpoint: toEndpoint(row),
-          secrets: { current: row.secret, previous: previousValid ? row.previous_secret : null, previousUntil: previousValid ? row.previous_until : null },
-          owner,
-          leaseUntil: until,
-          failures: row.failures,
-          revision: row.revision,
-          changed: false,
-        }
-      })
+      .map((row) => ({
+        endpoint: toEndpoint(row),
+        secrets: signingSecretsAt(row.secret, row.previous_secret, row.previous_until, now),
+        owner,
+        leaseUntil: until,
+        failures: row.failures,
+        revision: row.revision,
+        changed: false,
+      }))
   }
 
   async renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean> {
@@ -331,9 +323,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
     ])
     const { revision } = rows[0]!
     if (revision === null) return false
-    Object.assign(lease.endpoint, { position, failingSince: null, nextAttemptAt: null })
-    lease.failures = 0
-    lease.changed = revision !== lease.revision
+    advanceLease(lease, position, revision)
     return true
   }
 
@@ -376,9 +366,6 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
       [int8(id)],
     )
     const row = rows[0]
-    if (row === undefined) return undefined
-    // A previous secret signs only until its time is up.
-    const signs = row.previous_until !== null && row.previous_until > now.toISOString()
-    return { current: row.secret, previous: signs ? row.previous_secret : null, previousUntil: signs ? row.previous_until : null }
+    return row === undefined ? undefined : signingSecretsAt(row.secret, row.previous_secret, row.previous_until, now)
   }
 }

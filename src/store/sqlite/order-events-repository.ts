@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3'
-import { eventBody, toEventsPage, type OrderEventType, type OrderEventsPage, type OrderEventsRepository } from '../order-events.js'
+import { eventBody, toEventsPage, type OrderEventType, type OrderEventsPage } from '../../domain/order-events.js'
+import type { OrderEventsRepository } from '../order-events.js'
 import { classify, type SqliteDatabase } from './database.js'
 
 // One statement, hence one snapshot: the page, and the bounds that judge `after`. The rows

@@ -1,16 +1,24 @@
 import type Database from 'better-sqlite3'
-import type { OrderEventType } from '../order-events.js'
-import { ATTEMPTS_KEPT, canonicalTypes, changesDeliveries, checkReplayPosition, NEXT_SCAN, toNextEvents, trimsAttempts, type NextRow } from '../webhook-rows.js'
-import type {
-  NewWebhookEndpoint,
-  NextEvents,
-  WebhookAttempt,
-  WebhookDisabledReason,
-  WebhookEndpoint,
-  WebhookEndpointPatch,
-  WebhookLease,
-  WebhooksRepository,
-} from '../webhooks.js'
+import { canonicalEventTypes, checkCursor, type OrderEventType } from '../../domain/order-events.js'
+import {
+  advanceLease,
+  ATTEMPTS_KEPT,
+  patchEndpoint,
+  replayEndpoint,
+  signingSecretsAt,
+  trimsAttempts,
+  type EndpointChange,
+  type EndpointState,
+  type NewWebhookEndpoint,
+  type NextEvents,
+  type WebhookAttempt,
+  type WebhookDisabledReason,
+  type WebhookEndpoint,
+  type WebhookEndpointPatch,
+  type WebhookLease,
+} from '../../domain/webhooks.js'
+import { NEXT_SCAN, toNextEvents, type NextRow } from '../webhook-rows.js'
+import type { WebhooksRepository } from '../webhooks.js'
 import { GroupCommit } from '../group-commit.js'
 import { classify, type SqliteDatabase } from './database.js'
 
@@ -149,7 +157,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
       const row = this.statement(
         `INSERT INTO webhook_endpoints (url, event_types, description, position, created_at, secret)
          VALUES (?, ?, ?, ${HEAD}, ?, ?) RETURNING ${ENDPOINT_COLUMNS}`,
-      ).get(endpoint.url, canonicalTypes(endpoint.eventTypes).join(','), endpoint.description, new Date().toISOString(), endpoint.secret) as EndpointRow
+      ).get(endpoint.url, canonicalEventTypes(endpoint.eventTypes).join(','), endpoint.description, new Date().toISOString(), endpoint.secret) as EndpointRow
       return toEndpoint(row)
     })
   }
@@ -164,36 +172,23 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   async update(id: bigint, patch: WebhookEndpointPatch): Promise<WebhookEndpoint | undefined> {
-    // Enabling clears what disabled it and the failure of its current event (once disabled: an
-    // enabled endpoint keeps its retry schedule); disabling keeps the position it stopped at.
-    const enabling = patch.enabled === true ? 1 : 0
-    const disabling = patch.enabled === false ? 1 : 0
-    const row = this.database.immediate(
-      () =>
-        this.statement(
-          `UPDATE webhook_endpoints SET
-             url = coalesce(@url, url),
-             event_types = coalesce(@types, event_types),
-             description = CASE WHEN @setDescription THEN @description ELSE description END,
-             failures = CASE WHEN @enabling AND enabled = 0 THEN 0 ELSE failures END,
-             failing_since = CASE WHEN @enabling AND enabled = 0 THEN NULL ELSE failing_since END,
-             next_attempt_at = CASE WHEN (@enabling AND enabled = 0) OR @disabling THEN NULL ELSE next_attempt_at END,
-             disabled_reason = CASE WHEN @enabling THEN NULL WHEN @disabling THEN 'disabled_by_request' ELSE disabled_reason END,
-             enabled = CASE WHEN @enabling THEN 1 WHEN @disabling THEN 0 ELSE enabled END,
-             revision = revision + @redirects
-           WHERE id = @id RETURNING ${ENDPOINT_COLUMNS}`,
-        ).get({
-          id,
-          url: patch.url ?? null,
-          types: patch.eventTypes === undefined ? null : canonicalTypes(patch.eventTypes).join(','),
-          setDescription: patch.description === undefined ? 0 : 1,
-          description: patch.description ?? null,
-          enabling,
-          disabling,
-          redirects: changesDeliveries(patch) ? 1 : 0,
-        }) as EndpointRow | undefined,
-    )
+    const row = this.database.immediate(() => this.change(id, (state) => patchEndpoint(state, patch)))
     return row === undefined ? undefined : toEndpoint(row)
+  }
+
+  /** In a write transaction: the endpoint as `decide` makes it (undefined: no such endpoint). */
+  private change(id: bigint, decide: (state: EndpointState) => EndpointChange): EndpointRow | undefined {
+    const row = this.statement(`SELECT ${ENDPOINT_COLUMNS}, failures FROM webhook_endpoints WHERE id = ?`).get(id) as
+      | (EndpointRow & { failures: bigint })
+      | undefined
+    if (row === undefined) return undefined
+    const { state, movesRevision } = decide({ ...toEndpoint(row), failures: Number(row.failures) })
+    return this.statement(
+      `UPDATE webhook_endpoints SET url = @url, event_types = @types, description = @description, enabled = @enabled,
+         disabled_reason = @disabledReason, position = @position, failures = @failures, failing_since = @failingSince,
+         next_attempt_at = @nextAttemptAt, revision = revision + @moves
+       WHERE id = @id RETURNING ${ENDPOINT_COLUMNS}`,
+    ).get({ ...state, id, types: state.eventTypes.join(','), enabled: state.enabled ? 1 : 0, moves: movesRevision ? 1 : 0 }) as EndpointRow
   }
 
   async remove(id: bigint): Promise<boolean> {
@@ -213,21 +208,17 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   async replay(id: bigint, after: bigint): Promise<WebhookEndpoint | undefined> {
-    const row = this.database.immediate(() => {
-      const exists = this.statement('SELECT 1 FROM webhook_endpoints WHERE id = ?').pluck().get(id)
-      if (exists === undefined) return undefined
-      const [prunedThrough, newest] = this.statement(
-        'SELECT (SELECT pruned_through FROM event_retention WHERE id = 1), (SELECT max(position) FROM order_events)',
-      )
-        .raw(true)
-        .get() as [bigint, bigint | null]
-      checkReplayPosition(after, prunedThrough, newest)
-      return this.statement(
-        `UPDATE webhook_endpoints SET position = ?, enabled = 1, disabled_reason = NULL, failures = 0, failing_since = NULL, next_attempt_at = NULL,
-           revision = revision + 1
-         WHERE id = ? RETURNING ${ENDPOINT_COLUMNS}`,
-      ).get(after, id) as EndpointRow
-    })
+    const row = this.database.immediate(() =>
+      this.change(id, (state) => {
+        const [prunedThrough, newest] = this.statement(
+          'SELECT (SELECT pruned_through FROM event_retention WHERE id = 1), (SELECT max(position) FROM order_events)',
+        )
+          .raw(true)
+          .get() as [bigint, bigint | null]
+        checkCursor(after, prunedThrough, newest)
+        return replayEndpoint(state, after)
+      }),
+    )
     return row === undefined ? undefined : toEndpoint(row)
   }
 
@@ -250,12 +241,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
       .sort((a, b) => (a.id < b.id ? -1 : 1))
       .map((row) => ({
         endpoint: toEndpoint(row),
-        secrets: {
-          current: row.secret,
-          // A previous secret signs only until its time is up.
-          previous: row.previous_until !== null && row.previous_until > now.toISOString() ? row.previous_secret : null,
-          previousUntil: row.previous_until !== null && row.previous_until > now.toISOString() ? row.previous_until : null,
-        },
+        secrets: signingSecretsAt(row.secret, row.previous_secret, row.previous_until, now),
         owner,
         leaseUntil: until,
         failures: Number(row.failures),
@@ -332,11 +318,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
     }
     return queued.map(({ lease, position }, i) => {
       const revision = results[i]
-      if (revision !== undefined) {
-        Object.assign(lease.endpoint, { position, failingSince: null, nextAttemptAt: null })
-        lease.failures = 0
-        lease.changed = revision !== BigInt(lease.revision)
-      }
+      if (revision !== undefined) advanceLease(lease, position, Number(revision))
       return revision !== undefined
     })
   }
@@ -415,9 +397,6 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
           | Pick<LeaseRow, 'secret' | 'previous_secret' | 'previous_until'>
           | undefined,
     )
-    if (row === undefined) return undefined
-    // A previous secret signs only until its time is up.
-    const signs = row.previous_until !== null && row.previous_until > now.toISOString()
-    return { current: row.secret, previous: signs ? row.previous_secret : null, previousUntil: signs ? row.previous_until : null }
+    return row === undefined ? undefined : signingSecretsAt(row.secret, row.previous_secret, row.previous_until, now)
   }
 }

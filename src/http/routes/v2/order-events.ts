@@ -1,14 +1,12 @@
 import type { FastifyReply } from 'fastify'
+import { EventsExpiredError, parseEventPosition, UnknownEventPositionError, type OrderEventsPage } from '../../../domain/order-events.js'
 import { ApiError } from '../../../errors.js'
 import type { EventWaiters } from '../../../events/event-waiters.js'
 import { errorResponses } from '../../../schemas/error.js'
-import { EVENT_POSITION_PATTERN, ListOrderEventsQuery, OrderEventPage } from '../../../schemas/order-event.js'
-import { EventsExpiredError, UnknownEventPositionError, type OrderEventsPage } from '../../../store/order-events.js'
+import { ListOrderEventsQuery, OrderEventPage } from '../../../schemas/order-event.js'
 import type { ApiApp } from '../../api-app.js'
 import { keyExpired, type Authenticator } from '../../authenticator.js'
 
-const INT64_MAX = 2n ** 63n - 1n
-const POSITION = new RegExp(EVENT_POSITION_PATTERN)
 /**
  * A held request is answered this long before the server's idle timeout would close its socket
  * (HTTP_IDLE_TIMEOUT_MS): a wait longer than that is shortened, never cut off.
@@ -23,17 +21,10 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters, authenticat
   const { store, config } = app
   const longestHoldMs = Math.max(0, config.http.idleTimeoutMs - IDLE_MARGIN_MS)
 
-  const read = async (after: bigint | undefined, limit: number): Promise<OrderEventsPage> => {
-    try {
-      return await store.events.read(after, limit)
-    } catch (error) {
-      if (error instanceof EventsExpiredError) {
-        throw new ApiError('events_expired', `Events after ${after} have been deleted by retention; read the feed again without after.`)
-      }
-      if (error instanceof UnknownEventPositionError) throw new ApiError('invalid_cursor', 'after is past the end of the feed: it is not a cursor of this feed.')
-      throw error
-    }
-  }
+  const read = (after: bigint | undefined, limit: number): Promise<OrderEventsPage> =>
+    store.events.read(after, limit).catch((error: unknown) => {
+      throw feedCursorError(error, after, 'read the feed again without after')
+    })
 
   app.get(
     '/store/order-events',
@@ -76,7 +67,7 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters, authenticat
     },
     async (request, reply) => {
       const { query } = request
-      const after = query.after === undefined ? undefined : parsePosition(query.after)
+      const after = query.after === undefined ? undefined : afterPosition(query.after)
       const limit = query.limit ?? 100
       const holdMs = Math.min((query.wait ?? 0) * 1000, longestHoldMs)
       // The version is read before the feed: a commit after it either is in the page or moves it.
@@ -113,12 +104,20 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters, authenticat
   )
 }
 
-/** `after`: a position this feed wrote (a nextCursor or an event's id); anything else is invalid_cursor. */
-function parsePosition(text: string): bigint {
-  if (!POSITION.test(text) || BigInt(text) > INT64_MAX) {
+/** `after` of the feed or of a replay: a position this feed wrote (a nextCursor or an event's id); anything else is invalid_cursor. */
+export function afterPosition(text: string): bigint {
+  try {
+    return parseEventPosition(text)
+  } catch {
     throw new ApiError('invalid_cursor', 'after must be a nextCursor or an event id of this feed: a decimal position such as 1042.')
   }
-  return BigInt(text)
+}
+
+/** The feed's refusals of a cursor `after` as the API answers them; `remedy` says what to do about a 410. */
+export function feedCursorError(error: unknown, after: bigint | undefined, remedy: string): unknown {
+  if (error instanceof EventsExpiredError) return new ApiError('events_expired', `Events after ${after} have been deleted by retention; ${remedy}.`)
+  if (error instanceof UnknownEventPositionError) return new ApiError('invalid_cursor', 'after is past the end of the feed: it is not a cursor of this feed.')
+  return error
 }
 
 // The page as the OrderEventPage schema's serializer would write it, around the store's own bytes.

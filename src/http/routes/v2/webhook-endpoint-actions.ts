@@ -1,7 +1,4 @@
-import { rotateWebhookSecret, toApiWebhookAttempt, toApiWebhookEndpoint } from '../../../domain/webhook-endpoints.js'
-import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
-import { EVENT_POSITION_PATTERN } from '../../../schemas/order-event.js'
 import { NoQuery } from '../../../schemas/order-v2.js'
 import {
   ATTEMPTS_LISTED_DEFAULT,
@@ -11,10 +8,11 @@ import {
   WebhookAttemptList,
   WebhookEndpointRef,
 } from '../../../schemas/webhook-endpoint.js'
-import { EventsExpiredError, UnknownEventPositionError } from '../../../store/order-events.js'
+import { rotateWebhookSecret, toApiWebhookAttempt, toApiWebhookEndpoint } from '../../../webhooks/endpoints.js'
 import { pingWebhookEndpoint, toApiPingResult, type Deliver } from '../../../webhooks/ping.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
+import { afterPosition, feedCursorError } from './order-events.js'
 import {
   BAD_ID,
   BETA,
@@ -27,8 +25,16 @@ import {
   UNAUTHORIZED,
 } from './webhook-endpoints.js'
 
-const INT64_MAX = 2n ** 63n - 1n
-const POSITION = new RegExp(EVENT_POSITION_PATTERN)
+/** The refusals of an action on an endpoint that takes no body and needs `webhooks:manage` alone (rotate-secret, ping). */
+function noBodyActionErrors(): ReturnType<typeof errorResponses> {
+  return errorResponses({
+    400: `${BAD_ID}; a body other than empty or \`{}\` was sent (\`invalid_body\`); a query parameter was sent (\`invalid_parameter\`)`,
+    401: UNAUTHORIZED,
+    403: NO_MANAGE_SCOPE,
+    404: NOT_FOUND,
+    415: NOT_JSON,
+  })
+}
 
 /**
  * What is done to a webhook endpoint besides changing it: rotate its secret, replay events, read its
@@ -59,13 +65,7 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
         body: NoQuery,
         response: {
           200: { $ref: 'WebhookSecret#', description: 'The new secret (shown only this once)' },
-          ...errorResponses({
-            400: `${BAD_ID}; a body other than empty or \`{}\` was sent (\`invalid_body\`); a query parameter was sent (\`invalid_parameter\`)`,
-            401: UNAUTHORIZED,
-            403: NO_MANAGE_SCOPE,
-            404: NOT_FOUND,
-            415: NOT_JSON,
-          }),
+          ...noBodyActionErrors(),
         },
       },
     },
@@ -112,17 +112,10 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
       },
     },
     async (request, reply) => {
-      const after = parseCursor(request.body.after)
-      let endpoint
-      try {
-        endpoint = await store.webhooks.replay(request.params.endpointId, after)
-      } catch (error) {
-        if (error instanceof EventsExpiredError) {
-          throw new ApiError('events_expired', `Events after ${after} have been deleted by retention; replay from a later cursor.`)
-        }
-        if (error instanceof UnknownEventPositionError) throw new ApiError('invalid_cursor', 'after is past the end of the feed: it is not a cursor of this feed.')
-        throw error
-      }
+      const after = afterPosition(request.body.after)
+      const endpoint = await store.webhooks.replay(request.params.endpointId, after).catch((error: unknown) => {
+        throw feedCursorError(error, after, 'replay from a later cursor')
+      })
       if (endpoint === undefined) throw endpointNotFound()
       return reply.code(202).send(toApiWebhookEndpoint(endpoint))
     },
@@ -189,13 +182,7 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
         body: NoQuery,
         response: {
           200: { $ref: 'WebhookPingResult#', description: 'How the test delivery went' },
-          ...errorResponses({
-            400: `${BAD_ID}; a body other than empty or \`{}\` was sent (\`invalid_body\`); a query parameter was sent (\`invalid_parameter\`)`,
-            401: UNAUTHORIZED,
-            403: NO_MANAGE_SCOPE,
-            404: NOT_FOUND,
-            415: NOT_JSON,
-          }),
+          ...noBodyActionErrors(),
         },
       },
     },
@@ -216,12 +203,4 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
       return toApiPingResult(result)
     },
   )
-}
-
-/** A cursor of the feed, as the feed reads its `after`: anything else is invalid_cursor. */
-function parseCursor(text: string): bigint {
-  if (!POSITION.test(text) || BigInt(text) > INT64_MAX) {
-    throw new ApiError('invalid_cursor', 'after must be a nextCursor or an event id of the feed: a decimal position such as 1042.')
-  }
-  return BigInt(text)
 }

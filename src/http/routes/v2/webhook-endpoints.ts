@@ -1,5 +1,4 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import { createWebhookEndpoint, toApiWebhookEndpoint, toEndpointPatch } from '../../../domain/webhook-endpoints.js'
 import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
 import { NoQuery } from '../../../schemas/order-v2.js'
@@ -11,6 +10,7 @@ import {
   WebhookEndpointRef,
   type WebhookEndpointCreated,
 } from '../../../schemas/webhook-endpoint.js'
+import { createWebhookEndpoint, toApiWebhookEndpoint, toEndpointPatch } from '../../../webhooks/endpoints.js'
 import type { ApiApp } from '../../api-app.js'
 import { insufficientScope } from '../../authenticator.js'
 import { jsonObjectBody } from '../../strict-body.js'

@@ -1,24 +1,13 @@
-import { randomBytes } from 'node:crypto'
 import type { Config } from '../config.js'
+import { canonicalEventTypes, type OrderEventType } from '../domain/order-events.js'
+import { newWebhookSecret, PREVIOUS_SECRET_SIGNS_MS, type WebhookAttempt, type WebhookEndpoint, type WebhookEndpointPatch } from '../domain/webhooks.js'
 import { ApiError } from '../errors.js'
 import type { WebhookEndpoint as ApiWebhookEndpoint, WebhookAttempt as ApiWebhookAttempt } from '../schemas/webhook-endpoint.js'
-import { ORDER_EVENT_TYPES, type OrderEventType } from '../store/order-events.js'
-import type { WebhookAttempt, WebhookEndpoint, WebhookEndpointPatch, WebhooksRepository } from '../store/webhooks.js'
-import { checkWebhookUrl, type UrlPolicyOptions } from '../webhooks/url-policy.js'
+import type { WebhooksRepository } from '../store/webhooks.js'
+import { toApiPingResult } from './ping.js'
+import { checkWebhookUrl, type UrlPolicyOptions } from './url-policy.js'
 
-/** How long the secret before a rotation keeps signing: a receiver has a day to take the new one. */
-export const PREVIOUS_SECRET_SIGNS_MS = 24 * 3_600_000
-
-/** A new signing secret: `whsec_` and the base64 of 32 random bytes (Standard Webhooks' form). */
-export function newWebhookSecret(): string {
-  return `whsec_${randomBytes(32).toString('base64')}`
-}
-
-/** Event types as stored: each once, in ORDER_EVENT_TYPES order; none given means every type. */
-export function canonicalEventTypes(types: readonly OrderEventType[] | undefined): OrderEventType[] {
-  if (types === undefined) return [...ORDER_EVENT_TYPES]
-  return ORDER_EVENT_TYPES.filter((type) => types.includes(type))
-}
+/** Webhook endpoints managed, for the API and the CLI alike; what a change does to one is domain/webhooks.ts's. */
 
 /** What a refusal that WEBHOOK_ALLOW_PRIVATE_NETWORKS would lift adds, so the setting is found where it is needed. */
 const PRIVATE_NETWORKS_SETTING = 'set WEBHOOK_ALLOW_PRIVATE_NETWORKS=true to allow private networks and http (tests, on-premises)'
@@ -66,17 +55,9 @@ export async function createWebhookEndpoint(
   return { endpoint: created, secret }
 }
 
-/** A PATCH body as the store takes it: the URL checked, event types canonical, an empty description none. */
-export async function toEndpointPatch(
-  body: { url?: string; eventTypes?: OrderEventType[]; description?: string; enabled?: boolean },
-  config: Config['webhooks'],
-): Promise<WebhookEndpointPatch> {
-  const patch: WebhookEndpointPatch = {}
-  if (body.url !== undefined) patch.url = await allowedWebhookUrl(body.url, config)
-  if (body.eventTypes !== undefined) patch.eventTypes = canonicalEventTypes(body.eventTypes)
-  if (body.description !== undefined) patch.description = body.description === '' ? null : body.description
-  if (body.enabled !== undefined) patch.enabled = body.enabled
-  return patch
+/** A PATCH body as the store takes it (patchEndpoint applies it): its URL checked first. */
+export async function toEndpointPatch(body: WebhookEndpointPatch, config: Config['webhooks']): Promise<WebhookEndpointPatch> {
+  return body.url === undefined ? body : { ...body, url: await allowedWebhookUrl(body.url, config) }
 }
 
 /** The endpoint as the API shows it: unknown values omitted, never null; the position a cursor string. */
@@ -97,16 +78,13 @@ export function toApiWebhookEndpoint(endpoint: WebhookEndpoint): ApiWebhookEndpo
 }
 
 export function toApiWebhookAttempt(attempt: WebhookAttempt): ApiWebhookAttempt {
-  const shown: ApiWebhookAttempt = { eventId: attempt.eventId.toString(), attemptedAt: attempt.attemptedAt, durationMs: attempt.durationMs }
-  if (attempt.status !== null) shown.status = attempt.status
-  if (attempt.error !== null) shown.error = attempt.error
-  return shown
+  return { eventId: attempt.eventId.toString(), attemptedAt: attempt.attemptedAt, ...toApiPingResult(attempt) }
 }
 
 /**
- * Gives the endpoint a new signing secret, for the API and the CLI alike: the one it replaces keeps
- * signing for PREVIOUS_SECRET_SIGNS_MS from `now` (an older one stops at once). The new secret, or
- * undefined when there is no such endpoint.
+ * Gives the endpoint a new signing secret: the one it replaces keeps signing for
+ * PREVIOUS_SECRET_SIGNS_MS from `now` (an older one stops at once). The new secret, or undefined
+ * when there is no such endpoint.
  */
 export async function rotateWebhookSecret(repository: WebhooksRepository, id: bigint, now = new Date()): Promise<string | undefined> {
   const secret = newWebhookSecret()
