@@ -57,9 +57,11 @@ const MAX_RETRY_AFTER_MS = 86_400_000
 /** A lease outlives the attempt it covers: an attempt starts only with `timeoutMs` + this left. */
 const LEASE_MARGIN_MS = 2000
 
+/** One endpoint's loop; its lease (what it holds, until when) is the WebhookLease, kept by the store's writes. */
 interface Running {
   /** Set when the endpoint was found due again while its loop ran: read the feed again before releasing. */
   woken: boolean
+  /** Set when its lease is being ended (released, or ended by a failure or a disable): a lease taken since is a new loop's. */
   finishing: boolean
   /** Whether it holds one of the instance's slots: not once its turn ended with an attempt in flight. */
   slot: boolean
@@ -195,12 +197,17 @@ export class WebhookDispatcher {
     }
     const leases = await this.options.webhooks.lease(this.owner, this.now(), this.leaseMs, free)
     if (leases.length === free) this.rescan = true
+    // The relaunch rule. A pass leases only endpoints no owner holds: released, ended by a failure
+    // or a disable, or expired. With no loop of its own running, the endpoint gets a new loop. A
+    // loop still running whose lease is not ending (it expired under it) goes on under the new
+    // one, which has its owner, and reads the feed again before it releases. A loop ending its
+    // lease is followed, once done, by a new loop (unless stopping, or another was launched), which
+    // renews the lease it got before anything else: the ending loop's release may have ended it.
     for (const lease of leases) {
       const id = lease.endpoint.id
       const current = this.running.get(id)
       if (current === undefined) this.launch(lease, false)
       else if (!current.finishing) current.woken = true
-      // Its loop is releasing it: a new loop follows, first checking that the lease it got holds.
       else void current.done.then(() => this.running.has(id) || this.stopping || this.launch(lease, true))
     }
   }
@@ -212,7 +219,7 @@ export class WebhookDispatcher {
     loop.done = this.serve(lease, loop, recheck)
       .catch((error: unknown) => {
         this.options.log.warn({ err: error, endpointId: lease.endpoint.id.toString() }, 'webhook delivery failed; the endpoint is tried again')
-        return this.options.webhooks.release(lease).catch(() => {})
+        return this.release(loop, lease).catch(() => {})
       })
       .finally(() => {
         this.running.delete(lease.endpoint.id)
@@ -260,39 +267,27 @@ export class WebhookDispatcher {
   private async serve(lease: WebhookLease, loop: Running, recheck: boolean): Promise<void> {
     const { webhooks } = this.options
     const endpointId = lease.endpoint.id.toString()
-    let leaseUntil = lease.leaseUntil.getTime()
-    if (recheck) {
-      const now = this.now()
-      if (!(await this.persist(() => webhooks.renew(lease, now, this.leaseMs)))) return
-      leaseUntil = now.getTime() + this.leaseMs
-    }
-    const holdLease = async (): Promise<boolean> => {
-      const now = this.now()
-      if (leaseUntil - now.getTime() > this.options.timeoutMs + LEASE_MARGIN_MS) return true
-      if (!(await this.persist(() => webhooks.renew(lease, now, this.leaseMs)))) return false
-      leaseUntil = now.getTime() + this.leaseMs
-      return true
-    }
+    if (recheck && !(await this.holdLease(lease, true))) return
 
     for (;;) {
-      if (this.stopping || !(await holdLease())) break
-      if (this.turnOver(loop)) return this.handBack(lease)
+      if (this.stopping || !(await this.holdLease(lease))) break
+      if (this.turnOver(loop)) return this.handBack(loop, lease)
       loop.woken = false
       const seen = this.version
       const next = await this.persist(() => webhooks.next(lease, this.options.batch ?? BATCH))
       if (next === 'expired') {
-        if (await this.persist(() => webhooks.disable(lease, 'events_expired'))) this.logDisabled(endpointId, 'events_expired')
+        if (await this.endLease(loop, () => webhooks.disable(lease, 'events_expired'))) this.logDisabled(endpointId, 'events_expired')
         return
       }
       for (const event of next.events) {
-        if (this.stopping || this.turnOver(loop)) return this.handBack(lease)
+        if (this.stopping || this.turnOver(loop)) return this.handBack(loop, lease)
         const paced = this.options.pace?.()
         if (paced !== undefined) {
           await paced
           // The wait may have been long: a change made meanwhile holds for this delivery already.
-          if (!(await this.persist(() => webhooks.unchanged(lease)))) return this.handBack(lease)
+          if (!(await this.persist(() => webhooks.unchanged(lease)))) return this.handBack(loop, lease)
         }
-        if (this.stopping || !(await holdLease())) return this.handBack(lease)
+        if (this.stopping || !(await this.holdLease(lease))) return this.handBack(loop, lease)
         const body = deliveryBody(event)
         const attemptedAt = this.now()
         const result = await this.attempt(
@@ -300,7 +295,7 @@ export class WebhookDispatcher {
           { url: lease.endpoint.url, body, headers: deliveryHeaders(lease.secrets, event.position.toString(), body, attemptedAt) },
         )
         // Shut down mid-attempt: nothing is recorded, the event is sent again by whoever leases next.
-        if (result.outcome === 'aborted') return this.release(lease)
+        if (result.outcome === 'aborted') return this.release(loop, lease)
         this.options.metrics?.delivered(result)
         const attempt: WebhookAttempt = {
           eventId: event.position,
@@ -309,20 +304,17 @@ export class WebhookDispatcher {
           error: result.error,
           durationMs: result.durationMs,
         }
+        // An advance moves the lease on with the endpoint (advanceLease): `next` reads on from there.
         if (result.outcome === 'success') {
-          if (!(await this.persist(() => webhooks.advance(lease, event.position, attempt)))) return this.handBack(lease)
-          this.advanced(lease, event.position)
-          if (lease.changed) return this.handBack(lease)
+          if (!(await this.persist(() => webhooks.advance(lease, event.position, attempt))) || lease.changed) return this.handBack(loop, lease)
           continue
         }
-        if (result.outcome === 'gone') return this.disable(lease, attempt, 'endpoint_gone')
-        return this.failed(lease, attempt, result)
+        if (result.outcome === 'gone') return this.disable(loop, lease, attempt, 'endpoint_gone')
+        return this.failed(loop, lease, attempt, result)
       }
       // The rest of what was read had none of its types: skipped past at once.
       if (next.through > lease.endpoint.position) {
-        if (!(await this.persist(() => webhooks.advance(lease, next.through, null)))) return this.handBack(lease)
-        this.advanced(lease, next.through)
-        if (lease.changed) return this.handBack(lease)
+        if (!(await this.persist(() => webhooks.advance(lease, next.through, null))) || lease.changed) return this.handBack(loop, lease)
         continue
       }
       if (next.events.length > 0) continue
@@ -331,28 +323,29 @@ export class WebhookDispatcher {
       if (loop.woken || this.version !== seen) continue
       break
     }
-    loop.finishing = true
     const seen = this.version
-    await this.release(lease)
+    await this.release(loop, lease)
     // A lease pass while it was being released did not see it: the next pass looks again.
     if (this.version !== seen) this.rescan = true
   }
 
-  private advanced(lease: WebhookLease, position: bigint): void {
-    // The lease is this loop's view of the endpoint: kept as the store now has it.
-    lease.endpoint.position = position
-    lease.endpoint.failingSince = null
-    lease.endpoint.nextAttemptAt = null
-    lease.failures = 0
+  /**
+   * Whether the lease holds for an attempt: renewed when less than the timeout (+ margin) is left,
+   * or whatever is left when `renew` (a relaunched loop's lease). A renewal moves `leaseUntil`.
+   */
+  private async holdLease(lease: WebhookLease, renew = false): Promise<boolean> {
+    const now = this.now()
+    if (!renew && lease.leaseUntil.getTime() - now.getTime() > this.options.timeoutMs + LEASE_MARGIN_MS) return true
+    return this.persist(() => this.options.webhooks.renew(lease, now, this.leaseMs))
   }
 
-  private async failed(lease: WebhookLease, attempt: WebhookAttempt, result: DeliveryResult): Promise<void> {
+  private async failed(loop: Running, lease: WebhookLease, attempt: WebhookAttempt, result: DeliveryResult): Promise<void> {
     const schedule = this.options.retryScheduleMs
     const retryAfterMs = parseRetryAfter(result.retryAfter, this.now(), Math.max(MAX_RETRY_AFTER_MS, ...schedule))
     const retry = nextRetry(lease.failures, schedule, retryAfterMs)
-    if (retry === 'exhausted') return this.disable(lease, attempt, 'retries_exhausted')
+    if (retry === 'exhausted') return this.disable(loop, lease, attempt, 'retries_exhausted')
     const retryAt = new Date(this.now().getTime() + retry.retryInMs)
-    if (!(await this.persist(() => this.options.webhooks.fail(lease, attempt, { retryAt })))) return
+    if (!(await this.endLease(loop, () => this.options.webhooks.fail(lease, attempt, { retryAt })))) return
     if (lease.failures === 0) {
       this.options.log.warn(
         { endpointId: lease.endpoint.id.toString(), eventId: attempt.eventId.toString(), status: attempt.status, error: attempt.error, retryAt: retryAt.toISOString() },
@@ -361,8 +354,8 @@ export class WebhookDispatcher {
     }
   }
 
-  private async disable(lease: WebhookLease, attempt: WebhookAttempt, reason: WebhookDisabledReason): Promise<void> {
-    if (await this.persist(() => this.options.webhooks.fail(lease, attempt, { disable: reason }))) this.logDisabled(lease.endpoint.id.toString(), reason, attempt)
+  private async disable(loop: Running, lease: WebhookLease, attempt: WebhookAttempt, reason: WebhookDisabledReason): Promise<void> {
+    if (await this.endLease(loop, () => this.options.webhooks.fail(lease, attempt, { disable: reason }))) this.logDisabled(lease.endpoint.id.toString(), reason, attempt)
   }
 
   private logDisabled(endpointId: string, reason: WebhookDisabledReason, attempt?: WebhookAttempt): void {
@@ -370,18 +363,22 @@ export class WebhookDispatcher {
     this.options.log.warn({ endpointId, reason, ...fields }, 'webhook endpoint disabled')
   }
 
-  private async release(lease: WebhookLease): Promise<void> {
-    const loop = this.running.get(lease.endpoint.id)
-    if (loop !== undefined) loop.finishing = true
-    await this.persist(() => this.options.webhooks.release(lease))
+  private async release(loop: Running, lease: WebhookLease): Promise<void> {
+    await this.endLease(loop, () => this.options.webhooks.release(lease))
+  }
+
+  /** The loop's lease ended by `write` (a release, a failure, a disable): from now on a lease of its endpoint is a new loop's. */
+  private endLease<T>(loop: Running, write: () => Promise<T>): Promise<T> {
+    loop.finishing = true
+    return this.persist(write)
   }
 
   /**
    * Released with work left (its turn is over, it changed since its lease, a replay moved it): back
    * in line, and the lease pass that follows its slot's return leases it again, as it now is.
    */
-  private async handBack(lease: WebhookLease): Promise<void> {
-    await this.release(lease)
+  private async handBack(loop: Running, lease: WebhookLease): Promise<void> {
+    await this.release(loop, lease)
     this.rescan = true
   }
 
