@@ -21,35 +21,12 @@ export interface GroupCommitOptions<Request, Result> {
   retry?: RetryPolicy
 }
 
-type Resolve<Result> = (result: Result | Promise<Result>) => void
-type Reject = (error: unknown) => void
-
-/** Requests in arrival order, with their promises' settle functions: parallel arrays, no object per request. */
-class Queue<Request, Result> {
-  constructor(
-    readonly requests: Request[] = [],
-    readonly resolves: Resolve<Result>[] = [],
-    readonly rejects: Reject[] = [],
-    /** When each was queued (Date.now()), with a retry policy; else 0. */
-    readonly queuedAt: number[] = [],
-  ) {}
-
-  get length(): number {
-    return this.requests.length
-  }
-
-  push(request: Request, resolve: Resolve<Result>, reject: Reject, queuedAt: number): void {
-    this.requests.push(request)
-    this.resolves.push(resolve)
-    this.rejects.push(reject)
-    this.queuedAt.push(queuedAt)
-  }
-
-  /** The first `count`, taken out into a queue of their own. */
-  take(count: number): Queue<Request, Result> {
-    const { requests, resolves, rejects, queuedAt } = this
-    return new Queue(requests.splice(0, count), resolves.splice(0, count), rejects.splice(0, count), queuedAt.splice(0, count))
-  }
+interface Pending<Request, Result> {
+  request: Request
+  resolve: (result: Result | Promise<Result>) => void
+  reject: (error: unknown) => void
+  /** Date.now() when queued, with a retry policy; else 0. */
+  queuedAt: number
 }
 
 /**
@@ -61,7 +38,7 @@ class Queue<Request, Result> {
  * a batch that fails rejects every request in it with its error.
  */
 export class GroupCommit<Request, Result> {
-  private queue = new Queue<Request, Result>()
+  private queue: Pending<Request, Result>[] = []
   /** A flush is due: in this turn's check phase, or at a retry's timer. */
   private scheduled = false
   /** An asynchronous commit is in flight. */
@@ -70,20 +47,13 @@ export class GroupCommit<Request, Result> {
   private readonly late = new Set<Promise<unknown>>()
   private progress: Promise<void> | undefined
   private wake: (() => void) | undefined
-  private readonly commit: GroupCommitOptions<Request, Result>['commit']
-  private readonly maxBatch: number
-  private readonly retry: RetryPolicy | undefined
 
-  constructor(options: GroupCommitOptions<Request, Result>) {
-    this.commit = options.commit
-    this.maxBatch = options.maxBatch ?? Infinity
-    this.retry = options.retry
-  }
+  constructor(private readonly options: GroupCommitOptions<Request, Result>) {}
 
   /** Queues `request` for the next batch; settles once that batch has committed, or failed. */
   submit(request: Request): Promise<Result> {
     return new Promise<Result>((resolve, reject) => {
-      this.queue.push(request, resolve, reject, this.retry === undefined ? 0 : Date.now())
+      this.queue.push({ request, resolve, reject, queuedAt: this.options.retry === undefined ? 0 : Date.now() })
       if (!this.scheduled && !this.running) this.schedule()
     })
   }
@@ -104,13 +74,13 @@ export class GroupCommit<Request, Result> {
 
   private readonly flush = (): void => {
     this.scheduled = false
-    let batch = this.queue
-    if (batch.length > this.maxBatch) batch = batch.take(this.maxBatch)
-    else this.queue = new Queue()
+    const { maxBatch = Infinity } = this.options
+    const batch = this.queue.length > maxBatch ? this.queue.splice(0, maxBatch) : this.queue
+    if (batch === this.queue) this.queue = []
     if (batch.length === 0) return this.settled()
     let results: BatchResults<Result> | Promise<BatchResults<Result>>
     try {
-      results = this.commit(batch.requests)
+      results = this.options.commit(batch.map((pending) => pending.request))
     } catch (error) {
       this.fail(batch, error)
       return this.settled()
@@ -126,36 +96,29 @@ export class GroupCommit<Request, Result> {
     ).then(this.settled)
   }
 
-  private resolve(batch: Queue<Request, Result>, results: BatchResults<Result>): void {
-    const { resolves } = batch
-    for (let i = 0; i < resolves.length; i++) {
+  private resolve(batch: Pending<Request, Result>[], results: BatchResults<Result>): void {
+    for (let i = 0; i < batch.length; i++) {
       const result = results[i]!
       if (result instanceof Promise) {
         this.late.add(result)
         const forget = (): void => void this.late.delete(result)
         result.then(forget, forget)
       }
-      resolves[i]!(result)
+      batch[i]!.resolve(result)
     }
   }
 
-  private fail(batch: Queue<Request, Result>, error: unknown): void {
-    const retry = this.retry
-    if (retry === undefined || !retry.transient(error)) {
-      for (const reject of batch.rejects) reject(error)
-      return
-    }
-    // Those that may wait longer go back to the front of the queue, in order, for one timer.
+  private fail(batch: Pending<Request, Result>[], error: unknown): void {
+    const retry = this.options.retry?.transient(error) === true ? this.options.retry : undefined
     const now = Date.now()
-    const kept = new Queue<Request, Result>()
-    for (let i = 0; i < batch.length; i++) {
-      if (now - batch.queuedAt[i]! < retry.forMs) kept.push(batch.requests[i]!, batch.resolves[i]!, batch.rejects[i]!, batch.queuedAt[i]!)
-      else batch.rejects[i]!(error)
+    // Those that may wait longer go back to the front of the queue, in order, for one timer.
+    const kept: Pending<Request, Result>[] = []
+    for (const pending of batch) {
+      if (retry !== undefined && now - pending.queuedAt < retry.forMs) kept.push(pending)
+      else pending.reject(error)
     }
-    const { queue } = this
-    for (let i = 0; i < queue.length; i++) kept.push(queue.requests[i]!, queue.resolves[i]!, queue.rejects[i]!, queue.queuedAt[i]!)
-    this.queue = kept
-    if (kept.length === 0) return
+    if (retry === undefined || kept.length === 0) return
+    this.queue = kept.concat(this.queue)
     this.scheduled = true
     setTimeout(this.flush, retry.afterMs)
   }
