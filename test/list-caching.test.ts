@@ -164,10 +164,10 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
   it('keeps a list over 1 MiB in a file that is unlinked once open, and sends the same bytes from it', async () => {
     const streamed = Buffer.from(await (await list()).arrayBuffer())
     assert.ok(streamed.length > IN_MEMORY_MAX_BYTES, `${streamed.length} bytes`)
-    await within(5000, 'the cache file', () => cacheFiles().length === 1, 20)
+    await within(15_000, 'the cache file', () => cacheFiles().length === 1, 20)
     // The file is in the cache once completely written: until then a GET streams from the database.
     let served = await list()
-    for (const deadline = Date.now() + 5000; served.headers.get('content-length') === null && Date.now() < deadline; served = await list()) {
+    for (const deadline = Date.now() + 15_000; served.headers.get('content-length') === null && Date.now() < deadline; served = await list()) {
       await served.arrayBuffer()
       await sleep(20)
     }
@@ -192,7 +192,7 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
     await cancel(7)
     const text = await (await list()).text()
     assert.ok(!text.includes('"id":7,'))
-    await within(5000, 'the new cache file alone', () => {
+    await within(15_000, 'the new cache file alone', () => {
       const files = cacheFiles()
       return files.length === 1 && statSync(files[0]!).ino !== before
     }, 20)
@@ -203,7 +203,7 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
   it('caches a list whose client went away (the list is read whatever the client does), and keeps serving', async () => {
     await cancel(8) // a new version: the next GET fills from the database
     await readSomeThenLeave(server.origin, key)
-    await within(5000, 'the cache file', () => cacheFiles().length === 1, 20)
+    await within(15_000, 'the cache file', () => cacheFiles().length === 1, 20)
     const served = await list()
     assert.ok(served.headers.get('content-length') !== null, 'served from the cache')
     assert.ok(!(await served.text()).includes('"id":8,'))
@@ -242,9 +242,9 @@ forEachStore('listOrders caching of a large list (in a file)', (kind) => {
 
   it('closes its files when the server closes', async () => {
     await list()
-    await within(5000, 'the cache file', () => cacheFiles().length === 1, 20)
+    await within(15_000, 'the cache file', () => cacheFiles().length === 1, 20)
     await server.close()
-    await within(5000, 'the cache files closed', () => cacheFiles().length === 0, 20)
+    await within(15_000, 'the cache files closed', () => cacheFiles().length === 0, 20)
     assert.deepEqual(onDisk(), [])
   })
 })
