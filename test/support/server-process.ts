@@ -38,7 +38,7 @@ export async function spawnServer(databaseUrl: string, env: Record<string, strin
     child.on('exit', (code, signal) => resolve({ code, signal })),
   )
   const origin = `http://127.0.0.1:${port}`
-  const deadline = Date.now() + 15_000
+  const deadline = Date.now() + 30_000 // a start takes a second or two; a loaded machine may take many more
   for (;;) {
     if (child.exitCode !== null) throw new Error(`the server exited at start: ${output}`)
     try {
@@ -48,7 +48,7 @@ export async function spawnServer(databaseUrl: string, env: Record<string, strin
     }
     if (Date.now() > deadline) {
       child.kill('SIGKILL')
-      throw new Error(`the server did not start in 15 s: ${output}`)
+      throw new Error(`the server did not start in 30 s: ${output}`)
     }
     await sleep(50)
   }
