@@ -5,8 +5,7 @@
 import type { Pet } from '../schemas/pet.js'
 import { parseDateTime } from './date-time.js'
 import { INT64_MAX, parseInt64 } from './int64.js'
-import { CANCELLATION_REASONS, type CancellationReason } from './order-pages.js'
-import { checkNewOrder, MAX_QUANTITY, ORDER_STATUSES, type OrderRecord, type OrderStatus } from './orders.js'
+import { CANCELLATION_REASONS, type CancellationReason, checkNewOrder, MAX_QUANTITY, ORDER_STATUSES, type OrderRecord, type OrderStatus } from './orders.js'
 
 /** A record that breaks a rule; the reader adds its position. */
 export class InvalidRecordError extends Error {

@@ -1,18 +1,4 @@
-import type { OrderRecord, OrderStatus } from './orders.js'
-
-/** Why an order was cancelled: the closed set both stores CHECK and v2 shows. */
-export const CANCELLATION_REASONS = ['customer_request', 'out_of_stock', 'duplicate', 'fraudulent', 'other'] as const
-export type CancellationReason = (typeof CANCELLATION_REASONS)[number]
-
-/** An order as v2 shows it: the stored order, and on a cancelled one when and why (null: not known). */
-export interface OrderV2Record extends Omit<OrderRecord, 'cancelledAt' | 'cancellationReason'> {
-  cancelledAt: string | null
-  cancellationReason: CancellationReason | null
-  /** When it was shipped through the API or the CLI (RFC 3339 UTC, milliseconds); null: not known (an import). */
-  shippedAt: string | null
-  /** When it was completed through the API or the CLI; null: not known or not complete. */
-  completedAt: string | null
-}
+import type { OrderStatus } from './orders.js'
 
 /** The filters of a v2 list. Every order of a page matches all of them. */
 export interface OrderFilters {

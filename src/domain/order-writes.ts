@@ -1,5 +1,4 @@
-import type { OrderV2Record } from './order-pages.js'
-import type { CancelResult, CompleteResult, ShipResult } from './orders.js'
+import type { OrderV2Record, CancelResult, CompleteResult, ShipResult } from './orders.js'
 
 /**
  * What one kind of conditional write to one order (cancel, ship, complete) answers, whichever store

@@ -1,7 +1,6 @@
 import type { Order } from '../schemas/order.js'
 import { parseDateTime } from './date-time.js'
 import { INT64_MAX, INT64_MIN } from './int64.js'
-import type { CancellationReason, OrderV2Record } from './order-pages.js'
 
 /** Stored order status. v1 does not expose it; listOrders returns every order that is not cancelled. */
 export const ORDER_STATUSES = ['pending', 'shipped', 'cancelled'] as const
@@ -20,6 +19,20 @@ export interface OrderRecord {
   cancelledAt?: string
   /** A cancelled order's reason; absent: none. */
   cancellationReason?: CancellationReason
+}
+
+/** Why an order was cancelled: the closed set both stores CHECK and v2 shows. */
+export const CANCELLATION_REASONS = ['customer_request', 'out_of_stock', 'duplicate', 'fraudulent', 'other'] as const
+export type CancellationReason = (typeof CANCELLATION_REASONS)[number]
+
+/** An order as v2 shows it: the stored order, and on a cancelled one when and why (null: not known). */
+export interface OrderV2Record extends Omit<OrderRecord, 'cancelledAt' | 'cancellationReason'> {
+  cancelledAt: string | null
+  cancellationReason: CancellationReason | null
+  /** When it was shipped through the API or the CLI (RFC 3339 UTC, milliseconds); null: not known (an import). */
+  shippedAt: string | null
+  /** When it was completed through the API or the CLI; null: not known or not complete. */
+  completedAt: string | null
 }
 
 /**

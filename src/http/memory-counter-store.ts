@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks'
-import type { CounterStore } from './rate-limiter.js'
+import type { CounterStore } from './counter-store.js'
 
 interface Window {
   current: number

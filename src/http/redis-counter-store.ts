@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks'
 import type { FastifyBaseLogger } from 'fastify'
 import { Redis, type Result } from 'ioredis'
-import type { CounterStore } from './rate-limiter.js'
+import type { CounterStore } from './counter-store.js'
 
 /**
  * One fixed window per key, shared by every instance: the count goes up by one and the window opens

@@ -1,6 +1,5 @@
 import Type from 'typebox'
-import { CANCELLATION_REASONS, type CancellationReason, type OrderV2Record } from '../domain/order-pages.js'
-import { ORDER_STATUSES } from '../domain/orders.js'
+import { CANCELLATION_REASONS, type CancellationReason, type OrderV2Record, ORDER_STATUSES } from '../domain/orders.js'
 import { Int64 } from './primitives.js'
 
 /**

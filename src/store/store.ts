@@ -1,6 +1,15 @@
 import type { ApiKey, NewApiKey } from '../domain/api-keys.js'
-import type { CancelResult, CompleteResult, OrderRecord, PlaceRequest, PlaceResult, ShipResult } from '../domain/orders.js'
-import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../domain/order-pages.js'
+import type {
+  CancellationReason,
+  CancelResult,
+  CompleteResult,
+  OrderRecord,
+  OrderV2Record,
+  PlaceRequest,
+  PlaceResult,
+  ShipResult,
+} from '../domain/orders.js'
+import type { OrderPageQuery } from '../domain/order-pages.js'
 import type { OrderEventsRepository } from './order-events.js'
 import type { WebhooksRepository } from './webhooks.js'
 import type { Pet } from '../schemas/pet.js'

@@ -1,4 +1,5 @@
-import type { OrderPageQuery, OrderV2Record } from '../../src/domain/order-pages.js'
+import type { OrderPageQuery } from '../../src/domain/order-pages.js'
+import type { OrderV2Record } from '../../src/domain/orders.js'
 import { orderPageProbe, orderPageStatement } from '../../src/store/order-page-sql.js'
 import { PostgresDatabase } from '../../src/store/postgres/database.js'
 import { POSTGRES_PAGE_DIALECT, positional, toOrderV2Record as fromPostgresRow, type OrderV2Row as PostgresRow } from '../../src/store/postgres/order-pages.js'

@@ -1,6 +1,6 @@
 import type pg from 'pg'
-import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
-import type { OrderStatus } from '../../domain/orders.js'
+import type { OrderPageQuery } from '../../domain/order-pages.js'
+import type { CancellationReason, OrderV2Record, OrderStatus } from '../../domain/orders.js'
 import type { OrderPageJson } from '../store.js'
 import { orderPageJsonStatement, orderPageProbe, toPageJson, type NamedStatement, type PageDialect } from '../order-page-sql.js'
 

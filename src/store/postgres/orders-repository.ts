@@ -1,6 +1,16 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
-import { checkNewOrder, type CancelResult, type CompleteResult, type OrderRecord, type PlaceRequest, type PlaceResult, type ShipResult } from '../../domain/orders.js'
+import type { OrderPageQuery } from '../../domain/order-pages.js'
+import {
+  checkNewOrder,
+  type CancellationReason,
+  type CancelResult,
+  type CompleteResult,
+  type OrderRecord,
+  type OrderV2Record,
+  type PlaceRequest,
+  type PlaceResult,
+  type ShipResult,
+} from '../../domain/orders.js'
 import { CANCEL, COMPLETE, SHIP, type OrderWriteRule } from '../../domain/order-writes.js'
 import { StoreUnavailableError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
 import { RowWriteBatcher, type BatchOutcome } from './row-write-batcher.js'

@@ -1,12 +1,14 @@
 import { KEY_IN_USE, KeysInFlight } from '../../domain/idempotency.js'
-import type { CancellationReason, OrderPageQuery, OrderV2Record } from '../../domain/order-pages.js'
+import type { OrderPageQuery } from '../../domain/order-pages.js'
 import {
   canMoveTo,
   checkNewOrder,
+  type CancellationReason,
   type CancelResult,
   type CompleteResult,
   type OrderRecord,
   type OrderStatus,
+  type OrderV2Record,
   type PlaceRequest,
   type PlaceResult,
   type ShipResult,
