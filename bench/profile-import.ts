@@ -61,7 +61,7 @@ function timePostgres(): void {
     const started = performance.now()
     const text = typeof args[0] === 'string' ? args[0] : String((args[0] as { text?: string } | undefined)?.text ?? '(other)')
     const done = (): void => record(text, performance.now() - started)
-    // pg.Pool#query calls it with a callback, a lease with none (a promise).
+    // pg.Pool#query calls it with a callback, a checked-out connection with none (a promise).
     const callback = args.at(-1)
     if (typeof callback === 'function') {
       args[args.length - 1] = (...results: unknown[]) => {

@@ -55,17 +55,17 @@ export class PostgresApiKeysRepository implements ApiKeysRepository {
     const byId = /^[0-9]{1,19}$/.test(idOrPrefix)
     // A number past int64 cannot be the id of any key.
     if (byId && BigInt(idOrPrefix) > INT64_MAX) return undefined
-    return this.database.transaction(async (lease) => {
+    return this.database.transaction(async (connection) => {
       const { rows: matches } = byId
-        ? await lease.query<{ id: bigint; revoked: boolean }>('SELECT id, revoked_at IS NOT NULL AS revoked FROM api_keys WHERE id = $1 FOR UPDATE', [idOrPrefix])
-        : await lease.query<{ id: bigint; revoked: boolean }>(
+        ? await connection.query<{ id: bigint; revoked: boolean }>('SELECT id, revoked_at IS NOT NULL AS revoked FROM api_keys WHERE id = $1 FOR UPDATE', [idOrPrefix])
+        : await connection.query<{ id: bigint; revoked: boolean }>(
             'SELECT id, revoked_at IS NOT NULL AS revoked FROM api_keys WHERE display_prefix = $1 FOR UPDATE',
             [idOrPrefix],
           )
       if (matches.length > 1) throw new Error(`"${idOrPrefix}" matches ${matches.length} keys; revoke by id`)
       const match = matches[0]
       if (match === undefined) return undefined
-      const { rows } = await lease.query<KeyRow>(
+      const { rows } = await connection.query<KeyRow>(
         `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING ${KEY_COLUMNS}`,
         [int8(match.id)],
       )

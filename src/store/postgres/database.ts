@@ -2,7 +2,7 @@ import pg from 'pg'
 import { to as copyTo } from 'pg-copy-streams'
 import { commaJoinedLines } from './copy-lines.js'
 import { isLostConnection, toStoreError } from './errors.js'
-import { Lease, type Statement } from './lease.js'
+import { Connection, type Statement } from './connection.js'
 import { runMigrations } from './migration-runner.js'
 import { POSTGRES_MIGRATIONS } from './migrations.js'
 import { LISTENER_QUERY_TIMEOUT_MS, VersionWatcher } from './version-watcher.js'
@@ -55,7 +55,7 @@ export class PostgresDatabase {
     // removed by the pool, which then emits 'error': without a listener that would end the process.
     // Nothing to do here: the next statement opens a new connection, or fails as unavailable.
     this.pool.on('error', () => {})
-    // A client checked out through the promise API gets its listener (Lease) one microtask after
+    // A client checked out through the promise API gets its listener (Connection) one microtask after
     // the pool hands it over; a connection killed right after it was made can deliver its error
     // in the same socket read as its readiness, within that gap, with no listener at all. Every
     // client of the pool therefore always has one; statements still see their own errors.
@@ -85,13 +85,13 @@ export class PostgresDatabase {
 
   async migrate(): Promise<number[]> {
     // A connection of its own, outside any transaction: see migration-runner.ts.
-    const { lease } = await this.leased(async () => ({}), (lease, error) => lease.release(error))
+    const { connection } = await this.checkedOut(async () => ({}), (connection, error) => connection.release(error))
     try {
-      const applied = await runMigrations(lease.client, POSTGRES_MIGRATIONS)
-      lease.release()
+      const applied = await runMigrations(connection.client, POSTGRES_MIGRATIONS)
+      connection.release()
       return applied
     } catch (error) {
-      lease.discard() // it may be inside a transaction or still hold the lock
+      connection.discard() // it may be inside a transaction or still hold the lock
       throw this.toStoreError(error)
     }
   }
@@ -137,10 +137,10 @@ export class PostgresDatabase {
    * `COPY … TO STDOUT` on a client of its own, its output as comma-joined pages, and the first page
    * (so that a failure to start is thrown here).
    */
-  copyOut(sql: string): Promise<{ lease: Lease; pages: AsyncGenerator<Buffer>; first: IteratorResult<Buffer> }> {
-    return this.leased(
-      async (lease) => {
-        const output = lease.client.query(copyTo(sql))
+  copyOut(sql: string): Promise<{ connection: Connection; pages: AsyncGenerator<Buffer>; first: IteratorResult<Buffer> }> {
+    return this.checkedOut(
+      async (connection) => {
+        const output = connection.client.query(copyTo(sql))
         // The iterator sees the stream's errors while it reads; once it has stopped, pg still reports
         // the discarded connection's end here.
         output.on('error', () => {})
@@ -151,7 +151,7 @@ export class PostgresDatabase {
           throw this.toStoreError(error)
         }
       },
-      (lease) => lease.discard(),
+      (connection) => connection.discard(),
     )
   }
 
@@ -159,14 +159,14 @@ export class PostgresDatabase {
    * A client of the pool with a transaction begun by `sql` (statements that change nothing; the
    * results of each are returned).
    */
-  private begin(sql: Statement): Promise<{ lease: Lease; results: pg.QueryResult[] }> {
-    return this.leased(
-      async (lease) => {
+  private begin(sql: Statement): Promise<{ connection: Connection; results: pg.QueryResult[] }> {
+    return this.checkedOut(
+      async (connection) => {
         // A query of several statements resolves to one result per statement.
-        const results = (await lease.query(sql)) as pg.QueryResult | pg.QueryResult[]
+        const results = (await connection.query(sql)) as pg.QueryResult | pg.QueryResult[]
         return { results: Array.isArray(results) ? results : [results] }
       },
-      (lease, error) => lease.rollbackAndRelease(error),
+      (connection, error) => connection.rollbackAndRelease(error),
     )
   }
 
@@ -174,36 +174,36 @@ export class PostgresDatabase {
    * `start` on a client of the pool, which it keeps. When `start` fails, `abandon` gives the client
    * back; a failure on a lost pooled connection is tried again on another, as a read is.
    */
-  private async leased<T>(
-    start: (lease: Lease) => Promise<T>,
-    abandon: (lease: Lease, error: unknown) => Promise<void> | void,
-  ): Promise<T & { lease: Lease }> {
+  private async checkedOut<T>(
+    start: (connection: Connection) => Promise<T>,
+    abandon: (connection: Connection, error: unknown) => Promise<void> | void,
+  ): Promise<T & { connection: Connection }> {
     for (let attempt = 0; ; attempt++) {
-      let lease: Lease
+      let connection: Connection
       try {
-        lease = new Lease(await this.pool.connect(), this.toStoreError)
+        connection = new Connection(await this.pool.connect(), this.toStoreError)
       } catch (error) {
         throw this.toStoreError(error)
       }
       try {
-        return { ...(await start(lease)), lease }
+        return { ...(await start(connection)), connection }
       } catch (error) {
-        await abandon(lease, error)
+        await abandon(connection, error)
         if (!isLostConnection(error) || attempt >= this.poolSize) throw error
       }
     }
   }
 
   /** BEGIN … COMMIT on one client; any error rolls back and is rethrown (driver errors classified). */
-  async transaction<T>(work: (lease: Lease) => Promise<T>): Promise<T> {
-    const { lease } = await this.begin('BEGIN')
+  async transaction<T>(work: (connection: Connection) => Promise<T>): Promise<T> {
+    const { connection } = await this.begin('BEGIN')
     try {
-      const result = await work(lease)
-      await lease.query('COMMIT')
-      lease.release()
+      const result = await work(connection)
+      await connection.query('COMMIT')
+      connection.release()
       return result
     } catch (error) {
-      await lease.rollbackAndRelease(error)
+      await connection.rollbackAndRelease(error)
       throw error
     }
   }

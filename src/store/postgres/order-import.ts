@@ -47,8 +47,8 @@ const FIRST_REFUSED = `SELECT t.id, o.status AS current, t.status AS wanted
 
 /** The orders import of the PostgreSQL store (OrdersRepository.import): one transaction, batches of multi-row upserts. */
 export async function importOrders(database: PostgresDatabase, records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number> {
-  const { count, version } = await database.transaction(async (lease) => {
-    await lease.query(IMPORT_EVENTS)
+  const { count, version } = await database.transaction(async (connection) => {
+    await connection.query(IMPORT_EVENTS)
     let written = 0
     const count = await consumeInBatches(records, onProgress, async (batch: OrderRecord[]) => {
       const ids = intArray(batch.map((r) => r.id))
@@ -63,16 +63,16 @@ export async function importOrders(database: PostgresDatabase, records: AsyncIte
         textArray(batch.map((r) => (r.status === 'cancelled' ? r.cancelledAt : null))),
         textArray(batch.map((r) => (r.status === 'cancelled' ? r.cancellationReason : null))),
       ]
-      const result = await lease.query(UPSERT_ORDERS, params)
+      const result = await connection.query(UPSERT_ORDERS, params)
       written += result.rowCount ?? 0
       if (result.rowCount === batch.length) return
       // Rows the upsert did not write: unchanged, or refused.
-      const { rows } = await lease.query<{ id: bigint; current: OrderStatus; wanted: OrderStatus }>(FIRST_REFUSED, [ids, statuses])
+      const { rows } = await connection.query<{ id: bigint; current: OrderStatus; wanted: OrderStatus }>(FIRST_REFUSED, [ids, statuses])
       const refused = rows[0]
       if (refused !== undefined) throw new ImportConflictError(`order ${refused.id} is ${refused.current} and cannot become ${refused.wanted}`, BigInt(refused.id))
     })
     if (written === 0) return { count, version: undefined }
-    const version = (await lease.query<{ version: bigint }>(RECORD_IMPORT_EVENTS)).rows[0]!.version
+    const version = (await connection.query<{ version: bigint }>(RECORD_IMPORT_EVENTS)).rows[0]!.version
     return { count, version }
   })
   // Only once committed: a version that never committed must not label a list.

@@ -166,7 +166,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
    * discards it: PostgreSQL ends the statement when the socket closes.
    */
   async *streamJson(): AsyncGenerator<Buffer> {
-    const { lease, pages, first } = await this.database.copyOut(LIST_JSON_COPY)
+    const { connection, pages, first } = await this.database.copyOut(LIST_JSON_COPY)
     let finished = false
     try {
       for (let page = first; page.done !== true; page = await pages.next()) yield page.value
@@ -174,10 +174,10 @@ export class PostgresOrdersRepository implements OrdersRepository {
     } catch (error) {
       throw this.database.toStoreError(error)
     } finally {
-      if (finished) lease.release()
+      if (finished) connection.release()
       else {
         await pages.return(undefined).catch(() => {})
-        lease.discard()
+        connection.discard()
       }
     }
   }
@@ -289,7 +289,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
   private async commitPlaces(requests: PlaceRequest[]): Promise<PlaceResult[]> {
     for (let attempt = 1, pause = PLACE_RETRY_MS.first; ; attempt++, pause = Math.min(pause * 2, PLACE_RETRY_MS.max)) {
       try {
-        const { results, version } = await this.database.transaction((lease) => placeInTransaction(lease, requests, new Date()))
+        const { results, version } = await this.database.transaction((connection) => placeInTransaction(connection, requests, new Date()))
         // Only once committed: a version that never committed must not label a list.
         if (version !== undefined) this.database.versions.observe(version)
         return results

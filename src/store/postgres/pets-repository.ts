@@ -18,9 +18,9 @@ export class PostgresPetsRepository implements PetsRepository {
   }
 
   async import(records: AsyncIterable<Pet>, onProgress?: ImportProgress): Promise<number> {
-    return this.database.transaction((lease) =>
+    return this.database.transaction((connection) =>
       consumeInBatches(records, onProgress, async (batch: Pet[]) => {
-        await lease.query(UPSERT_PETS, [intArray(batch.map((p) => p.id)), textArray(batch.map((p) => p.name)), textArray(batch.map((p) => p.tag))])
+        await connection.query(UPSERT_PETS, [intArray(batch.map((p) => p.id)), textArray(batch.map((p) => p.name)), textArray(batch.map((p) => p.tag))])
       }),
     )
   }

@@ -2,7 +2,7 @@ import { KEY_IN_USE, keyAnswer, PLACED_STATUS, type StoredKey } from '../../doma
 import { INT64_MAX } from '../../domain/int64.js'
 import type { PlaceRequest, PlaceResult } from '../../domain/orders.js'
 import { intArray, textArray } from './import.js'
-import type { Lease } from './lease.js'
+import type { Connection } from './connection.js'
 import { ORDER_V2_JSON, orderV2Columns, toOrderV2Record, utc, type OrderV2Row } from './order-pages.js'
 import { bumpVersion, recordEvents } from './write-sql.js'
 
@@ -106,17 +106,17 @@ export function mustRetryPlaces(error: unknown): boolean {
 }
 
 /**
- * A batch of places in the transaction of `lease` (PLACE_LOCKS, then PLACE_BATCH): a result per
+ * A batch of places in the transaction of `connection` (PLACE_LOCKS, then PLACE_BATCH): a result per
  * request, in order, and the version it bumped to, if it placed anything (to be observed after
  * COMMIT). Throws IdsTaken when an id was taken meanwhile; the caller rolls back and tries again.
  */
 export async function placeInTransaction(
-  lease: Lease,
+  connection: Connection,
   requests: PlaceRequest[],
   now: Date,
 ): Promise<{ results: PlaceResult[]; version: bigint | undefined }> {
   const claims = requests.map((r) => r.idempotency)
-  const { rows: locks } = await lease.query<{ obtained: (boolean | null)[] }>(PLACE_LOCKS, [
+  const { rows: locks } = await connection.query<{ obtained: (boolean | null)[] }>(PLACE_LOCKS, [
     intArray(claims.map((c) => c?.apiKeyId ?? null)),
     textArray(claims.map((c) => c?.key)),
   ])
@@ -128,7 +128,7 @@ export async function placeInTransaction(
   const orders = placing.map(({ request }) => request.order)
   const keys = placing.map(({ request }) => request.idempotency)
   const at = now.toISOString()
-  const { rows } = await lease.query<PlacedRow>(PLACE_BATCH, [
+  const { rows } = await connection.query<PlacedRow>(PLACE_BATCH, [
     intArray(orders.map((o) => o.petId)),
     intArray(orders.map((o) => o.quantity)),
     textArray(orders.map((o) => o.shipDate)),

@@ -20,7 +20,7 @@ import { NEXT_SCAN, toNextEvents, type NextRow } from '../webhook-rows.js'
 import type { WebhooksRepository } from '../webhooks.js'
 import type { PostgresDatabase } from './database.js'
 import { int8 } from './import.js'
-import type { Lease as TransactionLease } from './lease.js'
+import type { Connection } from './connection.js'
 import { utc } from './order-pages.js'
 import { WRITE_TIME } from './write-sql.js'
 
@@ -161,15 +161,15 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   constructor(private readonly database: PostgresDatabase) {}
 
   async create(endpoint: NewWebhookEndpoint, maxEndpoints: number): Promise<WebhookEndpoint | 'too_many'> {
-    return this.database.transaction(async (lease) => {
+    return this.database.transaction(async (connection) => {
       // data_version's row lock first, as every writer of events takes it before its positions and
       // holds it until COMMIT: once held, every event committed before is visible to the statements
       // below and every later one takes a position after the head read here. It also puts creates
       // one after the other, so the count below is exact at the commit.
-      await lease.query('SELECT 1 FROM data_version WHERE id = 1 FOR UPDATE')
-      const { rows: counted } = await lease.query<{ count: number }>('SELECT count(*)::int AS count FROM webhook_endpoints')
+      await connection.query('SELECT 1 FROM data_version WHERE id = 1 FOR UPDATE')
+      const { rows: counted } = await connection.query<{ count: number }>('SELECT count(*)::int AS count FROM webhook_endpoints')
       if (counted[0]!.count >= maxEndpoints) return 'too_many'
-      const { rows } = await lease.query<EndpointRow>(
+      const { rows } = await connection.query<EndpointRow>(
         `INSERT INTO webhook_endpoints (url, event_types, description, position, created_at, secret)
          VALUES ($1, $2::text[], $3, ${HEAD}, ${WRITE_TIME}, $4) RETURNING ${ENDPOINT_COLUMNS}`,
         [endpoint.url, canonicalEventTypes(endpoint.eventTypes), endpoint.description, endpoint.secret],
@@ -193,16 +193,16 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   /** The endpoint as `decide` makes it, in one transaction holding its row (undefined: no such endpoint). */
-  private async change(id: bigint, decide: (state: EndpointState, lease: TransactionLease) => Promise<EndpointChange>): Promise<WebhookEndpoint | undefined> {
-    return this.database.transaction(async (lease) => {
-      const { rows: found } = await lease.query<EndpointRow & { failures: number }>(
+  private async change(id: bigint, decide: (state: EndpointState, connection: Connection) => Promise<EndpointChange>): Promise<WebhookEndpoint | undefined> {
+    return this.database.transaction(async (connection) => {
+      const { rows: found } = await connection.query<EndpointRow & { failures: number }>(
         `SELECT ${ENDPOINT_COLUMNS}, failures FROM webhook_endpoints WHERE id = $1 FOR UPDATE`,
         [int8(id)],
       )
       const row = found[0]
       if (row === undefined) return undefined
-      const { state, movesRevision } = await decide({ ...toEndpoint(row), failures: row.failures }, lease)
-      const { rows } = await lease.query<EndpointRow>(
+      const { state, movesRevision } = await decide({ ...toEndpoint(row), failures: row.failures }, connection)
+      const { rows } = await connection.query<EndpointRow>(
         `UPDATE webhook_endpoints SET url = $2, event_types = $3::text[], description = $4, enabled = $5, disabled_reason = $6,
            position = $7::bigint, failures = $8, failing_since = $9::timestamptz, next_attempt_at = $10::timestamptz, revision = revision + $11
          WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
@@ -228,8 +228,8 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async replay(id: bigint, after: bigint): Promise<WebhookEndpoint | undefined> {
-    return this.change(id, async (state, lease) => {
-      const { rows: bounds } = await lease.query<{ pruned_through: bigint; newest: bigint | null }>(
+    return this.change(id, async (state, connection) => {
+      const { rows: bounds } = await connection.query<{ pruned_through: bigint; newest: bigint | null }>(
         'SELECT (SELECT pruned_through FROM event_retention WHERE id = 1) AS pruned_through, (SELECT max(position) FROM order_events) AS newest',
       )
       checkCursor(after, bounds[0]!.pruned_through, bounds[0]!.newest)

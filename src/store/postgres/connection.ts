@@ -4,8 +4,11 @@ import { isUnavailable } from './errors.js'
 /** A statement: its text, or a query config (rows as arrays, its own type parsers). */
 export type Statement = string | pg.QueryConfig | pg.QueryArrayConfig
 
-/** A client taken from the pool for several statements (a transaction, a cursor). */
-export class Lease {
+/**
+ * A connection checked out of the pool for several statements (a transaction, a cursor). Not to be
+ * confused with a webhook endpoint's delivery lease (WebhookLease), which is a row's claim.
+ */
+export class Connection {
   // Between two statements nobody listens to a checked-out client; a connection dying then would be
   // an unhandled 'error' event, which ends the process. The next statement fails and says why.
   private readonly onIdleError = (): void => {}
