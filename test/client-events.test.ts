@@ -195,7 +195,7 @@ describe('client.events(): retries and errors, against a scripted server', () =>
     const stream = client.events({ signal: controller.signal })
     assert.equal((await stream.next()).value?.id, '1')
     const held = stream.next()
-    await within(5000, 'the poll is held', () => requests.length === 2)
+    await within(15_000, 'the poll is held', () => requests.length === 2)
     controller.abort()
     // The scripted server holds the poll until the client gives up: that it ends at all, it was cut short.
     assert.deepEqual(await held, { done: true, value: undefined })

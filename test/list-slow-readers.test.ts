@@ -98,7 +98,7 @@ forEachStore('slow list readers', (kind) => {
       if (kind === 'sqlite') {
         // Once the last fill is done (the br list just asked for), no reader holds a snapshot: the
         // slow readers hold none. Each of them held one for as long as it was connected before.
-        await within(5000, 'a WAL checkpoint that no slow reader blocks', () => {
+        await within(15_000, 'a WAL checkpoint that no slow reader blocks', () => {
           const db = new Database((database.config as { path: string }).path, { timeout: 0 })
           try {
             return (db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[])[0]!.busy === 0

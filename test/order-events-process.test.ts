@@ -61,7 +61,7 @@ forEachStore('order event feed in a serving process', (kind) => {
       await response.arrayBuffer()
       return response.status
     }
-    await within(5000, 'the first pass has pruned', async () => (await statusAfter0()) === 410, 50)
+    await within(15_000, 'the first pass has pruned', async () => (await statusAfter0()) === 410, 50)
     const response = await fetch(`${server.origin}/v2/store/order-events`, { headers: bearer(key) })
     const body = (await response.json()) as { data: { id: string }[]; nextCursor: string }
     assert.deepEqual(body.data.map((event) => event.id), ['4', '5'])

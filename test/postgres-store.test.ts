@@ -216,7 +216,7 @@ describe('PostgresStore', { skip }, () => {
     const single = new PostgresStore(db.url, { poolSize: 1, connectionTimeoutMillis: 1000 })
     try {
       const version = await single.orders.dataVersion()
-      await within(5000, 'listener up', () => single.versionListenerPid() !== undefined)
+      await within(SETTLE_MS, 'listener up', () => single.versionListenerPid() !== undefined)
       // The only pooled connection is held by an open stream: a read would wait for it.
       const stream = single.orders.streamJson()[Symbol.asyncIterator]()
       await stream.next()
@@ -304,7 +304,7 @@ describe('PostgresStore', { skip }, () => {
       // The notification alone carries the version: this one exists only in the payload.
       await freshSql('SELECT pg_notify($1, $2)', [VERSION_CHANNEL, String(start + 1000n)])
       // No read could find it (the table holds start + 2): only the listener can have applied it.
-      await within(5000, 'payload applied', async () => (await watcher.orders.dataVersion()) === start + 1000n)
+      await within(SETTLE_MS, 'payload applied', async () => (await watcher.orders.dataVersion()) === start + 1000n)
     } finally {
       await Promise.all([watcher.close(), other.close()])
       await fresh.drop()
@@ -313,21 +313,21 @@ describe('PostgresStore', { skip }, () => {
 
   it('reads the version from the database while its listener is down, and listens again', async () => {
     const start = await store.orders.dataVersion()
-    await within(5000, 'listener up', () => store.versionListenerPid() !== undefined)
+    await within(SETTLE_MS, 'listener up', () => store.versionListenerPid() !== undefined)
     const pid = store.versionListenerPid()!
     await sql('SELECT pg_terminate_backend($1)', [pid])
     await within(SETTLE_MS, 'listener loss noticed', () => store.versionListenerPid() === undefined)
     // A change that is never notified is read at once: without a listener every call reads.
     await sql('UPDATE data_version SET version = version + 1')
     assert.equal(await store.orders.dataVersion(), start + 1n)
-    await within(5000, 'listening again', async () => {
+    await within(SETTLE_MS, 'listening again', async () => {
       await store.orders.dataVersion()
       return store.versionListenerPid() !== undefined
     })
     assert.notEqual(store.versionListenerPid(), pid)
     // A notification ahead of the table (which holds start + 1): only the listener can make it seen.
     await sql('SELECT pg_notify($1, $2)', [VERSION_CHANNEL, String(start + 2n)])
-    await within(5000, 'notified again', async () => (await store.orders.dataVersion()) === start + 2n)
+    await within(SETTLE_MS, 'notified again', async () => (await store.orders.dataVersion()) === start + 2n)
     await sql('UPDATE data_version SET version = version + 1') // the table catches up: start + 2
   })
 
@@ -362,7 +362,7 @@ describe('PostgresStore', { skip }, () => {
     // The connection, mid-COPY, is closed rather than returned; its backend ends the statement.
     const stats = store.poolStats()
     assert.equal(stats.idle, stats.total)
-    await within(3000, 'the COPY ended', async () => (await storeSessions()).every((s) => s.state === 'idle'))
+    await within(SETTLE_MS, 'the COPY ended', async () => (await storeSessions()).every((s) => s.state === 'idle'))
   })
 
   it('answers StoreUnavailableError when nothing listens at the address', async () => {
@@ -432,7 +432,7 @@ describe('PostgresStore', { skip }, () => {
     const behind = new PostgresStore(url.toString(), { poolSize: 3 })
     try {
       await Promise.all([behind.ping(), behind.orders.dataVersion(), behind.pets.find(1n)])
-      await within(5000, 'listener up', () => behind.versionListenerPid() !== undefined)
+      await within(SETTLE_MS, 'listener up', () => behind.versionListenerPid() !== undefined)
       await stop()
       await rejectsUnavailable(behind.ping(), 'ping while down')
       await rejectsUnavailable(behind.orders.cancel(1n, null), 'cancelOrder while down')

@@ -26,7 +26,7 @@ describe('request logs', () => {
     await response.arrayBuffer()
     const id = response.headers.get('x-request-id')!
     // The access line is written once the response has been sent: give it a moment.
-    await within(5000, 'the access line', () => lines.some((line) => line.reqId === id && line.msg === 'request'))
+    await within(15_000, 'the access line', () => lines.some((line) => line.reqId === id && line.msg === 'request'))
     return lines.filter((line) => line.reqId === id)
   }
 
