@@ -284,7 +284,7 @@ describe('PlaceBatcher (the group commit of places, without a database)', () => 
     assert.deepEqual([batches.length, batches[0]!.length, settled], [1, 3, []]) // the second waits for the first's commit
     commits[0]!()
     await Promise.all(firstTurn)
-    await within(5000, 'the second batch starts', () => batches.length === 2)
+    await within(15_000, 'the second batch starts', () => batches.length === 2)
     assert.deepEqual([batches[1]!.length, settled], [2, [0, 1, 2]])
     commits[1]!()
     await Promise.all(secondTurn)
@@ -320,11 +320,11 @@ describe('PlaceBatcher (the group commit of places, without a database)', () => 
     commit()
     assert.equal((await first).outcome, 'placed')
     assert.equal(sent, 1)
-    await within(5000, 'the next batch starts', () => sent === 2)
+    await within(15_000, 'the next batch starts', () => sent === 2)
     commit()
     await other
     const again = batcher.place(request('k'))
-    await within(5000, 'the retry joins a batch', () => sent === 3)
+    await within(15_000, 'the retry joins a batch', () => sent === 3)
     commit()
     assert.equal((await again).outcome, 'placed')
   })
