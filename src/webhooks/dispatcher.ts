@@ -111,7 +111,8 @@ export class WebhookDispatcher {
   private readonly leaseMs: number
   private readonly now: () => Date
   private timer: NodeJS.Timeout | undefined
-  private ticking = false
+  /** The tick in progress: stop() waits for it, so none touches the store once stop() has resolved. */
+  private ticking: Promise<void> | undefined
   private version: bigint | undefined
   private lastSweep = 0
   /** Set when a loop ended with more to do, or a lease pass was full: lease again at the next tick. */
@@ -154,15 +155,24 @@ export class WebhookDispatcher {
     const all = (): Promise<unknown> => Promise.all([...this.running.values()].map((loop) => loop.done))
     let timer: NodeJS.Timeout | undefined
     const graceOver = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))
-    await Promise.race([all(), graceOver])
+    // A lease pass under way may still start loops (they see `stopping` and release at once): it is
+    // waited for, so that nothing touches the store once stop() has resolved.
+    const settled = async (): Promise<void> => {
+      await this.ticking
+      await all()
+    }
+    await Promise.race([settled(), graceOver])
     clearTimeout(timer)
     this.abort.abort()
-    await all()
+    await settled()
   }
 
-  private async tick(): Promise<void> {
-    if (this.ticking || this.stopping) return
-    this.ticking = true
+  private tick(): Promise<void> {
+    if (this.ticking === undefined && !this.stopping) this.ticking = this.leasePass().finally(() => (this.ticking = undefined))
+    return this.ticking ?? Promise.resolve()
+  }
+
+  private async leasePass(): Promise<void> {
     try {
       const version = await this.options.dataVersion()
       if (this.stopping) return // stop() began while the version was read: take no new lease
@@ -175,6 +185,7 @@ export class WebhookDispatcher {
           this.lastSweep = now
           // A previous secret is erased once its signing window is over (no lease reads it then).
           await this.options.webhooks.forgetPreviousSecrets(this.now())
+          if (this.stopping) return
         }
         this.rescan = false
         await this.leaseMore()
@@ -184,8 +195,6 @@ export class WebhookDispatcher {
     } catch (error) {
       if (!this.failing) this.options.log.warn({ err: error }, 'webhook dispatch failed; it tries again')
       this.failing = true
-    } finally {
-      this.ticking = false
     }
   }
 
