@@ -14,12 +14,13 @@
  * Results are printed as each comparison ends, then summarized and saved to .bench/results.md.
  */
 import { spawnSync } from 'node:child_process'
+import { cpSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { Downloader } from './lib/client.js'
 import { dropAllDatabases, postgresUnavailable, type StoreKind } from './lib/databases.js'
 import { describeForeignLoad, ForeignCpu, waitForQuiet } from './lib/machine.js'
-import { ROOT } from './lib/paths.js'
+import { BUILD_DIR, ROOT } from './lib/paths.js'
 import { killAllChildren } from './lib/processes.js'
 import { Report } from './lib/report.js'
 import { cancels } from './suites/cancels.js'
@@ -72,11 +73,16 @@ function positiveInteger(name: string, fallback: number): number {
   return Number(value)
 }
 
-/** src/ and bench/ to JavaScript in .bench/build, for the child processes (bench/tsconfig.build.json). */
+/**
+ * src/ and bench/ to JavaScript in .bench/build, for the child processes (bench/tsconfig.build.json),
+ * with the static files the server reads beside its code (src/http/assets, found as ../../../src/…
+ * from the compiled routes, as from dist/).
+ */
 function compile(): void {
   const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
   const result = spawnSync(process.execPath, [tsc, '-p', join(ROOT, 'bench', 'tsconfig.build.json')], { stdio: 'inherit' })
   if (result.status !== 0) throw new Error('compiling src/ and bench/ for the bench failed')
+  cpSync(join(ROOT, 'src', 'http', 'assets'), join(BUILD_DIR, 'src', 'http', 'assets'), { recursive: true })
 }
 
 async function main(): Promise<number> {
