@@ -3,8 +3,7 @@ import { Child } from '../lib/processes.js'
 import { fmt, pairedRounds, roundRatios, verdict } from '../lib/report.js'
 import { bigDataset, createDatabase, seed, type StoreContext } from './context.js'
 
-/** Orders per paired round against the plain peer, and the rounds: a fresh database each time. */
-const PEER_ORDERS = 200_000
+/** Paired rounds against the plain peer, each on fresh databases, of the whole data set. */
 const PEER_ROUNDS = 3
 
 /**
@@ -65,7 +64,7 @@ export async function importOrders(context: StoreContext): Promise<void> {
  * order records per second, project over peer (≥ 1× is as fast).
  */
 async function againstPeer(context: StoreContext, section: ReturnType<StoreContext['report']['section']>): Promise<void> {
-  const orders = Math.min(PEER_ORDERS, context.orders)
+  const orders = context.orders
   const fresh = async <T>(run: (database: BenchDatabase) => Promise<T>): Promise<T> => {
     const database = await createDatabase(context.kind)
     try {
