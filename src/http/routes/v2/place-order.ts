@@ -1,10 +1,10 @@
 import type { FastifyReply } from 'fastify'
+import { placeFingerprint } from '../../../domain/idempotency.js'
 import type { NewOrder, PlaceRequest } from '../../../domain/orders.js'
 import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
 import { NoQuery, OrderV2Ref, PlaceOrderBody, PlaceOrderHeaders, toApiOrderV2 } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
-import { placeFingerprint } from '../../place-fingerprint.js'
 import { jsonObjectBody } from '../../strict-body.js'
 
 const HOUR_MS = 3_600_000
