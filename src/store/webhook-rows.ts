@@ -1,5 +1,5 @@
 import { eventsExpired, type OrderEventType } from '../domain/order-events.js'
-import type { FeedEvent, NextEvents } from '../domain/webhooks.js'
+import { signingSecretsAt, type FeedEvent, type NextEvents, type WebhookEndpoint, type WebhookLease } from '../domain/webhooks.js'
 
 /**
  * How many events one `next` looks at, at most, whatever their types: an endpoint of a rare type
@@ -35,4 +35,32 @@ export function toNextEvents(after: bigint, limit: number, rows: readonly NextRo
   // scanned was looked at, matching or not.
   const through = events.length === limit ? events.at(-1)!.position : (summary.scanned_through ?? after)
   return { events, through }
+}
+
+/** The columns of a store's lease statement that both stores read alike (each adds its endpoint's). */
+export interface LeasedRow {
+  id: bigint
+  failures: number | bigint
+  revision: number | bigint
+  secret: string
+  previous_secret: string | null
+  previous_until: string | null
+}
+
+/**
+ * A lease pass's leases from its rows, by endpoint id (the statement returns them in no order), each
+ * held by `owner` until `until`, with the secrets that sign at `now`.
+ */
+export function toLeases<Row extends LeasedRow>(rows: Row[], toEndpoint: (row: Row) => WebhookEndpoint, owner: string, until: Date, now: Date): WebhookLease[] {
+  return rows
+    .sort((a, b) => (a.id < b.id ? -1 : 1))
+    .map((row) => ({
+      endpoint: toEndpoint(row),
+      secrets: signingSecretsAt(row.secret, row.previous_secret, row.previous_until, now),
+      owner,
+      leaseUntil: until,
+      failures: Number(row.failures),
+      revision: Number(row.revision),
+      changed: false,
+    }))
 }

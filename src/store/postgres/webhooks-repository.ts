@@ -16,7 +16,7 @@ import {
   type WebhookEndpointPatch,
   type WebhookLease,
 } from '../../domain/webhooks.js'
-import { NEXT_SCAN, toNextEvents, type NextRow } from '../webhook-rows.js'
+import { NEXT_SCAN, toLeases, toNextEvents, type LeasedRow, type NextRow } from '../webhook-rows.js'
 import type { WebhooksRepository } from '../webhooks.js'
 import type { PostgresDatabase } from './database.js'
 import { int8 } from './import.js'
@@ -38,13 +38,7 @@ interface EndpointRow {
   created_at: string
 }
 
-interface LeaseRow extends EndpointRow {
-  failures: number
-  revision: number
-  secret: string
-  previous_secret: string | null
-  previous_until: string | null
-}
+type LeaseRow = EndpointRow & LeasedRow
 
 interface AttemptRow {
   event_position: bigint
@@ -261,17 +255,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   async lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]> {
     const until = new Date(now.getTime() + leaseMs)
     const { rows } = await this.database.write<LeaseRow>(LEASE, [owner, until.toISOString(), now.toISOString(), limit])
-    return rows
-      .sort((a, b) => (a.id < b.id ? -1 : 1))
-      .map((row) => ({
-        endpoint: toEndpoint(row),
-        secrets: signingSecretsAt(row.secret, row.previous_secret, row.previous_until, now),
-        owner,
-        leaseUntil: until,
-        failures: row.failures,
-        revision: row.revision,
-        changed: false,
-      }))
+    return toLeases(rows, toEndpoint, owner, until, now)
   }
 
   async renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean> {

@@ -17,7 +17,7 @@ import {
   type WebhookEndpointPatch,
   type WebhookLease,
 } from '../../domain/webhooks.js'
-import { NEXT_SCAN, toNextEvents, type NextRow } from '../webhook-rows.js'
+import { NEXT_SCAN, toLeases, toNextEvents, type LeasedRow, type NextRow } from '../webhook-rows.js'
 import type { WebhooksRepository } from '../webhooks.js'
 import { GroupCommit } from '../group-commit.js'
 import { classify, type SqliteDatabase } from './database.js'
@@ -36,12 +36,7 @@ interface EndpointRow {
   created_at: string
 }
 
-interface LeaseRow extends EndpointRow {
-  failures: bigint
-  revision: bigint
-  secret: string
-  previous_secret: string | null
-  previous_until: string | null
+interface LeaseRow extends EndpointRow, LeasedRow {
   lease_until: string
 }
 
@@ -237,17 +232,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   async lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]> {
     const until = new Date(now.getTime() + leaseMs)
     const rows = this.database.immediate(() => this.statement(LEASE).all({ owner, until: until.toISOString(), now: now.toISOString(), limit }) as LeaseRow[])
-    return rows
-      .sort((a, b) => (a.id < b.id ? -1 : 1))
-      .map((row) => ({
-        endpoint: toEndpoint(row),
-        secrets: signingSecretsAt(row.secret, row.previous_secret, row.previous_until, now),
-        owner,
-        leaseUntil: until,
-        failures: Number(row.failures),
-        revision: Number(row.revision),
-        changed: false,
-      }))
+    return toLeases(rows, toEndpoint, owner, until, now)
   }
 
   async renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean> {
