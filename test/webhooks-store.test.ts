@@ -83,6 +83,19 @@ async function withStores(kind: StoreKind, count: number, work: (stores: Store[]
 }
 
 forEachStore('webhooks store', (kind) => {
+  it('an advance queued when the store closes is committed before its connection closes', async () => {
+    await withStores(kind, 2, async ([store, other]) => {
+      const endpoint = await create(store!)
+      await addOrders(store!, 1n, 2)
+      const lease = await leaseOne(store!, 'closing')
+      const target = endpoint.position + 1n
+      const advanced = store!.webhooks.advance(lease, target, attempt(target))
+      await store!.close()
+      assert.equal(await advanced, true)
+      assert.equal((await other!.webhooks.find(endpoint.id))!.position, target)
+    })
+  })
+
   it('creates an endpoint at the head of the feed: an event committed before is not sent, one after is', async () => {
     await withStores(kind, 1, async ([store]) => {
       await addOrders(store!, 1n, 3)

@@ -37,6 +37,8 @@ export class PostgresDatabase {
   /** dataVersion() from memory (LISTEN/NOTIFY on one more connection, outside the pool). */
   readonly versions: VersionWatcher
   private closing: Promise<void> | undefined
+  /** Statements and transactions under way: close() lets them finish before it ends the pool. */
+  private readonly inFlight = new Set<Promise<unknown>>()
 
   constructor(url: string, options: PostgresStoreOptions = {}) {
     this.poolSize = options.poolSize ?? 10
@@ -102,6 +104,8 @@ export class PostgresDatabase {
 
   close(): Promise<void> {
     this.closing ??= (async () => {
+      // pool.end() would fail a statement still waiting for a connection; one on a connection ends.
+      while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight])
       await this.versions.close()
       await this.pool.end()
     })()
@@ -109,12 +113,8 @@ export class PostgresDatabase {
   }
 
   /** One statement through the pool, classified; never retried (it may have taken effect). */
-  async write<R extends pg.QueryResultRow>(sql: Statement, params?: unknown[]): Promise<pg.QueryResult<R>> {
-    try {
-      return await this.pool.query<R>(sql, params)
-    } catch (error) {
-      throw this.toStoreError(error)
-    }
+  write<R extends pg.QueryResultRow>(sql: Statement, params?: unknown[]): Promise<pg.QueryResult<R>> {
+    return this.track(this.pool.query<R>(sql, params).catch((error: unknown) => Promise.reject(this.toStoreError(error))))
   }
 
   /**
@@ -123,14 +123,18 @@ export class PostgresDatabase {
    * taken effect, and the pool has discarded that connection. Several idle connections can have died
    * at once without the pool knowing yet, so up to one more try than the pool has connections.
    */
-  async read<R extends pg.QueryResultRow>(sql: Statement, params?: unknown[]): Promise<pg.QueryResult<R>> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.pool.query<R>(sql, params)
-      } catch (error) {
-        if (!isLostConnection(error) || attempt >= this.poolSize) throw this.toStoreError(error)
-      }
-    }
+  read<R extends pg.QueryResultRow>(sql: Statement, params?: unknown[]): Promise<pg.QueryResult<R>> {
+    return this.track(
+      (async () => {
+        for (let attempt = 0; ; attempt++) {
+          try {
+            return await this.pool.query<R>(sql, params)
+          } catch (error) {
+            if (!isLostConnection(error) || attempt >= this.poolSize) throw this.toStoreError(error)
+          }
+        }
+      })(),
+    )
   }
 
   /**
@@ -195,16 +199,27 @@ export class PostgresDatabase {
   }
 
   /** BEGIN … COMMIT on one client; any error rolls back and is rethrown (driver errors classified). */
-  async transaction<T>(work: (connection: Connection) => Promise<T>): Promise<T> {
-    const { connection } = await this.begin('BEGIN')
-    try {
-      const result = await work(connection)
-      await connection.query('COMMIT')
-      connection.release()
-      return result
-    } catch (error) {
-      await connection.rollbackAndRelease(error)
-      throw error
-    }
+  transaction<T>(work: (connection: Connection) => Promise<T>): Promise<T> {
+    return this.track(
+      (async () => {
+        const { connection } = await this.begin('BEGIN')
+        try {
+          const result = await work(connection)
+          await connection.query('COMMIT')
+          connection.release()
+          return result
+        } catch (error) {
+          await connection.rollbackAndRelease(error)
+          throw error
+        }
+      })(),
+    )
+  }
+
+  private track<T>(work: Promise<T>): Promise<T> {
+    this.inFlight.add(work)
+    const forget = (): void => void this.inFlight.delete(work)
+    work.then(forget, forget)
+    return work
   }
 }

@@ -50,7 +50,7 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
-    await this.orders.close()
+    await Promise.all([this.orders.close(), this.webhooks.drain()])
     this.database.close()
   }
 }

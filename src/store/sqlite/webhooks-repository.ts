@@ -292,6 +292,11 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
     return this.advances.submit({ lease, position, attempt })
   }
 
+  /** Settles the advances queued for their group commit: the store closes the connection after. */
+  drain(): Promise<void> {
+    return this.advances.drain()
+  }
+
   private commitAdvances(queued: QueuedAdvance[]): boolean[] {
     let results: (bigint | undefined)[]
     try {
