@@ -155,11 +155,12 @@ export class WebhookDispatcher {
     const all = (): Promise<unknown> => Promise.all([...this.running.values()].map((loop) => loop.done))
     let timer: NodeJS.Timeout | undefined
     const graceOver = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))
-    // A lease pass under way may still start loops (they see `stopping` and release at once): it is
-    // waited for, so that nothing touches the store once stop() has resolved.
+    // A lease pass under way may still start loops, and an ending loop may be followed by a new
+    // one (they see `stopping` and release at once): all are waited for, so that no lease is left
+    // to expire and nothing touches the store once stop() has resolved.
     const settled = async (): Promise<void> => {
       await this.ticking
-      await all()
+      while (this.running.size > 0) await all()
     }
     await Promise.race([settled(), graceOver])
     clearTimeout(timer)
@@ -210,14 +211,15 @@ export class WebhookDispatcher {
     // or a disable, or expired. With no loop of its own running, the endpoint gets a new loop. A
     // loop still running whose lease is not ending (it expired under it) goes on under the new
     // one, which has its owner, and reads the feed again before it releases. A loop ending its
-    // lease is followed, once done, by a new loop (unless stopping, or another was launched), which
-    // renews the lease it got before anything else: the ending loop's release may have ended it.
+    // lease is followed, once done, by a new loop (unless another was launched), which renews the
+    // lease it got before anything else (the ending loop's release may have ended it), and, when
+    // stopping, releases it at once.
     for (const lease of leases) {
       const id = lease.endpoint.id
       const current = this.running.get(id)
       if (current === undefined) this.launch(lease, false)
       else if (!current.finishing) current.woken = true
-      else void current.done.then(() => this.running.has(id) || this.stopping || this.launch(lease, true))
+      else void current.done.then(() => this.running.has(id) || this.launch(lease, true))
     }
   }
 
