@@ -21,4 +21,4 @@ for _ in $(seq 1 "${BUSY_LOOPS:-2}"); do
   node -e 'for (;;) {}' &
   loops+=("$!")
 done
-node --import tsx --test --test-reporter=spec --test-timeout=300000 "$@"
+node --import tsx --test --test-reporter=spec --test-timeout=600000 "$@"
