@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { it } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
 import type { WebhookEndpoint, WebhookLease } from '../src/domain/webhooks.js'
 import { openStore } from '../src/store/open-store.js'
 import type { WebhooksRepository } from '../src/store/webhooks.js'
 import { Deliverer } from '../src/webhooks/delivery.js'
 import { WebhookDispatcher } from '../src/webhooks/dispatcher.js'
-import { createDatabase } from './support/harness.js'
+import { createDatabase, within } from './support/harness.js'
 import { connectSql } from './support/sql.js'
 import { receiver } from './support/webhook-receiver.js'
 
@@ -71,7 +70,7 @@ it('a lease taken while its loop was ending is released before stop() resolves, 
     assert.equal(await owner(), null)
     // A new event makes the endpoint due again: the next lease pass takes it while the loop ends.
     assert.equal((await store.orders.place({ order: { petId: 1n, quantity: 1, shipDate: null } })).outcome, 'placed')
-    while ((await owner()) !== dispatcher.owner) await sleep(10)
+    await within(15_000, 'the next lease pass takes the endpoint', async () => (await owner()) === dispatcher.owner)
 
     const stopped = dispatcher.stop(5000)
     open()
