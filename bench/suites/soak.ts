@@ -4,7 +4,7 @@ import { promisify } from 'node:util'
 import { brotliDecompress, gunzip } from 'node:zlib'
 import { mulberry32 } from '../../src/demo/demo-data.js'
 import { bearer } from '../lib/client.js'
-import { isPending, isShipped } from '../lib/dataset.js'
+import { isCancelled, isPending, isShipped } from '../lib/dataset.js'
 import { PROJECT_ENV, startServerChild } from '../lib/processes.js'
 import { cpuSeconds } from '../lib/proc.js'
 import { fmt, verdict } from '../lib/report.js'
@@ -204,7 +204,7 @@ type Kind = {
 }
 
 const BAD_IDS = ['abc', '1.5', '9223372036854775808', '-9223372036854775809', '0x10', '1e3', '%2B1', '-', '%20']
-const UNKNOWN_PATHS = ['/v1/store/order', '/v1/store/orders/1/items', '/v2/store/orders', '/v1/nothing', '/store/orders']
+const UNKNOWN_PATHS = ['/v1/store/order', '/v1/store/orders/1/items', '/v2/store/order', '/v1/nothing', '/store/orders']
 const WRONG_METHODS: [string, string, string][] = [
   ['POST', '/v1/store/orders', 'GET, HEAD, OPTIONS'],
   ['PUT', '/v1/store/orders', 'GET, HEAD, OPTIONS'],
@@ -521,6 +521,10 @@ export async function soak(context: StoreContext): Promise<void> {
       await server.child.stop()
     }
     const cancelledInDatabase = await database.countCancelled(1, orders)
+    // The data set comes with 1 in 50 orders cancelled; the run's cancels are those on top of them.
+    let seededCancelled = 0
+    for (let id = 1; id <= orders; id++) if (isCancelled(id)) seededCancelled++
+    const cancelledByRun = cancelledInDatabase - seededCancelled
 
     // Figures.
     // Start: the samples from 10% to 20% of the run (after warm-up); end: those of its last 10%.
@@ -571,10 +575,10 @@ export async function soak(context: StoreContext): Promise<void> {
         result: 'info',
       },
       {
-        measure: 'orders cancelled in the database after the run',
-        project: `${fmt.count(cancelledInDatabase)} (${fmt.count(state.acknowledgedCancels)} acknowledged)`,
+        measure: 'orders cancelled in the database by the run',
+        project: `${fmt.count(cancelledByRun)} of the pending (${fmt.count(state.acknowledgedCancels)} acknowledged), ${fmt.count(seededCancelled)} cancelled in the data set`,
         target: '= the 204s',
-        result: verdict(cancelledInDatabase === state.acknowledgedCancels),
+        result: verdict(cancelledByRun === state.acknowledgedCancels),
       },
       {
         measure: 'orders in the list after the run',
