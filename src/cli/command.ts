@@ -151,6 +151,26 @@ export async function withStore<T>(
   }
 }
 
+/**
+ * Rows under a header of `columns`, aligned, on a terminal; piped, tab-separated with no header.
+ * On a terminal, `empty` is said on stderr when there is no row.
+ */
+export function printRows(io: Io, columns: readonly string[], rows: string[][], empty: string): void {
+  if (io.stdout.isTTY !== true) {
+    for (const row of rows) io.stdout.write(`${row.join('\t')}\n`)
+    return
+  }
+  if (rows.length === 0) {
+    io.stderr.write(`${empty}\n`)
+    return
+  }
+  const table = [[...columns], ...rows]
+  const widths = columns.map((_, i) => Math.max(...table.map((row) => [...row[i]!].length)))
+  for (const row of table) {
+    io.stdout.write(`${row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ')}\n`)
+  }
+}
+
 /** A `petstore-orders: …` line on stderr, when there is something to say. */
 export function sayNotice(io: Io, notice: string | undefined): void {
   if (notice !== undefined) io.stderr.write(`${PROGRAM}: ${notice}\n`)

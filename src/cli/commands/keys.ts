@@ -1,6 +1,7 @@
+import { stringify as stringifyLossless } from 'lossless-json'
 import { DEFAULT_SCOPES, parseDuration, parseScopes, SCOPES, type ApiKey, type Scope } from '../../domain/api-keys.js'
 import { createKey } from '../../keys/create-key.js'
-import { CommandError, PROGRAM, printable, stringOption, UsageError, withStore, type Command } from '../command.js'
+import { CommandError, PROGRAM, printable, printRows, stringOption, UsageError, withStore, type Command } from '../command.js'
 
 export const MAX_KEY_NAME_LENGTH = 100
 
@@ -78,20 +79,11 @@ function keyColumns(key: ApiKey): string[] {
   ]
 }
 
-/** The JSON of `keys list --json`: ids as exact integer literals; never the secret or its hash. */
-export function keysToJson(keys: ApiKey[]): string {
-  const items = keys.map((key) => {
-    const rest = JSON.stringify({
-      name: key.name,
-      displayPrefix: key.displayPrefix,
-      scopes: key.scopes,
-      createdAt: key.createdAt.toISOString(),
-      expiresAt: key.expiresAt?.toISOString() ?? null,
-      revokedAt: key.revokedAt?.toISOString() ?? null,
-    })
-    return `{"id":${key.id.toString()},${rest.slice(1)}`
-  })
-  return `[${items.join(',')}]`
+/** The JSON of `keys list --json`: ids as exact integer literals, dates ISO 8601; never the secret or its hash. */
+function keysToJson(keys: ApiKey[]): string {
+  return stringifyLossless(
+    keys.map(({ id, name, displayPrefix, scopes, createdAt, expiresAt, revokedAt }) => ({ id, name, displayPrefix, scopes, createdAt, expiresAt, revokedAt })),
+  )!
 }
 
 export const keysList: Command = {
@@ -123,20 +115,7 @@ Examples:
       io.stdout.write(`${keysToJson(keys)}\n`)
       return
     }
-    const rows = keys.map(keyColumns)
-    if (io.stdout.isTTY !== true) {
-      for (const row of rows) io.stdout.write(`${row.join('\t')}\n`)
-      return
-    }
-    if (rows.length === 0) {
-      io.stderr.write(`no API keys yet; create one with '${PROGRAM} keys create --name NAME'\n`)
-      return
-    }
-    const table = [[...COLUMNS], ...rows]
-    const widths = COLUMNS.map((_, i) => Math.max(...table.map((row) => [...row[i]!].length)))
-    for (const row of table) {
-      io.stdout.write(`${row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ')}\n`)
-    }
+    printRows(io, COLUMNS, keys.map(keyColumns), `no API keys yet; create one with '${PROGRAM} keys create --name NAME'`)
   },
 }
 

@@ -8,7 +8,7 @@ import { ATTEMPTS_LISTED_DEFAULT, MAX_WEBHOOK_DESCRIPTION_LENGTH, MAX_WEBHOOK_UR
 import { Deliverer } from '../../webhooks/delivery.js'
 import { createWebhookEndpoint, rotateWebhookSecret, toApiWebhookAttempt, toApiWebhookEndpoint, toEndpointPatch } from '../../webhooks/endpoints.js'
 import { pingWebhookEndpoint, toApiPingResult } from '../../webhooks/ping.js'
-import { CommandError, lowerFirst, PROGRAM, printable, stringOption, UsageError, withStore, type Command, type Io } from '../command.js'
+import { CommandError, lowerFirst, PROGRAM, printable, printRows, stringOption, UsageError, withStore, type Command } from '../command.js'
 import { afterOption, cursorProblem } from './events.js'
 
 const POLICY = `The URL must be https, with no user name or password, and its host must resolve only to public
@@ -39,33 +39,8 @@ function asCommandError(error: unknown): unknown {
   return error instanceof ApiError ? new CommandError(lowerFirst(error.message)) : error
 }
 
-/** Endpoints as the API shows them (never a secret), ids exact. */
-function endpointsToJson(endpoints: WebhookEndpoint[]): string {
-  return stringifyLossless(endpoints.map(toApiWebhookEndpoint))!
-}
-
 function noSuchEndpoint(id: bigint): CommandError {
   return new CommandError(`no webhook endpoint has the id ${id}`)
-}
-
-/**
- * Rows under a header of `columns`, aligned, on a terminal; piped, tab-separated with no header.
- * On a terminal, `empty` is said on stderr when there is no row.
- */
-function printRows(io: Io, columns: readonly string[], rows: string[][], empty: string): void {
-  if (io.stdout.isTTY !== true) {
-    for (const row of rows) io.stdout.write(`${row.join('\t')}\n`)
-    return
-  }
-  if (rows.length === 0) {
-    io.stderr.write(`${empty}\n`)
-    return
-  }
-  const table = [[...columns], ...rows]
-  const widths = columns.map((_, i) => Math.max(...table.map((row) => [...row[i]!].length)))
-  for (const row of table) {
-    io.stdout.write(`${row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ')}\n`)
-  }
 }
 
 export const webhooksAdd: Command = {
@@ -154,7 +129,8 @@ Examples:
   async run({ values }, io) {
     const endpoints = await withStore(io, (store) => store.webhooks.list())
     if (values.json === true) {
-      io.stdout.write(`${endpointsToJson(endpoints)}\n`)
+      // As the API shows them (never a secret), ids exact.
+      io.stdout.write(`${stringifyLossless(endpoints.map(toApiWebhookEndpoint))}\n`)
       return
     }
     printRows(io, COLUMNS, endpoints.map(endpointColumns), `no webhook endpoints yet; create one with '${PROGRAM} webhooks add URL'`)
