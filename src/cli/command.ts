@@ -48,11 +48,10 @@ export interface Command {
   summary: string
   /** The full `--help` text (without the common footer). */
   help: string
-  options: OptionSpec
-  /** Names of the positional arguments, all required, e.g. `['ID']`. */
-  positionals: { name: string; describe: string }[]
-  /** The common footer (DATABASE_URL) applies: the command opens the store. */
-  usesDatabase: boolean
+  /** Its options besides `--help`; none when left out. */
+  options?: OptionSpec
+  /** Names of the positional arguments, all required, e.g. `['ID']`; none when left out. */
+  positionals?: { name: string; describe: string }[]
   run(input: { values: OptionValues; positionals: string[] }, io: Io): Promise<void>
 }
 
@@ -72,7 +71,7 @@ export function parseCommandArgs(command: Command, args: string[]): { values: Op
   } catch (error) {
     throw new UsageError(parseArgsProblem(error as Error & { code?: string }), commandName)
   }
-  const expected = command.positionals
+  const expected = command.positionals ?? []
   if (parsed.positionals.length < expected.length) {
     const missing = expected[parsed.positionals.length]!
     throw new UsageError(`missing ${missing.name} (${missing.describe})`, commandName)

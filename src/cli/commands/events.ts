@@ -17,8 +17,6 @@ export const eventsTail: Command = {
   synopsis: 'events tail [--after CURSOR]',
   summary: 'print order events as NDJSON as they happen, until interrupted',
   options: { after: { type: 'string' } },
-  positionals: [],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} events tail [--after CURSOR]
 
 Prints the order event feed on stdout as NDJSON, one event a line, oldest first — every event

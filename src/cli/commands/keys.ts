@@ -19,8 +19,6 @@ export const keysCreate: Command = {
   synopsis: 'keys create --name NAME',
   summary: 'create an API key and print it (shown only this once)',
   options: { name: { type: 'string' }, scopes: { type: 'string' }, 'expires-in': { type: 'string' } },
-  positionals: [],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} keys create --name NAME [--scopes SCOPES] [--expires-in DURATION]
 
 Creates an API key and prints the key, alone on one line, on stdout; everything else goes to
@@ -91,8 +89,6 @@ export const keysList: Command = {
   synopsis: 'keys list',
   summary: 'list API keys (never their secrets)',
   options: { json: { type: 'boolean' } },
-  positionals: [],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} keys list [--json]
 
 Lists every API key, oldest first, one a line: id, name, display prefix, scopes, created,
@@ -123,9 +119,7 @@ export const keysRevoke: Command = {
   name: ['keys', 'revoke'],
   synopsis: 'keys revoke ID',
   summary: 'revoke an API key by id or display prefix',
-  options: {},
   positionals: [{ name: 'ID', describe: "the key's id or display prefix, as 'keys list' shows them" }],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} keys revoke ID
 
 Revokes an API key: requests with it are refused (401) from then on — by every server within

@@ -5,9 +5,7 @@ export const ordersImport: Command = {
   name: ['orders', 'import'],
   synopsis: 'orders import FILE',
   summary: 'import orders from a JSON array or NDJSON file (all or nothing)',
-  options: {},
   positionals: [{ name: 'FILE', describe: 'a JSON array or NDJSON file of orders' }],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} orders import FILE
 
 Imports the orders of FILE in one transaction: every record is inserted or, when an order with
@@ -76,9 +74,7 @@ export const ordersShip: Command = {
   name: ['orders', 'ship'],
   synopsis: 'orders ship ID',
   summary: 'mark a pending order as shipped',
-  options: {},
   positionals: [{ name: 'ID', describe: 'the id of the order to ship' }],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} orders ship ID
 
 Marks the pending order ID as shipped and records when (shippedAt). An order that is
@@ -115,9 +111,7 @@ export const ordersComplete: Command = {
   name: ['orders', 'complete'],
   synopsis: 'orders complete ID',
   summary: 'mark a shipped order as complete',
-  options: {},
   positionals: [{ name: 'ID', describe: 'the id of the order to complete' }],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} orders complete ID
 
 Marks the shipped order ID as complete (fulfilled), and records when (completedAt). An order

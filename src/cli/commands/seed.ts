@@ -30,8 +30,6 @@ export const seed: Command = {
   synopsis: 'seed --orders N',
   summary: 'generate realistic demo orders and their pets',
   options: { orders: { type: 'string' }, seed: { type: 'string' }, 'first-id': { type: 'string' } },
-  positionals: [],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} seed --orders N [--seed S] [--first-id ID]
 
 Generates N demo orders and the pets they refer to (one pet for every four orders, at most

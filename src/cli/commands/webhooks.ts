@@ -28,6 +28,9 @@ function parseEvents(text: string): OrderEventType[] {
   return types as OrderEventType[]
 }
 
+/** The ID positional of the commands on one endpoint. */
+const ENDPOINT_ID = { name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }
+
 function endpointId(text: string, command: string): bigint {
   const id = /^[0-9]{1,19}$/.test(text) ? parseInt64(text) : undefined
   if (id === undefined) throw new UsageError(`ID must be an endpoint id, as 'webhooks list' shows it; got ${JSON.stringify(text)}`, command)
@@ -49,7 +52,6 @@ export const webhooksAdd: Command = {
   summary: 'create a webhook endpoint and print its signing secret (shown only this once)',
   options: { events: { type: 'string' }, description: { type: 'string' }, json: { type: 'boolean' } },
   positionals: [{ name: 'URL', describe: 'where events are POSTed, e.g. https://hooks.example.com/petstore' }],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} webhooks add URL [--events TYPES] [--description TEXT] [--json]
 
 Creates a webhook endpoint: every order event of its types committed from now on is POSTed to
@@ -109,8 +111,6 @@ export const webhooksList: Command = {
   synopsis: 'webhooks list',
   summary: 'list webhook endpoints (never their secrets)',
   options: { json: { type: 'boolean' } },
-  positionals: [],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} webhooks list [--json]
 
 Lists every webhook endpoint, oldest first, one a line: id, status (enabled, or disabled:REASON),
@@ -141,9 +141,7 @@ export const webhooksRemove: Command = {
   name: ['webhooks', 'remove'],
   synopsis: 'webhooks remove ID',
   summary: 'delete a webhook endpoint and its attempts',
-  options: {},
-  positionals: [{ name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }],
-  usesDatabase: true,
+  positionals: [ENDPOINT_ID],
   help: `Usage: ${PROGRAM} webhooks remove ID
 
 Deletes the webhook endpoint ID and its delivery attempts: nothing more is sent to it (a
@@ -167,8 +165,7 @@ export const webhooksReplay: Command = {
   synopsis: 'webhooks replay ID --after CURSOR',
   summary: 'send a webhook endpoint every event after a cursor again',
   options: { after: { type: 'string' } },
-  positionals: [{ name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }],
-  usesDatabase: true,
+  positionals: [ENDPOINT_ID],
   help: `Usage: ${PROGRAM} webhooks replay ID --after CURSOR
 
 Moves the webhook endpoint ID to the feed position CURSOR and enables it: it is sent every event
@@ -202,8 +199,7 @@ export const webhooksPing: Command = {
   synopsis: 'webhooks ping ID',
   summary: 'send a webhook endpoint a signed test delivery and print how it went',
   options: { json: { type: 'boolean' } },
-  positionals: [{ name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }],
-  usesDatabase: true,
+  positionals: [ENDPOINT_ID],
   help: `Usage: ${PROGRAM} webhooks ping ID [--json]
 
 Sends the webhook endpoint ID one delivery now, of type webhook.ping, outside the event feed,
@@ -252,8 +248,7 @@ export const webhooksAttempts: Command = {
   synopsis: 'webhooks attempts ID',
   summary: "show a webhook endpoint's latest delivery attempts",
   options: { limit: { type: 'string' }, json: { type: 'boolean' } },
-  positionals: [{ name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }],
-  usesDatabase: true,
+  positionals: [ENDPOINT_ID],
   help: `Usage: ${PROGRAM} webhooks attempts ID [--limit N] [--json]
 
 Shows the latest delivery attempts of the webhook endpoint ID, newest first, one a line: when,
@@ -298,9 +293,7 @@ export const webhooksRotate: Command = {
   name: ['webhooks', 'rotate'],
   synopsis: 'webhooks rotate ID',
   summary: "give a webhook endpoint a new signing secret and print it (shown only this once)",
-  options: {},
-  positionals: [{ name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }],
-  usesDatabase: true,
+  positionals: [ENDPOINT_ID],
   help: `Usage: ${PROGRAM} webhooks rotate ID
 
 Gives the webhook endpoint ID a new signing secret and prints it, alone on one line, on stdout
@@ -329,9 +322,7 @@ function setEnabled(enabled: boolean): Command {
     name: ['webhooks', verb],
     synopsis: `webhooks ${verb} ID`,
     summary: enabled ? 'enable a webhook endpoint again, from the position it stopped at' : 'stop delivering to a webhook endpoint; it keeps its position',
-    options: {},
-    positionals: [{ name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }],
-    usesDatabase: true,
+    positionals: [ENDPOINT_ID],
     help: enabled
       ? `Usage: ${PROGRAM} webhooks enable ID
 
