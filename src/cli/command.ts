@@ -7,8 +7,11 @@ export const PROGRAM = 'petstore-orders'
 
 /** The command line itself is wrong (unknown command or option, missing or bad argument): exit 2. */
 export class UsageError extends Error {
-  /** The command whose `--help` explains the right usage, e.g. `keys create`. */
-  readonly command: string | undefined
+  /**
+   * The command whose `--help` explains the right usage, e.g. `keys create`; one thrown while a
+   * command parses or runs gets that command's name (runCli's dispatch).
+   */
+  command: string | undefined
   constructor(message: string, command?: string) {
     super(message)
     this.name = 'UsageError'
@@ -57,9 +60,8 @@ export interface Command {
 
 const HELP_OPTION = { help: { type: 'boolean', short: 'h' } } as const
 
-/** Parses a command's arguments strictly; any problem is a UsageError naming the command. */
+/** Parses a command's arguments strictly; any problem is a UsageError. */
 export function parseCommandArgs(command: Command, args: string[]): { values: OptionValues; positionals: string[] } {
-  const commandName = command.name.join(' ')
   let parsed: { values: OptionValues; positionals: string[] }
   try {
     parsed = parseArgs({
@@ -69,15 +71,15 @@ export function parseCommandArgs(command: Command, args: string[]): { values: Op
       allowPositionals: true,
     }) as { values: OptionValues; positionals: string[] }
   } catch (error) {
-    throw new UsageError(parseArgsProblem(error as Error & { code?: string }), commandName)
+    throw new UsageError(parseArgsProblem(error as Error & { code?: string }))
   }
   const expected = command.positionals ?? []
   if (parsed.positionals.length < expected.length) {
     const missing = expected[parsed.positionals.length]!
-    throw new UsageError(`missing ${missing.name} (${missing.describe})`, commandName)
+    throw new UsageError(`missing ${missing.name} (${missing.describe})`)
   }
   if (parsed.positionals.length > expected.length) {
-    throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[expected.length])}`, commandName)
+    throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[expected.length])}`)
   }
   return parsed
 }

@@ -168,8 +168,12 @@ async function dispatch(argv: string[], io: Io): Promise<number> {
     io.stdout.write(`${commandHelp(command)}\n`)
     return 0
   }
-  const input = parseCommandArgs(command, argv.slice(used))
-  await command.run(input, io)
+  try {
+    await command.run(parseCommandArgs(command, argv.slice(used)), io)
+  } catch (error) {
+    if (error instanceof UsageError) error.command ??= command.name.join(' ')
+    throw error
+  }
   return 0
 }
 

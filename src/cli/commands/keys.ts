@@ -6,10 +6,10 @@ import { CommandError, PROGRAM, printable, printRows, stringOption, UsageError, 
 export const MAX_KEY_NAME_LENGTH = 100
 
 function validName(name: string | undefined): string {
-  if (name === undefined) throw new UsageError('missing --name (a name for the key, e.g. the client that will use it)', 'keys create')
+  if (name === undefined) throw new UsageError('missing --name (a name for the key, e.g. the client that will use it)')
   // eslint-disable-next-line no-control-regex
   if (name.trim() === '' || [...name].length > MAX_KEY_NAME_LENGTH || /[\u0000-\u001f\u007f]/.test(name)) {
-    throw new UsageError(`--name must be 1 to ${MAX_KEY_NAME_LENGTH} characters, not blank, without control characters`, 'keys create')
+    throw new UsageError(`--name must be 1 to ${MAX_KEY_NAME_LENGTH} characters, not blank, without control characters`)
   }
   return name
 }
@@ -48,7 +48,7 @@ Examples:
       const expiresIn = stringOption(values, 'expires-in')
       if (expiresIn !== undefined) expiresInMs = parseDuration(expiresIn)
     } catch (error) {
-      throw new UsageError((error as Error).message.replace(/^invalid duration/, 'invalid --expires-in'), 'keys create')
+      throw new UsageError((error as Error).message.replace(/^invalid duration/, 'invalid --expires-in'))
     }
     const { key, secret } = await withStore(io, (store) =>
       createKey(store.apiKeys, { name, scopes, expiresAt: expiresInMs === undefined ? null : new Date(Date.now() + expiresInMs) }),
@@ -135,7 +135,7 @@ Examples:
   ${PROGRAM} keys revoke pso_4fQx9LmZ`,
   async run({ positionals }, io) {
     const target = positionals[0]!
-    if (target.trim() === '') throw new UsageError('ID must be a key id or display prefix', 'keys revoke')
+    if (target.trim() === '') throw new UsageError('ID must be a key id or display prefix')
     const message = await withStore(io, async (store) => {
       const revoked = await store.apiKeys.revoke(target)
       if (revoked === undefined) {

@@ -62,10 +62,10 @@ Examples:
 }
 
 /** The ID positional of `orders ship` and `orders complete`. */
-function orderId(text: string, command: string): bigint {
+function orderId(text: string): bigint {
   const id = parseInt64(text)
   if (id === undefined || id < 1n) {
-    throw new UsageError(`ID must be an order id, an integer from 1 to ${INT64_MAX}, got ${JSON.stringify(text)}`, command)
+    throw new UsageError(`ID must be an order id, an integer from 1 to ${INT64_MAX}, got ${JSON.stringify(text)}`)
   }
   return id
 }
@@ -90,7 +90,7 @@ Examples:
   ${PROGRAM} orders ship 10
   ${PROGRAM} orders ship 9223372036854775807`,
   async run({ positionals }, io) {
-    const id = orderId(positionals[0]!, 'orders ship')
+    const id = orderId(positionals[0]!)
     const { outcome } = await withStore(io, (store) => store.orders.ship(id))
     switch (outcome) {
       case 'shipped':
@@ -127,7 +127,7 @@ Examples:
   ${PROGRAM} orders complete 10
   ${PROGRAM} orders complete 9223372036854775807`,
   async run({ positionals }, io) {
-    const id = orderId(positionals[0]!, 'orders complete')
+    const id = orderId(positionals[0]!)
     const { outcome } = await withStore(io, (store) => store.orders.complete(id))
     switch (outcome) {
       case 'completed':

@@ -16,11 +16,11 @@ export function seedProgress(progress: Progress, orders: number): SeedProgress {
 
 function integerOption(text: string | undefined, name: string, min: number, max: number, fallback?: number): number {
   if (text === undefined) {
-    if (fallback === undefined) throw new UsageError(`missing --${name}`, 'seed')
+    if (fallback === undefined) throw new UsageError(`missing --${name}`)
     return fallback
   }
   if (!/^[0-9]{1,16}$/.test(text) || Number(text) < min || Number(text) > max) {
-    throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(text)}`, 'seed')
+    throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(text)}`)
   }
   return Number(text)
 }
@@ -65,7 +65,7 @@ Examples:
     const firstIdText = stringOption(values, 'first-id')
     const firstOrderId = firstIdText === undefined ? 1n : parseInt64(firstIdText)
     if (firstOrderId === undefined || firstOrderId < 1n || firstOrderId + BigInt(orders) - 1n > INT64_MAX) {
-      throw new UsageError(`--first-id must be an integer from 1 to ${INT64_MAX - BigInt(orders) + 1n}, got ${JSON.stringify(firstIdText)}`, 'seed')
+      throw new UsageError(`--first-id must be an integer from 1 to ${INT64_MAX - BigInt(orders) + 1n}, got ${JSON.stringify(firstIdText)}`)
     }
     const progress = new Progress(io.stderr)
     progress.update('seeding…', true)

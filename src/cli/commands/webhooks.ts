@@ -21,19 +21,19 @@ function parseEvents(text: string): OrderEventType[] {
   const types = text.split(',').map((type) => type.trim())
   for (const type of types) {
     if (!(ORDER_EVENT_TYPES as readonly string[]).includes(type)) {
-      throw new UsageError(`--events: unknown event type ${JSON.stringify(type)} (types: ${ORDER_EVENT_TYPES.join(', ')})`, 'webhooks add')
+      throw new UsageError(`--events: unknown event type ${JSON.stringify(type)} (types: ${ORDER_EVENT_TYPES.join(', ')})`)
     }
   }
-  if (new Set(types).size !== types.length) throw new UsageError('--events names a type more than once', 'webhooks add')
+  if (new Set(types).size !== types.length) throw new UsageError('--events names a type more than once')
   return types as OrderEventType[]
 }
 
 /** The ID positional of the commands on one endpoint. */
 const ENDPOINT_ID = { name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }
 
-function endpointId(text: string, command: string): bigint {
+function endpointId(text: string): bigint {
   const id = /^[0-9]{1,19}$/.test(text) ? parseInt64(text) : undefined
-  if (id === undefined) throw new UsageError(`ID must be an endpoint id, as 'webhooks list' shows it; got ${JSON.stringify(text)}`, command)
+  if (id === undefined) throw new UsageError(`ID must be an endpoint id, as 'webhooks list' shows it; got ${JSON.stringify(text)}`)
   return id
 }
 
@@ -73,12 +73,12 @@ Examples:
   SECRET=$(${PROGRAM} webhooks add https://hooks.example.com/dispatch --events order.shipped,order.cancelled)`,
   async run({ values, positionals }, io) {
     const url = positionals[0]!
-    if (url.length > MAX_WEBHOOK_URL_LENGTH) throw new UsageError(`URL must be at most ${MAX_WEBHOOK_URL_LENGTH} characters`, 'webhooks add')
+    if (url.length > MAX_WEBHOOK_URL_LENGTH) throw new UsageError(`URL must be at most ${MAX_WEBHOOK_URL_LENGTH} characters`)
     const eventsText = stringOption(values, 'events')
     const eventTypes = eventsText === undefined ? undefined : parseEvents(eventsText)
     const description = stringOption(values, 'description')
     if (description !== undefined && description.length > MAX_WEBHOOK_DESCRIPTION_LENGTH) {
-      throw new UsageError(`--description must be at most ${MAX_WEBHOOK_DESCRIPTION_LENGTH} characters`, 'webhooks add')
+      throw new UsageError(`--description must be at most ${MAX_WEBHOOK_DESCRIPTION_LENGTH} characters`)
     }
     const config = loadWebhooksConfig(io.env)
     const { endpoint, secret } = await withStore(io, (store) =>
@@ -153,7 +153,7 @@ Options:
 Examples:
   ${PROGRAM} webhooks remove 7`,
   async run({ positionals }, io) {
-    const id = endpointId(positionals[0]!, 'webhooks remove')
+    const id = endpointId(positionals[0]!)
     const removed = await withStore(io, (store) => store.webhooks.remove(id))
     if (!removed) throw noSuchEndpoint(id)
     io.stdout.write(`removed webhook endpoint ${id}\n`)
@@ -180,10 +180,10 @@ Options:
 Examples:
   ${PROGRAM} webhooks replay 7 --after 1234`,
   async run({ values, positionals }, io) {
-    const id = endpointId(positionals[0]!, 'webhooks replay')
+    const id = endpointId(positionals[0]!)
     const text = stringOption(values, 'after')
-    if (text === undefined) throw new UsageError('missing --after (the feed cursor to replay after, e.g. --after 1234)', 'webhooks replay')
-    const after = afterOption(text, 'webhooks replay')
+    if (text === undefined) throw new UsageError('missing --after (the feed cursor to replay after, e.g. --after 1234)')
+    const after = afterOption(text)
     const endpoint = await withStore(io, (store) =>
       store.webhooks.replay(id, after).catch((error: unknown) => {
         throw cursorProblem(error, `--after ${after}`, 'replay from a later cursor')
@@ -222,7 +222,7 @@ Examples:
   # webhook endpoint 7 answered 204 in 85 ms
   ${PROGRAM} webhooks ping 7 --json`,
   async run({ values, positionals }, io) {
-    const id = endpointId(positionals[0]!, 'webhooks ping')
+    const id = endpointId(positionals[0]!)
     const config = loadWebhooksConfig(io.env)
     const deliverer = new Deliverer({ timeoutMs: config.timeoutMs, allowPrivateNetworks: config.allowPrivateNetworks })
     let result
@@ -266,11 +266,11 @@ Examples:
   ${PROGRAM} webhooks attempts 7
   ${PROGRAM} webhooks attempts 7 --limit 100 | awk -F'\\t' '$4 != "-"'   # the failures`,
   async run({ values, positionals }, io) {
-    const id = endpointId(positionals[0]!, 'webhooks attempts')
+    const id = endpointId(positionals[0]!)
     const limitText = stringOption(values, 'limit')
     const limit = limitText === undefined ? ATTEMPTS_LISTED_DEFAULT : /^[0-9]{1,3}$/.test(limitText) ? Number(limitText) : NaN
     if (!(limit >= 1 && limit <= ATTEMPTS_KEPT)) {
-      throw new UsageError(`--limit must be an integer from 1 to ${ATTEMPTS_KEPT}; got ${JSON.stringify(limitText)}`, 'webhooks attempts')
+      throw new UsageError(`--limit must be an integer from 1 to ${ATTEMPTS_KEPT}; got ${JSON.stringify(limitText)}`)
     }
     const attempts = await withStore(io, (store) => store.webhooks.attempts(id, limit))
     if (attempts === undefined) throw noSuchEndpoint(id)
@@ -307,7 +307,7 @@ Options:
 Examples:
   SECRET=$(${PROGRAM} webhooks rotate 7)`,
   async run({ positionals }, io) {
-    const id = endpointId(positionals[0]!, 'webhooks rotate')
+    const id = endpointId(positionals[0]!)
     const secret = await withStore(io, (store) => rotateWebhookSecret(store.webhooks, id))
     if (secret === undefined) throw noSuchEndpoint(id)
     io.stdout.write(`${secret}\n`)
@@ -348,7 +348,7 @@ Options:
 Examples:
   ${PROGRAM} webhooks disable 7`,
     async run({ positionals }, io) {
-      const id = endpointId(positionals[0]!, `webhooks ${verb}`)
+      const id = endpointId(positionals[0]!)
       const config = loadWebhooksConfig(io.env)
       const endpoint = await withStore(io, async (store) => store.webhooks.update(id, await toEndpointPatch({ enabled }, config)))
       if (endpoint === undefined) throw noSuchEndpoint(id)
