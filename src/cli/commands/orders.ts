@@ -1,4 +1,5 @@
 import { parseInt64, INT64_MAX } from '../../domain/int64.js'
+import type { Store } from '../../store/store.js'
 import { CommandError, PROGRAM, UsageError, withStore, type Command } from '../command.js'
 
 export const ordersImport: Command = {
@@ -70,6 +71,23 @@ function orderId(text: string): bigint {
   return id
 }
 
+/**
+ * The run of `orders ship` and `orders complete`: `write` the order ID, then print what `answers`
+ * gives its outcome, or fail with it when it is an error.
+ */
+function orderWrite<Outcome extends string>(
+  write: (store: Store, id: bigint) => Promise<{ outcome: Outcome }>,
+  answers: (id: bigint) => Record<Outcome, string | CommandError>,
+): Command['run'] {
+  return async ({ positionals }, io) => {
+    const id = orderId(positionals[0]!)
+    const { outcome } = await withStore(io, (store) => write(store, id))
+    const answer = answers(id)[outcome]
+    if (answer instanceof CommandError) throw answer
+    io.stdout.write(`${answer}\n`)
+  }
+}
+
 export const ordersShip: Command = {
   name: ['orders', 'ship'],
   synopsis: 'orders ship ID',
@@ -89,22 +107,12 @@ Options:
 Examples:
   ${PROGRAM} orders ship 10
   ${PROGRAM} orders ship 9223372036854775807`,
-  async run({ positionals }, io) {
-    const id = orderId(positionals[0]!)
-    const { outcome } = await withStore(io, (store) => store.orders.ship(id))
-    switch (outcome) {
-      case 'shipped':
-        io.stdout.write(`order ${id} shipped\n`)
-        return
-      case 'already_shipped':
-        io.stdout.write(`order ${id} was already shipped; nothing changed\n`)
-        return
-      case 'cancelled':
-        throw new CommandError(`order ${id} is cancelled; a cancelled order cannot be shipped`)
-      case 'not_found':
-        throw new CommandError(`order ${id} does not exist`)
-    }
-  },
+  run: orderWrite((store, id) => store.orders.ship(id), (id) => ({
+    shipped: `order ${id} shipped`,
+    already_shipped: `order ${id} was already shipped; nothing changed`,
+    cancelled: new CommandError(`order ${id} is cancelled; a cancelled order cannot be shipped`),
+    not_found: new CommandError(`order ${id} does not exist`),
+  })),
 }
 
 export const ordersComplete: Command = {
@@ -126,22 +134,11 @@ Options:
 Examples:
   ${PROGRAM} orders complete 10
   ${PROGRAM} orders complete 9223372036854775807`,
-  async run({ positionals }, io) {
-    const id = orderId(positionals[0]!)
-    const { outcome } = await withStore(io, (store) => store.orders.complete(id))
-    switch (outcome) {
-      case 'completed':
-        io.stdout.write(`order ${id} completed\n`)
-        return
-      case 'already_complete':
-        io.stdout.write(`order ${id} was already complete; nothing changed\n`)
-        return
-      case 'not_shipped':
-        throw new CommandError(`order ${id} is pending; only a shipped order can be completed (ship it first: orders ship ${id})`)
-      case 'cancelled':
-        throw new CommandError(`order ${id} is cancelled; a cancelled order cannot be completed`)
-      case 'not_found':
-        throw new CommandError(`order ${id} does not exist`)
-    }
-  },
+  run: orderWrite((store, id) => store.orders.complete(id), (id) => ({
+    completed: `order ${id} completed`,
+    already_complete: `order ${id} was already complete; nothing changed`,
+    not_shipped: new CommandError(`order ${id} is pending; only a shipped order can be completed (ship it first: orders ship ${id})`),
+    cancelled: new CommandError(`order ${id} is cancelled; a cancelled order cannot be completed`),
+    not_found: new CommandError(`order ${id} does not exist`),
+  })),
 }
