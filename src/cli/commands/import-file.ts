@@ -65,13 +65,11 @@ export async function importFile<T>(
   } catch (error) {
     progress.clear()
     if (error instanceof ConfigError) throw error
-    if (error instanceof ImportConflictError && error.orderId !== undefined) {
-      // The store names the order; the file's reader names where it is (a second pass, only now).
-      const position = await locateOrder(source, error.orderId).catch(() => undefined)
-      throw new CommandError(`${file}: ${position === undefined ? '' : `${position}: `}${oneLine(error.message)}; nothing was imported`)
-    }
     if (error instanceof ImportFileError || error instanceof ImportConflictError) {
-      throw new CommandError(`${file}: ${oneLine(error.message)}; nothing was imported`)
+      // The store names the order; the file's reader names where it is (a second pass, only now).
+      const orderId = error instanceof ImportConflictError ? error.orderId : undefined
+      const position = orderId === undefined ? undefined : await locateOrder(source, orderId).catch(() => undefined)
+      throw new CommandError(`${file}: ${position === undefined ? '' : `${position}: `}${oneLine(error.message)}; nothing was imported`)
     }
     throw new CommandError(`${oneLine((error as Error).message)}; nothing was imported`, { cause: error })
   }

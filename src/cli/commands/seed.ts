@@ -73,13 +73,13 @@ Examples:
     try {
       result = await withStore(io, (store) => seedDemoData(store, { orders, seed: seedValue, firstOrderId }, seedProgress(progress, orders)), { createDatabase: true })
     } catch (error) {
-      progress.clear()
       if (error instanceof ImportConflictError) {
         throw new CommandError(`${oneLine(error.message)}; nothing was seeded (use --first-id to seed other ids)`)
       }
       throw error
+    } finally {
+      progress.clear()
     }
-    progress.clear()
     const lastId = firstOrderId + BigInt(orders) - 1n
     io.stdout.write(
       `seeded ${result.orders} orders (ids ${firstOrderId} to ${lastId}) and ${result.pets} pets (ids 1 to ${result.pets}) with seed ${seedValue}\n`,
