@@ -7,7 +7,7 @@ import { CommandError, oneLine, PROGRAM, withStore, type Io } from '../command.j
 import { formatCount, percent, Progress } from '../progress.js'
 
 /** Refuses a FILE that cannot be read before anything else happens (the database is not even opened). */
-export async function checkReadableFile(file: string): Promise<number> {
+async function checkReadableFile(file: string): Promise<number> {
   try {
     const info = await stat(file)
     if (info.isDirectory()) throw new CommandError(`cannot read ${file}: it is a directory`)

@@ -3,7 +3,7 @@ import { DEFAULT_SCOPES, parseDuration, parseScopes, SCOPES, type ApiKey, type S
 import { createKey } from '../../keys/create-key.js'
 import { CommandError, PROGRAM, printable, printRows, stringOption, UsageError, withStore, type Command } from '../command.js'
 
-export const MAX_KEY_NAME_LENGTH = 100
+const MAX_KEY_NAME_LENGTH = 100
 
 function validName(name: string | undefined): string {
   if (name === undefined) throw new UsageError('missing --name (a name for the key, e.g. the client that will use it)')
