@@ -7,8 +7,11 @@ export const PROGRAM = 'petstore-orders'
 
 /** The command line itself is wrong (unknown command or option, missing or bad argument): exit 2. */
 export class UsageError extends Error {
-  /** The command whose `--help` explains the right usage, e.g. `keys create`. */
-  readonly command: string | undefined
+  /**
+   * The command whose `--help` explains the right usage, e.g. `keys create`; one thrown while a
+   * command parses or runs gets that command's name (runCli's dispatch).
+   */
+  command: string | undefined
   constructor(message: string, command?: string) {
     super(message)
     this.name = 'UsageError'
@@ -48,19 +51,17 @@ export interface Command {
   summary: string
   /** The full `--help` text (without the common footer). */
   help: string
-  options: OptionSpec
-  /** Names of the positional arguments, all required, e.g. `['ID']`. */
-  positionals: { name: string; describe: string }[]
-  /** The common footer (DATABASE_URL) applies: the command opens the store. */
-  usesDatabase: boolean
+  /** Its options besides `--help`; none when left out. */
+  options?: OptionSpec
+  /** Names of the positional arguments, all required, e.g. `['ID']`; none when left out. */
+  positionals?: { name: string; describe: string }[]
   run(input: { values: OptionValues; positionals: string[] }, io: Io): Promise<void>
 }
 
 const HELP_OPTION = { help: { type: 'boolean', short: 'h' } } as const
 
-/** Parses a command's arguments strictly; any problem is a UsageError naming the command. */
+/** Parses a command's arguments strictly; any problem is a UsageError. */
 export function parseCommandArgs(command: Command, args: string[]): { values: OptionValues; positionals: string[] } {
-  const commandName = command.name.join(' ')
   let parsed: { values: OptionValues; positionals: string[] }
   try {
     parsed = parseArgs({
@@ -70,15 +71,15 @@ export function parseCommandArgs(command: Command, args: string[]): { values: Op
       allowPositionals: true,
     }) as { values: OptionValues; positionals: string[] }
   } catch (error) {
-    throw new UsageError(parseArgsProblem(error as Error & { code?: string }), commandName)
+    throw new UsageError(parseArgsProblem(error as Error & { code?: string }))
   }
-  const expected = command.positionals
+  const expected = command.positionals ?? []
   if (parsed.positionals.length < expected.length) {
     const missing = expected[parsed.positionals.length]!
-    throw new UsageError(`missing ${missing.name} (${missing.describe})`, commandName)
+    throw new UsageError(`missing ${missing.name} (${missing.describe})`)
   }
   if (parsed.positionals.length > expected.length) {
-    throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[expected.length])}`, commandName)
+    throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[expected.length])}`)
   }
   return parsed
 }
@@ -148,6 +149,26 @@ export async function withStore<T>(
     return await work(store)
   } finally {
     await store.close()
+  }
+}
+
+/**
+ * Rows under a header of `columns`, aligned, on a terminal; piped, tab-separated with no header.
+ * On a terminal, `empty` is said on stderr when there is no row.
+ */
+export function printRows(io: Io, columns: readonly string[], rows: string[][], empty: string): void {
+  if (io.stdout.isTTY !== true) {
+    for (const row of rows) io.stdout.write(`${row.join('\t')}\n`)
+    return
+  }
+  if (rows.length === 0) {
+    io.stderr.write(`${empty}\n`)
+    return
+  }
+  const table = [[...columns], ...rows]
+  const widths = columns.map((_, i) => Math.max(...table.map((row) => [...row[i]!].length)))
+  for (const row of table) {
+    io.stdout.write(`${row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ')}\n`)
   }
 }
 

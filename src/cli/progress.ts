@@ -1,23 +1,19 @@
+import type { OutputStream } from './command.js'
+
 /**
  * A one-line progress display for long work (import, seed): rewritten in place with `\r` on a
  * terminal, at most every `intervalMs`; nothing at all when the stream is not a terminal (piped
  * or redirected), so logs and scripts never see it.
  */
-export interface ProgressStream {
-  isTTY?: boolean
-  columns?: number
-  write(text: string): unknown
-}
-
 export class Progress {
   readonly enabled: boolean
-  private readonly stream: ProgressStream
+  private readonly stream: OutputStream
   private readonly intervalMs: number
   private readonly now: () => number
   private lastWrite = -Infinity
   private shown = false
 
-  constructor(stream: ProgressStream = process.stderr, options: { intervalMs?: number; now?: () => number } = {}) {
+  constructor(stream: OutputStream = process.stderr, options: { intervalMs?: number; now?: () => number } = {}) {
     this.stream = stream
     this.enabled = stream.isTTY === true
     this.intervalMs = options.intervalMs ?? 200

@@ -43,12 +43,8 @@ const EXIT_STATUS = `Exit status: 0 done; 1 failed (nothing half-done is left be
 Errors are one line on stderr: "${PROGRAM}: <what is wrong>".`
 
 function commandList(commands: Command[]): string {
-  const width = Math.max(...commands.map((command) => usageLine(command).length))
-  return commands.map((command) => `  ${usageLine(command).padEnd(width)}   ${command.summary}`).join('\n')
-}
-
-function usageLine(command: Command): string {
-  return command.synopsis
+  const width = Math.max(...commands.map((command) => command.synopsis.length))
+  return commands.map((command) => `  ${command.synopsis.padEnd(width)}   ${command.summary}`).join('\n')
 }
 
 function topHelp(): string {
@@ -100,7 +96,8 @@ function firstExample(command: Command): string {
 }
 
 function commandHelp(command: Command): string {
-  return [command.help, ...(command.usesDatabase ? [ENVIRONMENT] : []), EXIT_STATUS].join('\n\n')
+  // Every command opens the database, so DATABASE_URL applies to each.
+  return [command.help, ENVIRONMENT, EXIT_STATUS].join('\n\n')
 }
 
 function version(): string {
@@ -171,8 +168,12 @@ async function dispatch(argv: string[], io: Io): Promise<number> {
     io.stdout.write(`${commandHelp(command)}\n`)
     return 0
   }
-  const input = parseCommandArgs(command, argv.slice(used))
-  await command.run(input, io)
+  try {
+    await command.run(parseCommandArgs(command, argv.slice(used)), io)
+  } catch (error) {
+    if (error instanceof UsageError) error.command ??= command.name.join(' ')
+    throw error
+  }
   return 0
 }
 

@@ -1,12 +1,5 @@
 import type { Store } from '../store/store.js'
-import { demoOrders, demoPetCount, demoPets } from './demo-data.js'
-
-export interface SeedOptions {
-  orders: number
-  seed: number
-  firstOrderId: bigint
-  now?: Date
-}
+import { demoOrders, demoPetCount, demoPets, type DemoOrderOptions } from './demo-data.js'
 
 export interface SeedResult {
   orders: number
@@ -23,12 +16,9 @@ export interface SeedProgress {
  * Writes the demo orders, then their pets: two transactions, orders first, because only orders can
  * be refused (a status never moves back); pets are always accepted.
  */
-export async function seedDemoData(store: Store, options: SeedOptions, progress?: SeedProgress): Promise<SeedResult> {
+export async function seedDemoData(store: Store, options: DemoOrderOptions, progress?: SeedProgress): Promise<SeedResult> {
   const petCount = demoPetCount(options.orders)
-  const orders = await store.orders.import(
-    demoOrders({ orders: options.orders, seed: options.seed, firstOrderId: options.firstOrderId, now: options.now }),
-    (count) => progress?.orders(count),
-  )
+  const orders = await store.orders.import(demoOrders(options), (count) => progress?.orders(count))
   progress?.pets(petCount)
   const pets = await store.pets.import(demoPets(petCount))
   return { orders, pets }

@@ -17,8 +17,6 @@ export const eventsTail: Command = {
   synopsis: 'events tail [--after CURSOR]',
   summary: 'print order events as NDJSON as they happen, until interrupted',
   options: { after: { type: 'string' } },
-  positionals: [],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} events tail [--after CURSOR]
 
 Prints the order event feed on stdout as NDJSON, one event a line, oldest first — every event
@@ -49,7 +47,7 @@ Examples:
   ${PROGRAM} events tail | jq -c 'select(.type == "order.cancelled") | .order.id'`,
   async run({ values }, io) {
     const text = stringOption(values, 'after')
-    const after = text === undefined ? undefined : afterOption(text, 'events tail')
+    const after = text === undefined ? undefined : afterOption(text)
     // Installed before the database is opened: an early Ctrl-C still stops cleanly. A second
     // signal finds no handler and ends the process at once, as an impatient operator expects.
     const stopping = new AbortController()
@@ -69,12 +67,12 @@ Examples:
   },
 }
 
-/** `--after` of `command`: a position of the feed, as the API reads `after`. */
-export function afterOption(text: string, command: string): bigint {
+/** `--after`: a position of the feed, as the API reads `after`. */
+export function afterOption(text: string): bigint {
   try {
     return parseEventPosition(text)
   } catch {
-    throw new UsageError(`--after must be a cursor of the event feed, a decimal integer from 0 to ${INT64_MAX} (an event's "id"), got ${JSON.stringify(text)}`, command)
+    throw new UsageError(`--after must be a cursor of the event feed, a decimal integer from 0 to ${INT64_MAX} (an event's "id"), got ${JSON.stringify(text)}`)
   }
 }
 

@@ -7,7 +7,7 @@ import { CommandError, oneLine, PROGRAM, withStore, type Io } from '../command.j
 import { formatCount, percent, Progress } from '../progress.js'
 
 /** Refuses a FILE that cannot be read before anything else happens (the database is not even opened). */
-export async function checkReadableFile(file: string): Promise<number> {
+async function checkReadableFile(file: string): Promise<number> {
   try {
     const info = await stat(file)
     if (info.isDirectory()) throw new CommandError(`cannot read ${file}: it is a directory`)
@@ -65,13 +65,11 @@ export async function importFile<T>(
   } catch (error) {
     progress.clear()
     if (error instanceof ConfigError) throw error
-    if (error instanceof ImportConflictError && error.orderId !== undefined) {
-      // The store names the order; the file's reader names where it is (a second pass, only now).
-      const position = await locateOrder(source, error.orderId).catch(() => undefined)
-      throw new CommandError(`${file}: ${position === undefined ? '' : `${position}: `}${oneLine(error.message)}; nothing was imported`)
-    }
     if (error instanceof ImportFileError || error instanceof ImportConflictError) {
-      throw new CommandError(`${file}: ${oneLine(error.message)}; nothing was imported`)
+      // The store names the order; the file's reader names where it is (a second pass, only now).
+      const orderId = error instanceof ImportConflictError ? error.orderId : undefined
+      const position = orderId === undefined ? undefined : await locateOrder(source, orderId).catch(() => undefined)
+      throw new CommandError(`${file}: ${position === undefined ? '' : `${position}: `}${oneLine(error.message)}; nothing was imported`)
     }
     throw new CommandError(`${oneLine((error as Error).message)}; nothing was imported`, { cause: error })
   }

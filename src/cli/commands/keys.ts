@@ -1,14 +1,15 @@
+import { stringify as stringifyLossless } from 'lossless-json'
 import { DEFAULT_SCOPES, parseDuration, parseScopes, SCOPES, type ApiKey, type Scope } from '../../domain/api-keys.js'
 import { createKey } from '../../keys/create-key.js'
-import { CommandError, PROGRAM, printable, stringOption, UsageError, withStore, type Command } from '../command.js'
+import { CommandError, PROGRAM, printable, printRows, stringOption, UsageError, withStore, type Command } from '../command.js'
 
-export const MAX_KEY_NAME_LENGTH = 100
+const MAX_KEY_NAME_LENGTH = 100
 
 function validName(name: string | undefined): string {
-  if (name === undefined) throw new UsageError('missing --name (a name for the key, e.g. the client that will use it)', 'keys create')
+  if (name === undefined) throw new UsageError('missing --name (a name for the key, e.g. the client that will use it)')
   // eslint-disable-next-line no-control-regex
   if (name.trim() === '' || [...name].length > MAX_KEY_NAME_LENGTH || /[\u0000-\u001f\u007f]/.test(name)) {
-    throw new UsageError(`--name must be 1 to ${MAX_KEY_NAME_LENGTH} characters, not blank, without control characters`, 'keys create')
+    throw new UsageError(`--name must be 1 to ${MAX_KEY_NAME_LENGTH} characters, not blank, without control characters`)
   }
   return name
 }
@@ -18,8 +19,6 @@ export const keysCreate: Command = {
   synopsis: 'keys create --name NAME',
   summary: 'create an API key and print it (shown only this once)',
   options: { name: { type: 'string' }, scopes: { type: 'string' }, 'expires-in': { type: 'string' } },
-  positionals: [],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} keys create --name NAME [--scopes SCOPES] [--expires-in DURATION]
 
 Creates an API key and prints the key, alone on one line, on stdout; everything else goes to
@@ -49,7 +48,7 @@ Examples:
       const expiresIn = stringOption(values, 'expires-in')
       if (expiresIn !== undefined) expiresInMs = parseDuration(expiresIn)
     } catch (error) {
-      throw new UsageError((error as Error).message.replace(/^invalid duration/, 'invalid --expires-in'), 'keys create')
+      throw new UsageError((error as Error).message.replace(/^invalid duration/, 'invalid --expires-in'))
     }
     const { key, secret } = await withStore(io, (store) =>
       createKey(store.apiKeys, { name, scopes, expiresAt: expiresInMs === undefined ? null : new Date(Date.now() + expiresInMs) }),
@@ -78,20 +77,11 @@ function keyColumns(key: ApiKey): string[] {
   ]
 }
 
-/** The JSON of `keys list --json`: ids as exact integer literals; never the secret or its hash. */
-export function keysToJson(keys: ApiKey[]): string {
-  const items = keys.map((key) => {
-    const rest = JSON.stringify({
-      name: key.name,
-      displayPrefix: key.displayPrefix,
-      scopes: key.scopes,
-      createdAt: key.createdAt.toISOString(),
-      expiresAt: key.expiresAt?.toISOString() ?? null,
-      revokedAt: key.revokedAt?.toISOString() ?? null,
-    })
-    return `{"id":${key.id.toString()},${rest.slice(1)}`
-  })
-  return `[${items.join(',')}]`
+/** The JSON of `keys list --json`: ids as exact integer literals, dates ISO 8601; never the secret or its hash. */
+function keysToJson(keys: ApiKey[]): string {
+  return stringifyLossless(
+    keys.map(({ id, name, displayPrefix, scopes, createdAt, expiresAt, revokedAt }) => ({ id, name, displayPrefix, scopes, createdAt, expiresAt, revokedAt })),
+  )!
 }
 
 export const keysList: Command = {
@@ -99,8 +89,6 @@ export const keysList: Command = {
   synopsis: 'keys list',
   summary: 'list API keys (never their secrets)',
   options: { json: { type: 'boolean' } },
-  positionals: [],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} keys list [--json]
 
 Lists every API key, oldest first, one a line: id, name, display prefix, scopes, created,
@@ -123,20 +111,7 @@ Examples:
       io.stdout.write(`${keysToJson(keys)}\n`)
       return
     }
-    const rows = keys.map(keyColumns)
-    if (io.stdout.isTTY !== true) {
-      for (const row of rows) io.stdout.write(`${row.join('\t')}\n`)
-      return
-    }
-    if (rows.length === 0) {
-      io.stderr.write(`no API keys yet; create one with '${PROGRAM} keys create --name NAME'\n`)
-      return
-    }
-    const table = [[...COLUMNS], ...rows]
-    const widths = COLUMNS.map((_, i) => Math.max(...table.map((row) => [...row[i]!].length)))
-    for (const row of table) {
-      io.stdout.write(`${row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ')}\n`)
-    }
+    printRows(io, COLUMNS, keys.map(keyColumns), `no API keys yet; create one with '${PROGRAM} keys create --name NAME'`)
   },
 }
 
@@ -144,9 +119,7 @@ export const keysRevoke: Command = {
   name: ['keys', 'revoke'],
   synopsis: 'keys revoke ID',
   summary: 'revoke an API key by id or display prefix',
-  options: {},
   positionals: [{ name: 'ID', describe: "the key's id or display prefix, as 'keys list' shows them" }],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} keys revoke ID
 
 Revokes an API key: requests with it are refused (401) from then on — by every server within
@@ -162,7 +135,7 @@ Examples:
   ${PROGRAM} keys revoke pso_4fQx9LmZ`,
   async run({ positionals }, io) {
     const target = positionals[0]!
-    if (target.trim() === '') throw new UsageError('ID must be a key id or display prefix', 'keys revoke')
+    if (target.trim() === '') throw new UsageError('ID must be a key id or display prefix')
     const message = await withStore(io, async (store) => {
       const revoked = await store.apiKeys.revoke(target)
       if (revoked === undefined) {

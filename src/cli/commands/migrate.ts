@@ -4,9 +4,6 @@ export const migrate: Command = {
   name: ['migrate'],
   synopsis: 'migrate',
   summary: 'apply pending database migrations',
-  options: {},
-  positionals: [],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} migrate
 
 Applies the database migrations this version has and the database lacks, and prints them. Every

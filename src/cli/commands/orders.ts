@@ -1,13 +1,12 @@
 import { parseInt64, INT64_MAX } from '../../domain/int64.js'
+import type { Store } from '../../store/store.js'
 import { CommandError, PROGRAM, UsageError, withStore, type Command } from '../command.js'
 
 export const ordersImport: Command = {
   name: ['orders', 'import'],
   synopsis: 'orders import FILE',
   summary: 'import orders from a JSON array or NDJSON file (all or nothing)',
-  options: {},
   positionals: [{ name: 'FILE', describe: 'a JSON array or NDJSON file of orders' }],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} orders import FILE
 
 Imports the orders of FILE in one transaction: every record is inserted or, when an order with
@@ -64,21 +63,36 @@ Examples:
 }
 
 /** The ID positional of `orders ship` and `orders complete`. */
-function orderId(text: string, command: string): bigint {
+function orderId(text: string): bigint {
   const id = parseInt64(text)
   if (id === undefined || id < 1n) {
-    throw new UsageError(`ID must be an order id, an integer from 1 to ${INT64_MAX}, got ${JSON.stringify(text)}`, command)
+    throw new UsageError(`ID must be an order id, an integer from 1 to ${INT64_MAX}, got ${JSON.stringify(text)}`)
   }
   return id
+}
+
+/**
+ * The run of `orders ship` and `orders complete`: `write` the order ID, then print what `answers`
+ * gives its outcome, or fail with it when it is an error.
+ */
+function orderWrite<Outcome extends string>(
+  write: (store: Store, id: bigint) => Promise<{ outcome: Outcome }>,
+  answers: (id: bigint) => Record<Outcome, string | CommandError>,
+): Command['run'] {
+  return async ({ positionals }, io) => {
+    const id = orderId(positionals[0]!)
+    const { outcome } = await withStore(io, (store) => write(store, id))
+    const answer = answers(id)[outcome]
+    if (answer instanceof CommandError) throw answer
+    io.stdout.write(`${answer}\n`)
+  }
 }
 
 export const ordersShip: Command = {
   name: ['orders', 'ship'],
   synopsis: 'orders ship ID',
   summary: 'mark a pending order as shipped',
-  options: {},
   positionals: [{ name: 'ID', describe: 'the id of the order to ship' }],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} orders ship ID
 
 Marks the pending order ID as shipped and records when (shippedAt). An order that is
@@ -93,31 +107,19 @@ Options:
 Examples:
   ${PROGRAM} orders ship 10
   ${PROGRAM} orders ship 9223372036854775807`,
-  async run({ positionals }, io) {
-    const id = orderId(positionals[0]!, 'orders ship')
-    const { outcome } = await withStore(io, (store) => store.orders.ship(id))
-    switch (outcome) {
-      case 'shipped':
-        io.stdout.write(`order ${id} shipped\n`)
-        return
-      case 'already_shipped':
-        io.stdout.write(`order ${id} was already shipped; nothing changed\n`)
-        return
-      case 'cancelled':
-        throw new CommandError(`order ${id} is cancelled; a cancelled order cannot be shipped`)
-      case 'not_found':
-        throw new CommandError(`order ${id} does not exist`)
-    }
-  },
+  run: orderWrite((store, id) => store.orders.ship(id), (id) => ({
+    shipped: `order ${id} shipped`,
+    already_shipped: `order ${id} was already shipped; nothing changed`,
+    cancelled: new CommandError(`order ${id} is cancelled; a cancelled order cannot be shipped`),
+    not_found: new CommandError(`order ${id} does not exist`),
+  })),
 }
 
 export const ordersComplete: Command = {
   name: ['orders', 'complete'],
   synopsis: 'orders complete ID',
   summary: 'mark a shipped order as complete',
-  options: {},
   positionals: [{ name: 'ID', describe: 'the id of the order to complete' }],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} orders complete ID
 
 Marks the shipped order ID as complete (fulfilled), and records when (completedAt). An order
@@ -132,22 +134,11 @@ Options:
 Examples:
   ${PROGRAM} orders complete 10
   ${PROGRAM} orders complete 9223372036854775807`,
-  async run({ positionals }, io) {
-    const id = orderId(positionals[0]!, 'orders complete')
-    const { outcome } = await withStore(io, (store) => store.orders.complete(id))
-    switch (outcome) {
-      case 'completed':
-        io.stdout.write(`order ${id} completed\n`)
-        return
-      case 'already_complete':
-        io.stdout.write(`order ${id} was already complete; nothing changed\n`)
-        return
-      case 'not_shipped':
-        throw new CommandError(`order ${id} is pending; only a shipped order can be completed (ship it first: orders ship ${id})`)
-      case 'cancelled':
-        throw new CommandError(`order ${id} is cancelled; a cancelled order cannot be completed`)
-      case 'not_found':
-        throw new CommandError(`order ${id} does not exist`)
-    }
-  },
+  run: orderWrite((store, id) => store.orders.complete(id), (id) => ({
+    completed: `order ${id} completed`,
+    already_complete: `order ${id} was already complete; nothing changed`,
+    not_shipped: new CommandError(`order ${id} is pending; only a shipped order can be completed (ship it first: orders ship ${id})`),
+    cancelled: new CommandError(`order ${id} is cancelled; a cancelled order cannot be completed`),
+    not_found: new CommandError(`order ${id} does not exist`),
+  })),
 }

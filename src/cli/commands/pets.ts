@@ -5,9 +5,7 @@ export const petsImport: Command = {
   name: ['pets', 'import'],
   synopsis: 'pets import FILE',
   summary: 'import pets from a JSON array or NDJSON file (all or nothing)',
-  options: {},
   positionals: [{ name: 'FILE', describe: 'a JSON array or NDJSON file of pets' }],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} pets import FILE
 
 Imports the pets of FILE in one transaction, inserting each or replacing the pet with its id (the

@@ -16,11 +16,11 @@ export function seedProgress(progress: Progress, orders: number): SeedProgress {
 
 function integerOption(text: string | undefined, name: string, min: number, max: number, fallback?: number): number {
   if (text === undefined) {
-    if (fallback === undefined) throw new UsageError(`missing --${name}`, 'seed')
+    if (fallback === undefined) throw new UsageError(`missing --${name}`)
     return fallback
   }
   if (!/^[0-9]{1,16}$/.test(text) || Number(text) < min || Number(text) > max) {
-    throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(text)}`, 'seed')
+    throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(text)}`)
   }
   return Number(text)
 }
@@ -30,8 +30,6 @@ export const seed: Command = {
   synopsis: 'seed --orders N',
   summary: 'generate realistic demo orders and their pets',
   options: { orders: { type: 'string' }, seed: { type: 'string' }, 'first-id': { type: 'string' } },
-  positionals: [],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} seed --orders N [--seed S] [--first-id ID]
 
 Generates N demo orders and the pets they refer to (one pet for every four orders, at most
@@ -67,7 +65,7 @@ Examples:
     const firstIdText = stringOption(values, 'first-id')
     const firstOrderId = firstIdText === undefined ? 1n : parseInt64(firstIdText)
     if (firstOrderId === undefined || firstOrderId < 1n || firstOrderId + BigInt(orders) - 1n > INT64_MAX) {
-      throw new UsageError(`--first-id must be an integer from 1 to ${INT64_MAX - BigInt(orders) + 1n}, got ${JSON.stringify(firstIdText)}`, 'seed')
+      throw new UsageError(`--first-id must be an integer from 1 to ${INT64_MAX - BigInt(orders) + 1n}, got ${JSON.stringify(firstIdText)}`)
     }
     const progress = new Progress(io.stderr)
     progress.update('seeding…', true)
@@ -75,13 +73,13 @@ Examples:
     try {
       result = await withStore(io, (store) => seedDemoData(store, { orders, seed: seedValue, firstOrderId }, seedProgress(progress, orders)), { createDatabase: true })
     } catch (error) {
-      progress.clear()
       if (error instanceof ImportConflictError) {
         throw new CommandError(`${oneLine(error.message)}; nothing was seeded (use --first-id to seed other ids)`)
       }
       throw error
+    } finally {
+      progress.clear()
     }
-    progress.clear()
     const lastId = firstOrderId + BigInt(orders) - 1n
     io.stdout.write(
       `seeded ${result.orders} orders (ids ${firstOrderId} to ${lastId}) and ${result.pets} pets (ids 1 to ${result.pets}) with seed ${seedValue}\n`,

@@ -11,8 +11,6 @@ export const serve: Command = {
   synopsis: 'serve [--demo]',
   summary: 'run the HTTP API',
   options: { demo: { type: 'boolean' } },
-  positionals: [],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} serve [--demo]
 
 Runs the HTTP API until SIGTERM or SIGINT, then stops accepting connections, finishes the

@@ -8,7 +8,7 @@ import { ATTEMPTS_LISTED_DEFAULT, MAX_WEBHOOK_DESCRIPTION_LENGTH, MAX_WEBHOOK_UR
 import { Deliverer } from '../../webhooks/delivery.js'
 import { createWebhookEndpoint, rotateWebhookSecret, toApiWebhookAttempt, toApiWebhookEndpoint, toEndpointPatch } from '../../webhooks/endpoints.js'
 import { pingWebhookEndpoint, toApiPingResult } from '../../webhooks/ping.js'
-import { CommandError, lowerFirst, PROGRAM, printable, stringOption, UsageError, withStore, type Command, type Io } from '../command.js'
+import { CommandError, lowerFirst, PROGRAM, printable, printRows, stringOption, UsageError, withStore, type Command } from '../command.js'
 import { afterOption, cursorProblem } from './events.js'
 
 const POLICY = `The URL must be https, with no user name or password, and its host must resolve only to public
@@ -21,16 +21,19 @@ function parseEvents(text: string): OrderEventType[] {
   const types = text.split(',').map((type) => type.trim())
   for (const type of types) {
     if (!(ORDER_EVENT_TYPES as readonly string[]).includes(type)) {
-      throw new UsageError(`--events: unknown event type ${JSON.stringify(type)} (types: ${ORDER_EVENT_TYPES.join(', ')})`, 'webhooks add')
+      throw new UsageError(`--events: unknown event type ${JSON.stringify(type)} (types: ${ORDER_EVENT_TYPES.join(', ')})`)
     }
   }
-  if (new Set(types).size !== types.length) throw new UsageError('--events names a type more than once', 'webhooks add')
+  if (new Set(types).size !== types.length) throw new UsageError('--events names a type more than once')
   return types as OrderEventType[]
 }
 
-function endpointId(text: string, command: string): bigint {
+/** The ID positional of the commands on one endpoint. */
+const ENDPOINT_ID = { name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }
+
+function endpointId(text: string): bigint {
   const id = /^[0-9]{1,19}$/.test(text) ? parseInt64(text) : undefined
-  if (id === undefined) throw new UsageError(`ID must be an endpoint id, as 'webhooks list' shows it; got ${JSON.stringify(text)}`, command)
+  if (id === undefined) throw new UsageError(`ID must be an endpoint id, as 'webhooks list' shows it; got ${JSON.stringify(text)}`)
   return id
 }
 
@@ -39,33 +42,8 @@ function asCommandError(error: unknown): unknown {
   return error instanceof ApiError ? new CommandError(lowerFirst(error.message)) : error
 }
 
-/** Endpoints as the API shows them (never a secret), ids exact. */
-function endpointsToJson(endpoints: WebhookEndpoint[]): string {
-  return stringifyLossless(endpoints.map(toApiWebhookEndpoint))!
-}
-
 function noSuchEndpoint(id: bigint): CommandError {
   return new CommandError(`no webhook endpoint has the id ${id}`)
-}
-
-/**
- * Rows under a header of `columns`, aligned, on a terminal; piped, tab-separated with no header.
- * On a terminal, `empty` is said on stderr when there is no row.
- */
-function printRows(io: Io, columns: readonly string[], rows: string[][], empty: string): void {
-  if (io.stdout.isTTY !== true) {
-    for (const row of rows) io.stdout.write(`${row.join('\t')}\n`)
-    return
-  }
-  if (rows.length === 0) {
-    io.stderr.write(`${empty}\n`)
-    return
-  }
-  const table = [[...columns], ...rows]
-  const widths = columns.map((_, i) => Math.max(...table.map((row) => [...row[i]!].length)))
-  for (const row of table) {
-    io.stdout.write(`${row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ')}\n`)
-  }
 }
 
 export const webhooksAdd: Command = {
@@ -74,7 +52,6 @@ export const webhooksAdd: Command = {
   summary: 'create a webhook endpoint and print its signing secret (shown only this once)',
   options: { events: { type: 'string' }, description: { type: 'string' }, json: { type: 'boolean' } },
   positionals: [{ name: 'URL', describe: 'where events are POSTed, e.g. https://hooks.example.com/petstore' }],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} webhooks add URL [--events TYPES] [--description TEXT] [--json]
 
 Creates a webhook endpoint: every order event of its types committed from now on is POSTed to
@@ -96,12 +73,12 @@ Examples:
   SECRET=$(${PROGRAM} webhooks add https://hooks.example.com/dispatch --events order.shipped,order.cancelled)`,
   async run({ values, positionals }, io) {
     const url = positionals[0]!
-    if (url.length > MAX_WEBHOOK_URL_LENGTH) throw new UsageError(`URL must be at most ${MAX_WEBHOOK_URL_LENGTH} characters`, 'webhooks add')
+    if (url.length > MAX_WEBHOOK_URL_LENGTH) throw new UsageError(`URL must be at most ${MAX_WEBHOOK_URL_LENGTH} characters`)
     const eventsText = stringOption(values, 'events')
     const eventTypes = eventsText === undefined ? undefined : parseEvents(eventsText)
     const description = stringOption(values, 'description')
     if (description !== undefined && description.length > MAX_WEBHOOK_DESCRIPTION_LENGTH) {
-      throw new UsageError(`--description must be at most ${MAX_WEBHOOK_DESCRIPTION_LENGTH} characters`, 'webhooks add')
+      throw new UsageError(`--description must be at most ${MAX_WEBHOOK_DESCRIPTION_LENGTH} characters`)
     }
     const config = loadWebhooksConfig(io.env)
     const { endpoint, secret } = await withStore(io, (store) =>
@@ -134,8 +111,6 @@ export const webhooksList: Command = {
   synopsis: 'webhooks list',
   summary: 'list webhook endpoints (never their secrets)',
   options: { json: { type: 'boolean' } },
-  positionals: [],
-  usesDatabase: true,
   help: `Usage: ${PROGRAM} webhooks list [--json]
 
 Lists every webhook endpoint, oldest first, one a line: id, status (enabled, or disabled:REASON),
@@ -154,7 +129,8 @@ Examples:
   async run({ values }, io) {
     const endpoints = await withStore(io, (store) => store.webhooks.list())
     if (values.json === true) {
-      io.stdout.write(`${endpointsToJson(endpoints)}\n`)
+      // As the API shows them (never a secret), ids exact.
+      io.stdout.write(`${stringifyLossless(endpoints.map(toApiWebhookEndpoint))}\n`)
       return
     }
     printRows(io, COLUMNS, endpoints.map(endpointColumns), `no webhook endpoints yet; create one with '${PROGRAM} webhooks add URL'`)
@@ -165,9 +141,7 @@ export const webhooksRemove: Command = {
   name: ['webhooks', 'remove'],
   synopsis: 'webhooks remove ID',
   summary: 'delete a webhook endpoint and its attempts',
-  options: {},
-  positionals: [{ name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }],
-  usesDatabase: true,
+  positionals: [ENDPOINT_ID],
   help: `Usage: ${PROGRAM} webhooks remove ID
 
 Deletes the webhook endpoint ID and its delivery attempts: nothing more is sent to it (a
@@ -179,7 +153,7 @@ Options:
 Examples:
   ${PROGRAM} webhooks remove 7`,
   async run({ positionals }, io) {
-    const id = endpointId(positionals[0]!, 'webhooks remove')
+    const id = endpointId(positionals[0]!)
     const removed = await withStore(io, (store) => store.webhooks.remove(id))
     if (!removed) throw noSuchEndpoint(id)
     io.stdout.write(`removed webhook endpoint ${id}\n`)
@@ -191,8 +165,7 @@ export const webhooksReplay: Command = {
   synopsis: 'webhooks replay ID --after CURSOR',
   summary: 'send a webhook endpoint every event after a cursor again',
   options: { after: { type: 'string' } },
-  positionals: [{ name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }],
-  usesDatabase: true,
+  positionals: [ENDPOINT_ID],
   help: `Usage: ${PROGRAM} webhooks replay ID --after CURSOR
 
 Moves the webhook endpoint ID to the feed position CURSOR and enables it: it is sent every event
@@ -207,10 +180,10 @@ Options:
 Examples:
   ${PROGRAM} webhooks replay 7 --after 1234`,
   async run({ values, positionals }, io) {
-    const id = endpointId(positionals[0]!, 'webhooks replay')
+    const id = endpointId(positionals[0]!)
     const text = stringOption(values, 'after')
-    if (text === undefined) throw new UsageError('missing --after (the feed cursor to replay after, e.g. --after 1234)', 'webhooks replay')
-    const after = afterOption(text, 'webhooks replay')
+    if (text === undefined) throw new UsageError('missing --after (the feed cursor to replay after, e.g. --after 1234)')
+    const after = afterOption(text)
     const endpoint = await withStore(io, (store) =>
       store.webhooks.replay(id, after).catch((error: unknown) => {
         throw cursorProblem(error, `--after ${after}`, 'replay from a later cursor')
@@ -226,8 +199,7 @@ export const webhooksPing: Command = {
   synopsis: 'webhooks ping ID',
   summary: 'send a webhook endpoint a signed test delivery and print how it went',
   options: { json: { type: 'boolean' } },
-  positionals: [{ name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }],
-  usesDatabase: true,
+  positionals: [ENDPOINT_ID],
   help: `Usage: ${PROGRAM} webhooks ping ID [--json]
 
 Sends the webhook endpoint ID one delivery now, of type webhook.ping, outside the event feed,
@@ -250,7 +222,7 @@ Examples:
   # webhook endpoint 7 answered 204 in 85 ms
   ${PROGRAM} webhooks ping 7 --json`,
   async run({ values, positionals }, io) {
-    const id = endpointId(positionals[0]!, 'webhooks ping')
+    const id = endpointId(positionals[0]!)
     const config = loadWebhooksConfig(io.env)
     const deliverer = new Deliverer({ timeoutMs: config.timeoutMs, allowPrivateNetworks: config.allowPrivateNetworks })
     let result
@@ -276,8 +248,7 @@ export const webhooksAttempts: Command = {
   synopsis: 'webhooks attempts ID',
   summary: "show a webhook endpoint's latest delivery attempts",
   options: { limit: { type: 'string' }, json: { type: 'boolean' } },
-  positionals: [{ name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }],
-  usesDatabase: true,
+  positionals: [ENDPOINT_ID],
   help: `Usage: ${PROGRAM} webhooks attempts ID [--limit N] [--json]
 
 Shows the latest delivery attempts of the webhook endpoint ID, newest first, one a line: when,
@@ -295,11 +266,11 @@ Examples:
   ${PROGRAM} webhooks attempts 7
   ${PROGRAM} webhooks attempts 7 --limit 100 | awk -F'\\t' '$4 != "-"'   # the failures`,
   async run({ values, positionals }, io) {
-    const id = endpointId(positionals[0]!, 'webhooks attempts')
+    const id = endpointId(positionals[0]!)
     const limitText = stringOption(values, 'limit')
     const limit = limitText === undefined ? ATTEMPTS_LISTED_DEFAULT : /^[0-9]{1,3}$/.test(limitText) ? Number(limitText) : NaN
     if (!(limit >= 1 && limit <= ATTEMPTS_KEPT)) {
-      throw new UsageError(`--limit must be an integer from 1 to ${ATTEMPTS_KEPT}; got ${JSON.stringify(limitText)}`, 'webhooks attempts')
+      throw new UsageError(`--limit must be an integer from 1 to ${ATTEMPTS_KEPT}; got ${JSON.stringify(limitText)}`)
     }
     const attempts = await withStore(io, (store) => store.webhooks.attempts(id, limit))
     if (attempts === undefined) throw noSuchEndpoint(id)
@@ -322,9 +293,7 @@ export const webhooksRotate: Command = {
   name: ['webhooks', 'rotate'],
   synopsis: 'webhooks rotate ID',
   summary: "give a webhook endpoint a new signing secret and print it (shown only this once)",
-  options: {},
-  positionals: [{ name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }],
-  usesDatabase: true,
+  positionals: [ENDPOINT_ID],
   help: `Usage: ${PROGRAM} webhooks rotate ID
 
 Gives the webhook endpoint ID a new signing secret and prints it, alone on one line, on stdout
@@ -338,7 +307,7 @@ Options:
 Examples:
   SECRET=$(${PROGRAM} webhooks rotate 7)`,
   async run({ positionals }, io) {
-    const id = endpointId(positionals[0]!, 'webhooks rotate')
+    const id = endpointId(positionals[0]!)
     const secret = await withStore(io, (store) => rotateWebhookSecret(store.webhooks, id))
     if (secret === undefined) throw noSuchEndpoint(id)
     io.stdout.write(`${secret}\n`)
@@ -353,9 +322,7 @@ function setEnabled(enabled: boolean): Command {
     name: ['webhooks', verb],
     synopsis: `webhooks ${verb} ID`,
     summary: enabled ? 'enable a webhook endpoint again, from the position it stopped at' : 'stop delivering to a webhook endpoint; it keeps its position',
-    options: {},
-    positionals: [{ name: 'ID', describe: "the endpoint's id, as 'webhooks list' shows it" }],
-    usesDatabase: true,
+    positionals: [ENDPOINT_ID],
     help: enabled
       ? `Usage: ${PROGRAM} webhooks enable ID
 
@@ -381,7 +348,7 @@ Options:
 Examples:
   ${PROGRAM} webhooks disable 7`,
     async run({ positionals }, io) {
-      const id = endpointId(positionals[0]!, `webhooks ${verb}`)
+      const id = endpointId(positionals[0]!)
       const config = loadWebhooksConfig(io.env)
       const endpoint = await withStore(io, async (store) => store.webhooks.update(id, await toEndpointPatch({ enabled }, config)))
       if (endpoint === undefined) throw noSuchEndpoint(id)
