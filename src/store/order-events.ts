@@ -1,8 +1,5 @@
 import type { OrderEventsPage } from '../domain/order-events.js'
 
-// The store's own files (the orders writes) name the type from here.
-export type { OrderEventType } from '../domain/order-events.js'
-
 /**
  * The order event feed's side of a store (docs/order-events.md): a transactional outbox.
  *

@@ -1,5 +1,65 @@
 import { eventsExpired, type OrderEventType } from '../domain/order-events.js'
-import { signingSecretsAt, type FeedEvent, type NextEvents, type WebhookEndpoint, type WebhookLease } from '../domain/webhooks.js'
+import {
+  signingSecretsAt,
+  type FeedEvent,
+  type NextEvents,
+  type WebhookAttempt,
+  type WebhookDisabledReason,
+  type WebhookEndpoint,
+  type WebhookLease,
+} from '../domain/webhooks.js'
+
+/**
+ * A row of webhook_endpoints without its secrets, instants as toISOString() text. SQLite's types
+ * first: the event types comma-joined, `enabled` 0n or 1n.
+ */
+export interface EndpointRow {
+  id: bigint
+  url: string
+  event_types: string | OrderEventType[]
+  description: string | null
+  enabled: bigint | boolean
+  disabled_reason: WebhookDisabledReason | null
+  position: bigint
+  failing_since: string | null
+  next_attempt_at: string | null
+  created_at: string
+}
+
+export function toEndpoint(row: EndpointRow): WebhookEndpoint {
+  const types = row.event_types
+  return {
+    id: row.id,
+    url: row.url,
+    eventTypes: typeof types === 'string' ? ((types === '' ? [] : types.split(',')) as OrderEventType[]) : types,
+    description: row.description,
+    enabled: Boolean(row.enabled),
+    disabledReason: row.disabled_reason,
+    position: row.position,
+    failingSince: row.failing_since,
+    nextAttemptAt: row.next_attempt_at,
+    createdAt: row.created_at,
+  }
+}
+
+/** A row of webhook_attempts. */
+export interface AttemptRow {
+  event_position: bigint
+  attempted_at: string
+  status: bigint | number | null
+  error: string | null
+  duration_ms: bigint | number
+}
+
+export function toAttempt(row: AttemptRow): WebhookAttempt {
+  return {
+    eventId: row.event_position,
+    attemptedAt: row.attempted_at,
+    status: row.status === null ? null : Number(row.status),
+    error: row.error,
+    durationMs: Number(row.duration_ms),
+  }
+}
 
 /**
  * How many events one `next` looks at, at most, whatever their types: an endpoint of a rare type
@@ -37,8 +97,8 @@ export function toNextEvents(after: bigint, limit: number, rows: readonly NextRo
   return { events, through }
 }
 
-/** The columns of a store's lease statement that both stores read alike (each adds its endpoint's). */
-export interface LeasedRow {
+/** A row of a store's lease statement: the endpoint's, and its lease's. */
+export interface LeasedRow extends EndpointRow {
   id: bigint
   failures: number | bigint
   revision: number | bigint
@@ -51,7 +111,7 @@ export interface LeasedRow {
  * A lease pass's leases from its rows, by endpoint id (the statement returns them in no order), each
  * held by `owner` until `until`, with the secrets that sign at `now`.
  */
-export function toLeases<Row extends LeasedRow>(rows: Row[], toEndpoint: (row: Row) => WebhookEndpoint, owner: string, until: Date, now: Date): WebhookLease[] {
+export function toLeases(rows: LeasedRow[], owner: string, until: Date, now: Date): WebhookLease[] {
   return rows
     .sort((a, b) => (a.id < b.id ? -1 : 1))
     .map((row) => ({

@@ -1,33 +1,9 @@
-import type { ApiKey, NewApiKey, Scope } from '../../domain/api-keys.js'
+import type { ApiKey, NewApiKey } from '../../domain/api-keys.js'
+import { INT64_MAX } from '../../domain/int64.js'
+import { KEY_COLUMNS, toApiKey, type KeyRow } from '../rows.js'
 import type { ApiKeysRepository, RevokedKey } from '../store.js'
 import type { PostgresDatabase } from './database.js'
 import { int8 } from './import.js'
-
-const KEY_COLUMNS = 'id, name, display_prefix, scopes, created_at, expires_at, revoked_at'
-const INT64_MAX = 9223372036854775807n
-
-/** A row of api_keys (the hash is never read back). */
-interface KeyRow {
-  id: bigint
-  name: string
-  display_prefix: string
-  scopes: string[]
-  created_at: Date
-  expires_at: Date | null
-  revoked_at: Date | null
-}
-
-function rowToKey(row: KeyRow): ApiKey {
-  return {
-    id: row.id,
-    name: row.name,
-    displayPrefix: row.display_prefix,
-    scopes: row.scopes as Scope[],
-    createdAt: row.created_at,
-    expiresAt: row.expires_at,
-    revokedAt: row.revoked_at,
-  }
-}
 
 export class PostgresApiKeysRepository implements ApiKeysRepository {
   constructor(private readonly database: PostgresDatabase) {}
@@ -38,17 +14,17 @@ export class PostgresApiKeysRepository implements ApiKeysRepository {
        VALUES ($1, $2, $3, $4::text[], $5) RETURNING ${KEY_COLUMNS}`,
       [key.name, key.hash, key.displayPrefix, key.scopes, key.expiresAt?.toISOString() ?? null],
     )
-    return rowToKey(rows[0]!)
+    return toApiKey(rows[0]!)
   }
 
   async findByHash(hash: string): Promise<ApiKey | undefined> {
     const { rows } = await this.database.read<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE hash = $1`, [hash])
-    return rows[0] === undefined ? undefined : rowToKey(rows[0])
+    return rows[0] === undefined ? undefined : toApiKey(rows[0])
   }
 
   async list(): Promise<ApiKey[]> {
     const { rows } = await this.database.read<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys ORDER BY id`)
-    return rows.map(rowToKey)
+    return rows.map(toApiKey)
   }
 
   async revoke(idOrPrefix: string): Promise<RevokedKey | undefined> {
@@ -69,7 +45,7 @@ export class PostgresApiKeysRepository implements ApiKeysRepository {
         `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING ${KEY_COLUMNS}`,
         [int8(match.id)],
       )
-      return { key: rowToKey(rows[0]!), alreadyRevoked: match.revoked }
+      return { key: toApiKey(rows[0]!), alreadyRevoked: match.revoked }
     })
   }
 }

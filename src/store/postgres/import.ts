@@ -39,32 +39,6 @@ export function int8(value: bigint | null): string | null {
 }
 
 /**
- * Rows waiting to be written by one multi-row INSERT. An id appears at most once in a batch (ON
- * CONFLICT cannot touch one row twice in a statement), so a repeated id first flushes the batch:
- * records then apply in input order, exactly as if upserted one by one.
- */
-class Batch<R extends { id: bigint }> {
-  records: R[] = []
-  private readonly ids = new Set<bigint>()
-
-  has(id: bigint): boolean {
-    return this.ids.has(id)
-  }
-
-  add(record: R): void {
-    this.records.push(record)
-    this.ids.add(record.id)
-  }
-
-  take(): R[] {
-    const records = this.records
-    this.records = []
-    this.ids.clear()
-    return records
-  }
-}
-
-/**
  * Writes batches strictly one after another, without making the caller wait for the one in flight:
  * the caller reads (and parses) the next batch while the database writes this one.
  */
@@ -99,7 +73,15 @@ export async function consumeInBatches<R extends { id: bigint }>(
   onProgress: ((count: number) => void) | undefined,
   write: (batch: R[]) => Promise<void>,
 ): Promise<number> {
-  const batch = new Batch<R>()
+  // Rows waiting to be written by one multi-row INSERT, by id, in input order. An id appears at most
+  // once in a batch (ON CONFLICT cannot touch one row twice in a statement), so a repeated id first
+  // flushes the batch: records then apply in input order, exactly as if upserted one by one.
+  let batch = new Map<bigint, R>()
+  const take = (): R[] => {
+    const records = [...batch.values()]
+    batch = new Map()
+    return records
+  }
   const writer = new Pipeline(write)
   let count = 0
   const iterator = records[Symbol.asyncIterator]()
@@ -111,7 +93,7 @@ export async function consumeInBatches<R extends { id: bigint }>(
         step = await iterator.next()
       } catch (error) {
         exhausted = true
-        if (batch.records.length > 0) await writer.send(batch.take())
+        if (batch.size > 0) await writer.send(take())
         await writer.drain()
         throw error
       }
@@ -120,16 +102,16 @@ export async function consumeInBatches<R extends { id: bigint }>(
         break
       }
       const record = step.value
-      if (batch.has(record.id)) await writer.send(batch.take())
-      batch.add(record)
+      if (batch.has(record.id)) await writer.send(take())
+      batch.set(record.id, record)
       count++
       // Batches end on every multiple of IMPORT_BATCH, so progress is reported for records written.
       if (count % IMPORT_BATCH === 0) {
         const written = count
-        await writer.send(batch.take(), onProgress !== undefined && written % PROGRESS_STEP === 0 ? () => onProgress(written) : undefined)
+        await writer.send(take(), onProgress !== undefined && written % PROGRESS_STEP === 0 ? () => onProgress(written) : undefined)
       }
     }
-    if (batch.records.length > 0) await writer.send(batch.take())
+    if (batch.size > 0) await writer.send(take())
     await writer.drain()
     return count
   } finally {

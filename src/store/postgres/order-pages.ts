@@ -1,8 +1,11 @@
 import type pg from 'pg'
 import type { OrderPageQuery } from '../../domain/order-pages.js'
-import type { CancellationReason, OrderV2Record, OrderStatus } from '../../domain/orders.js'
+import type { OrderV2Record } from '../../domain/orders.js'
 import type { OrderPageJson } from '../store.js'
+import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { orderPageJsonStatement, orderPageProbe, toPageJson, type NamedStatement, type PageDialect } from '../order-page-sql.js'
+
+export { toOrderV2Record, type OrderV2Row } from '../rows.js'
 
 /** The v2 reads of the PostgreSQL store; each takes the function that runs a read-only statement. */
 export type Read = <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<pg.QueryResult<R>>
@@ -71,19 +74,6 @@ export const POSTGRES_PAGE_DIALECT: PageDialect = {
   unindexed: (column) => column,
 }
 
-export interface OrderV2Row {
-  id: bigint
-  pet_id: bigint | null
-  quantity: number | null
-  ship_date: string | null
-  complete: boolean
-  status: OrderStatus
-  shipped_at: string | null
-  completed_at: string | null
-  cancelled_at: string | null
-  cancellation_reason: CancellationReason | null
-}
-
 export async function readOrderPageJson(read: Read, query: OrderPageQuery): Promise<OrderPageJson> {
   const pageRead = { ...query, limit: query.limit + 1 }
   const probe = orderPageProbe(pageRead, POSTGRES_PAGE_DIALECT)
@@ -133,19 +123,4 @@ export function positional(statement: NamedStatement): { sql: string; params: un
     return typeof value === 'bigint' ? value.toString() : value
   })
   return { sql, params }
-}
-
-export function toOrderV2Record(row: OrderV2Row): OrderV2Record {
-  return {
-    id: row.id,
-    petId: row.pet_id,
-    quantity: row.quantity,
-    shipDate: row.ship_date,
-    complete: row.complete,
-    status: row.status,
-    shippedAt: row.shipped_at,
-    completedAt: row.completed_at,
-    cancelledAt: row.cancelled_at,
-    cancellationReason: row.cancellation_reason,
-  }
 }

@@ -21,7 +21,7 @@ import { ORDER_V2_JSON, orderV2Columns, readOrderPageJson, readOrderV2, toOrderV
 import { intArray, textArray } from './import.js'
 import { importOrders } from './order-import.js'
 import { bumpVersion, changedOrders, recordEvents, WRITE_TIME } from './write-sql.js'
-import type { OrderEventType } from '../order-events.js'
+import type { OrderEventType } from '../../domain/order-events.js'
 
 /**
  * The JSON list, one order per line, in id order. Each order's JSON is stored in `orders.list_json`
@@ -194,8 +194,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
 
   /** Group-committed with the cancels of the same moment (row-write-batcher.ts). */
   cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null): Promise<CancelResult> {
-    if (this.closing) return Promise.reject(new StoreUnavailableError('the store is closed'))
-    return this.cancels.write({ id, cancelledByKey, reason })
+    return this.whileOpen(() => this.cancels.write({ id, cancelledByKey, reason }))
   }
 
   /**
@@ -203,22 +202,25 @@ export class PostgresOrdersRepository implements OrdersRepository {
    * request a statement would refuse is refused here, before it joins a batch it would fail.
    */
   place(request: PlaceRequest): Promise<PlaceResult> {
-    if (this.closing) return Promise.reject(new StoreUnavailableError('the store is closed'))
-    const refused = checkNewOrder(request.order)
-    if (refused !== undefined) return Promise.reject(new RangeError(refused))
-    return this.places.place(request)
+    return this.whileOpen(() => {
+      const refused = checkNewOrder(request.order)
+      return refused === undefined ? this.places.place(request) : Promise.reject(new RangeError(refused))
+    })
   }
 
   /** Group-committed with the ships of the same moment (row-write-batcher.ts). */
   ship(id: bigint): Promise<ShipResult> {
-    if (this.closing) return Promise.reject(new StoreUnavailableError('the store is closed'))
-    return this.ships.write({ id })
+    return this.whileOpen(() => this.ships.write({ id }))
   }
 
   /** Group-committed with the completes of the same moment (row-write-batcher.ts). */
   complete(id: bigint): Promise<CompleteResult> {
-    if (this.closing) return Promise.reject(new StoreUnavailableError('the store is closed'))
-    return this.completes.write({ id })
+    return this.whileOpen(() => this.completes.write({ id }))
+  }
+
+  /** A write is refused once close() has begun. */
+  private whileOpen<Result>(write: () => Promise<Result>): Promise<Result> {
+    return this.closing ? Promise.reject(new StoreUnavailableError('the store is closed')) : write()
   }
 
   async pruneIdempotencyKeys(now: Date, limit: number): Promise<number> {

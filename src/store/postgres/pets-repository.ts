@@ -1,4 +1,5 @@
 import type { Pet } from '../../schemas/pet.js'
+import { toPet, type PetRow } from '../rows.js'
 import type { ImportProgress, PetsRepository } from '../store.js'
 import type { PostgresDatabase } from './database.js'
 import { consumeInBatches, int8, intArray, textArray } from './import.js'
@@ -11,10 +12,8 @@ export class PostgresPetsRepository implements PetsRepository {
   constructor(private readonly database: PostgresDatabase) {}
 
   async find(id: bigint): Promise<Pet | undefined> {
-    const { rows } = await this.database.read<{ id: bigint; name: string; tag: string | null }>('SELECT id, name, tag FROM pets WHERE id = $1', [int8(id)])
-    const row = rows[0]
-    if (row === undefined) return undefined
-    return row.tag === null ? { id: row.id, name: row.name } : { id: row.id, name: row.name, tag: row.tag }
+    const { rows } = await this.database.read<PetRow>('SELECT id, name, tag FROM pets WHERE id = $1', [int8(id)])
+    return rows[0] === undefined ? undefined : toPet(rows[0])
   }
 
   async import(records: AsyncIterable<Pet>, onProgress?: ImportProgress): Promise<number> {

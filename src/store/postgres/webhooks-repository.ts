@@ -1,4 +1,4 @@
-import { canonicalEventTypes, checkCursor, type OrderEventType } from '../../domain/order-events.js'
+import { canonicalEventTypes, checkCursor } from '../../domain/order-events.js'
 import {
   advanceLease,
   ATTEMPTS_KEPT,
@@ -16,37 +16,13 @@ import {
   type WebhookEndpointPatch,
   type WebhookLease,
 } from '../../domain/webhooks.js'
-import { NEXT_SCAN, toLeases, toNextEvents, type LeasedRow, type NextRow } from '../webhook-rows.js'
+import { NEXT_SCAN, toAttempt, toEndpoint, toLeases, toNextEvents, type AttemptRow, type EndpointRow, type LeasedRow, type NextRow } from '../webhook-rows.js'
 import type { WebhooksRepository } from '../webhooks.js'
 import type { PostgresDatabase } from './database.js'
 import { int8 } from './import.js'
 import type { Connection } from './connection.js'
 import { utc } from './order-pages.js'
 import { WRITE_TIME } from './write-sql.js'
-
-/** A row of webhook_endpoints without its secrets, instants as toISOString() text. */
-interface EndpointRow {
-  id: bigint
-  url: string
-  event_types: OrderEventType[]
-  description: string | null
-  enabled: boolean
-  disabled_reason: WebhookDisabledReason | null
-  position: bigint
-  failing_since: string | null
-  next_attempt_at: string | null
-  created_at: string
-}
-
-type LeaseRow = EndpointRow & LeasedRow
-
-interface AttemptRow {
-  event_position: bigint
-  attempted_at: string
-  status: number | null
-  error: string | null
-  duration_ms: number
-}
 
 /** The columns of an endpoint, of `table`'s row. */
 const endpointColumns = (table: string): string =>
@@ -124,21 +100,6 @@ const FAIL = `
     WHERE ${HELD} RETURNING id
   ), ${recordAttempt('failed', 'true')}
   SELECT count(*)::int AS changed FROM failed`
-
-function toEndpoint(row: EndpointRow): WebhookEndpoint {
-  return {
-    id: row.id,
-    url: row.url,
-    eventTypes: row.event_types,
-    description: row.description,
-    enabled: row.enabled,
-    disabledReason: row.disabled_reason,
-    position: row.position,
-    failingSince: row.failing_since,
-    nextAttemptAt: row.next_attempt_at,
-    createdAt: row.created_at,
-  }
-}
 
 /** HELD's parameters for a lease, now. */
 function held(lease: WebhookLease): [string, string, string, string] {
@@ -241,21 +202,13 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
       [int8(id), Math.min(limit, ATTEMPTS_KEPT)],
     )
     if (rows.length === 0) return undefined
-    return rows
-      .filter((row) => row.event_position !== null)
-      .map((row) => ({
-        eventId: row.event_position!,
-        attemptedAt: row.attempted_at!,
-        status: row.status,
-        error: row.error,
-        durationMs: row.duration_ms!,
-      }))
+    return rows.filter((row) => row.event_position !== null).map((row) => toAttempt(row as AttemptRow))
   }
 
   async lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]> {
     const until = new Date(now.getTime() + leaseMs)
-    const { rows } = await this.database.write<LeaseRow>(LEASE, [owner, until.toISOString(), now.toISOString(), limit])
-    return toLeases(rows, toEndpoint, owner, until, now)
+    const { rows } = await this.database.write<LeasedRow>(LEASE, [owner, until.toISOString(), now.toISOString(), limit])
+    return toLeases(rows, owner, until, now)
   }
 
   async renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean> {
@@ -345,7 +298,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async signingSecrets(id: bigint, now: Date): ReturnType<WebhooksRepository['signingSecrets']> {
-    const { rows } = await this.database.read<Pick<LeaseRow, 'secret' | 'previous_secret' | 'previous_until'>>(
+    const { rows } = await this.database.read<Pick<LeasedRow, 'secret' | 'previous_secret' | 'previous_until'>>(
       `SELECT secret, previous_secret, ${utc('previous_until')} AS previous_until FROM webhook_endpoints WHERE id = $1`,
       [int8(id)],
     )

@@ -1,4 +1,4 @@
-import type { OrderEventType } from '../order-events.js'
+import type { OrderEventType } from '../../domain/order-events.js'
 import { utc } from './order-pages.js'
 import { VERSION_CHANNEL } from './version-watcher.js'
 

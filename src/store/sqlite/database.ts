@@ -35,6 +35,29 @@ export function classify(error: unknown): never {
   throw error
 }
 
+/** `work`'s result; its driver errors go through classify. */
+export function classified<T>(work: () => T): T {
+  try {
+    return work()
+  } catch (error) {
+    classify(error)
+  }
+}
+
+// Prepared once per connection and statement text (a few dozen texts at most: see orderPageStatement
+// in ../order-page-sql.ts). A text is always run in one mode (pluck, raw or neither), which its first
+// caller sets.
+const prepared = new WeakMap<Db, Map<string, Database.Statement>>()
+
+/** The statement `sql` on `db`, prepared on first use. */
+export function statement(db: Db, sql: string): Database.Statement {
+  let statements = prepared.get(db)
+  if (statements === undefined) prepared.set(db, (statements = new Map()))
+  let found = statements.get(sql)
+  if (found === undefined) statements.set(sql, (found = db.prepare(sql)))
+  return found
+}
+
 /**
  * The directory (0700) and the database file (0600) are private: orders and key hashes are nobody
  * else's business. SQLite gives its -wal and -shm files the database file's mode.
@@ -74,7 +97,6 @@ export class SqliteDatabase {
   readonly busyTimeoutMs: number
   readonly db: Db
   private readonly idleReaders: Db[] = []
-  private versionQuery: Database.Statement | undefined
   private closed = false
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
@@ -108,11 +130,7 @@ export class SqliteDatabase {
       }
       return pending.map((migration) => migration.version)
     })
-    try {
-      return apply.immediate()
-    } catch (error) {
-      classify(error)
-    }
+    return classified(() => apply.immediate())
   }
 
   /**
@@ -126,30 +144,17 @@ export class SqliteDatabase {
   readonly dataVersion: () => Promise<bigint> = oncePerTurn(() => this.readVersion())
 
   readVersion(): bigint {
-    try {
-      this.versionQuery ??= this.db.prepare('SELECT version FROM data_version WHERE id = 1').pluck()
-      return this.versionQuery.get() as bigint
-    } catch (error) {
-      classify(error)
-    }
+    return classified(() => statement(this.db, 'SELECT version FROM data_version WHERE id = 1').pluck().get() as bigint)
   }
 
   /** A better-sqlite3 transaction function run as BEGIN IMMEDIATE. */
   immediate<T>(work: () => T): T {
-    try {
-      return this.db.transaction(work).immediate()
-    } catch (error) {
-      classify(error)
-    }
+    return classified(() => this.db.transaction(work).immediate())
   }
 
   /** BEGIN IMMEDIATE … COMMIT around async work (imports read their input while writing). */
   async inTransaction<T>(work: () => Promise<T>): Promise<T> {
-    try {
-      this.db.exec('BEGIN IMMEDIATE')
-    } catch (error) {
-      classify(error)
-    }
+    classified(() => this.db.exec('BEGIN IMMEDIATE'))
     try {
       const result = await work()
       this.db.exec('COMMIT')
@@ -161,11 +166,7 @@ export class SqliteDatabase {
   }
 
   acquireReader(): Db {
-    try {
-      return this.idleReaders.pop() ?? connect(this.path, true, this.busyTimeoutMs)
-    } catch (error) {
-      classify(error)
-    }
+    return classified(() => this.idleReaders.pop() ?? connect(this.path, true, this.busyTimeoutMs))
   }
 
   releaseReader(reader: Db): void {

@@ -1,7 +1,6 @@
-import type Database from 'better-sqlite3'
 import { eventBody, toEventsPage, type OrderEventType, type OrderEventsPage } from '../../domain/order-events.js'
 import type { OrderEventsRepository } from '../order-events.js'
-import { classify, type SqliteDatabase } from './database.js'
+import { classified, statement, type SqliteDatabase } from './database.js'
 
 // One statement, hence one snapshot: the page, and the bounds that judge `after`. The rows
 // reach group_concat in position order from the ordered, limited subquery (a co-routine).
@@ -30,19 +29,12 @@ export function orderEvent(type: OrderEventType, occurredAt: string, orderId: bi
 }
 
 export class SqliteOrderEventsRepository implements OrderEventsRepository {
-  private readStatement: Database.Statement | undefined // prepared on first use: the table exists after migrate()
-
   constructor(private readonly database: SqliteDatabase) {}
 
   async read(after: bigint | undefined, limit: number): Promise<OrderEventsPage> {
-    let row: [Buffer, bigint, bigint | null, bigint, bigint | null]
-    try {
-      this.readStatement ??= this.database.db.prepare(READ).raw(true)
-      row = this.readStatement.get(after ?? null, limit) as typeof row
-    } catch (error) {
-      classify(error)
-    }
-    const [json, count, last, prunedThrough, newest] = row
+    const [json, count, last, prunedThrough, newest] = classified(
+      () => statement(this.database.db, READ).raw(true).get(after ?? null, limit) as [Buffer, bigint, bigint | null, bigint, bigint | null],
+    )
     return toEventsPage(after, { json, count: Number(count), last, prunedThrough, newest })
   }
 

@@ -1,8 +1,12 @@
 import type Database from 'better-sqlite3'
 import type { OrderPageQuery } from '../../domain/order-pages.js'
-import type { CancellationReason, OrderV2Record, OrderStatus } from '../../domain/orders.js'
+import type { OrderV2Record } from '../../domain/orders.js'
 import type { OrderPageJson } from '../store.js'
+import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { orderPageJsonStatement, orderPageProbe, toPageJson, type PageDialect } from '../order-page-sql.js'
+import { statement } from './database.js'
+
+export { toOrderV2Record, type OrderV2Row } from '../rows.js'
 
 /** The v2 reads of the SQLite store; each takes the connection to read on. */
 
@@ -55,30 +59,6 @@ export const SQLITE_PAGE_DIALECT: PageDialect = {
   unindexed: (column) => `+${column}`,
 }
 
-export interface OrderV2Row {
-  id: bigint
-  pet_id: bigint | null
-  quantity: bigint | null
-  ship_date: string | null
-  complete: bigint
-  status: OrderStatus
-  shipped_at: string | null
-  completed_at: string | null
-  cancelled_at: string | null
-  cancellation_reason: CancellationReason | null
-}
-
-// Prepared once per connection and statement text (a few dozen texts at most: see orderPageStatement in ../order-page-sql.ts).
-const prepared = new WeakMap<Database.Database, Map<string, Database.Statement>>()
-
-function statement(db: Database.Database, sql: string): Database.Statement {
-  let statements = prepared.get(db)
-  if (statements === undefined) prepared.set(db, (statements = new Map()))
-  let found = statements.get(sql)
-  if (found === undefined) statements.set(sql, (found = db.prepare(sql)))
-  return found
-}
-
 export function readOrderPageJson(db: Database.Database, query: OrderPageQuery): OrderPageJson {
   const read = { ...query, limit: query.limit + 1 }
   const probe = orderPageProbe(read, SQLITE_PAGE_DIALECT)
@@ -98,19 +78,4 @@ export function readCursorSecret(db: Database.Database): Buffer {
   const row = statement(db, `SELECT secret FROM signing_secrets WHERE purpose = 'list_cursor'`).get() as { secret: Buffer } | undefined
   if (row === undefined) throw new Error('no list cursor secret: the schema is not migrated')
   return row.secret
-}
-
-export function toOrderV2Record(row: OrderV2Row): OrderV2Record {
-  return {
-    id: row.id,
-    petId: row.pet_id,
-    quantity: row.quantity === null ? null : Number(row.quantity),
-    shipDate: row.ship_date,
-    complete: row.complete !== 0n,
-    status: row.status,
-    shippedAt: row.shipped_at,
-    completedAt: row.completed_at,
-    cancelledAt: row.cancelled_at,
-    cancellationReason: row.cancellation_reason,
-  }
 }

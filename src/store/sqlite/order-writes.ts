@@ -52,18 +52,15 @@ export class OrderWrites {
    * later ones find it cancelled, with the first one's time and reason.
    */
   cancel(batch: Batch, id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null): CancelResult {
-    const changed = this.statements.cancel.get(batch.now, cancelledByKey, reason, id) as ChangedRow | undefined
-    return changed === undefined ? this.missed(CANCEL, id) : this.changed(batch, CANCEL, 'order.cancelled', changed)
+    return this.answer(batch, CANCEL, 'order.cancelled', id, this.statements.cancel.get(batch.now, cancelledByKey, reason, id))
   }
 
   ship(batch: Batch, id: bigint): ShipResult {
-    const changed = this.statements.ship.get(batch.now, id) as ChangedRow | undefined
-    return changed === undefined ? this.missed(SHIP, id) : this.changed(batch, SHIP, 'order.shipped', changed)
+    return this.answer(batch, SHIP, 'order.shipped', id, this.statements.ship.get(batch.now, id))
   }
 
   complete(batch: Batch, id: bigint): CompleteResult {
-    const changed = this.statements.complete.get(batch.now, id) as ChangedRow | undefined
-    return changed === undefined ? this.missed(COMPLETE, id) : this.changed(batch, COMPLETE, 'order.completed', changed)
+    return this.answer(batch, COMPLETE, 'order.completed', id, this.statements.complete.get(batch.now, id))
   }
 
   /**
@@ -90,15 +87,17 @@ export class OrderWrites {
     return { outcome: 'placed', order: placed }
   }
 
-  /** The order as RETURNING of the UPDATE left it, and its event. */
-  private changed<R>(batch: Batch, rule: OrderWriteRule<R>, type: 'order.cancelled' | 'order.shipped' | 'order.completed', row: ChangedRow): R {
-    this.statements.insertEvent.run(...orderEvent(type, batch.now, row.id, row.json))
-    batch.changed()
-    return rule.changed(toOrderV2Record(row))
-  }
-
-  /** The answer of an update that missed, from the order as the same transaction reads it. */
-  private missed<R>(rule: OrderWriteRule<R>, id: bigint): R {
+  /**
+   * The answer of the update of order `id`: when it changed the order, the order as its RETURNING
+   * left it, and its event; when it missed, from the order as the same transaction reads it.
+   */
+  private answer<R>(batch: Batch, rule: OrderWriteRule<R>, type: 'order.cancelled' | 'order.shipped' | 'order.completed', id: bigint, changed: unknown): R {
+    if (changed !== undefined) {
+      const row = changed as ChangedRow
+      this.statements.insertEvent.run(...orderEvent(type, batch.now, row.id, row.json))
+      batch.changed()
+      return rule.changed(toOrderV2Record(row))
+    }
     const row = this.statements.find.get(id) as OrderV2Row | undefined
     const answer = rule.missed(row === undefined ? undefined : toOrderV2Record(row))
     // Nothing else writes between the update and this read: the order cannot still take the write.

@@ -14,7 +14,7 @@ import {
   type ShipResult,
 } from '../../domain/orders.js'
 import { ImportConflictError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
-import { classify, connect, type SqliteDatabase } from './database.js'
+import { classified, classify, connect, type SqliteDatabase } from './database.js'
 import { BUMP_DATA_VERSION } from './migrations.js'
 import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
 import { OrderWrites } from './order-writes.js'
@@ -67,27 +67,15 @@ export class SqliteOrdersRepository implements OrdersRepository {
   constructor(private readonly database: SqliteDatabase) {}
 
   async pageJson(query: OrderPageQuery): Promise<OrderPageJson> {
-    try {
-      return readOrderPageJson(this.database.db, query)
-    } catch (error) {
-      classify(error)
-    }
+    return classified(() => readOrderPageJson(this.database.db, query))
   }
 
   async find(id: bigint): Promise<OrderV2Record | undefined> {
-    try {
-      return readOrderV2(this.database.db, id)
-    } catch (error) {
-      classify(error)
-    }
+    return classified(() => readOrderV2(this.database.db, id))
   }
 
   async hasAny(): Promise<boolean> {
-    try {
-      return this.database.db.prepare(`SELECT EXISTS (SELECT 1 FROM orders WHERE status <> 'cancelled')`).pluck().get() === 1n
-    } catch (error) {
-      classify(error)
-    }
+    return classified(() => this.database.db.prepare(`SELECT EXISTS (SELECT 1 FROM orders WHERE status <> 'cancelled')`).pluck().get() === 1n)
   }
 
   async *streamJson(pageSize = 1000): AsyncIterable<Buffer> {

@@ -1,20 +1,14 @@
 import type { Pet } from '../../schemas/pet.js'
+import { toPet, type PetRow } from '../rows.js'
 import type { ImportProgress, PetsRepository } from '../store.js'
-import { classify, type SqliteDatabase } from './database.js'
+import { classified, type SqliteDatabase } from './database.js'
 
 export class SqlitePetsRepository implements PetsRepository {
   constructor(private readonly database: SqliteDatabase) {}
 
   async find(id: bigint): Promise<Pet | undefined> {
-    try {
-      const row = this.database.db.prepare('SELECT id, name, tag FROM pets WHERE id = ?').get(id) as
-        | { id: bigint; name: string; tag: string | null }
-        | undefined
-      if (row === undefined) return undefined
-      return row.tag === null ? { id: row.id, name: row.name } : { id: row.id, name: row.name, tag: row.tag }
-    } catch (error) {
-      classify(error)
-    }
+    const row = classified(() => this.database.db.prepare('SELECT id, name, tag FROM pets WHERE id = ?').get(id) as PetRow | undefined)
+    return row === undefined ? undefined : toPet(row)
   }
 
   async import(records: AsyncIterable<Pet>, onProgress?: ImportProgress): Promise<number> {

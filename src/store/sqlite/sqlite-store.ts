@@ -1,6 +1,6 @@
 import type { Store } from '../store.js'
 import { SqliteApiKeysRepository } from './api-keys-repository.js'
-import { classify, SqliteDatabase, type SqliteStoreOptions } from './database.js'
+import { classified, SqliteDatabase, type SqliteStoreOptions } from './database.js'
 import { SqliteOrderEventsRepository } from './order-events-repository.js'
 import { SqliteOrdersRepository } from './orders-repository.js'
 import { readCursorSecret } from './order-pages.js'
@@ -40,11 +40,7 @@ export class SqliteStore implements Store {
   }
 
   async cursorSecret(): Promise<Buffer> {
-    try {
-      return readCursorSecret(this.database.db)
-    } catch (error) {
-      classify(error)
-    }
+    return classified(() => readCursorSecret(this.database.db))
   }
 
   async close(): Promise<void> {

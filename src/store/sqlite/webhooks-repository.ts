@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3'
-import { canonicalEventTypes, checkCursor, type OrderEventType } from '../../domain/order-events.js'
+import { canonicalEventTypes, checkCursor } from '../../domain/order-events.js'
 import {
   advanceLease,
   ATTEMPTS_KEPT,
@@ -17,36 +17,10 @@ import {
   type WebhookEndpointPatch,
   type WebhookLease,
 } from '../../domain/webhooks.js'
-import { NEXT_SCAN, toLeases, toNextEvents, type LeasedRow, type NextRow } from '../webhook-rows.js'
+import { NEXT_SCAN, toAttempt, toEndpoint, toLeases, toNextEvents, type AttemptRow, type EndpointRow, type LeasedRow, type NextRow } from '../webhook-rows.js'
 import type { WebhooksRepository } from '../webhooks.js'
 import { GroupCommit } from '../group-commit.js'
-import { classify, type SqliteDatabase } from './database.js'
-
-/** A row of webhook_endpoints without its secrets. */
-interface EndpointRow {
-  id: bigint
-  url: string
-  event_types: string
-  description: string | null
-  enabled: bigint
-  disabled_reason: WebhookDisabledReason | null
-  position: bigint
-  failing_since: string | null
-  next_attempt_at: string | null
-  created_at: string
-}
-
-interface LeaseRow extends EndpointRow, LeasedRow {
-  lease_until: string
-}
-
-interface AttemptRow {
-  event_position: bigint
-  attempted_at: string
-  status: bigint | null
-  error: string | null
-  duration_ms: bigint
-}
+import { classified, statement, type SqliteDatabase } from './database.js'
 
 const ENDPOINT_COLUMNS = 'id, url, event_types, description, enabled, disabled_reason, position, failing_since, next_attempt_at, created_at'
 const LEASE_COLUMNS = `${ENDPOINT_COLUMNS}, failures, revision, secret, previous_secret, previous_until, lease_until`
@@ -93,33 +67,7 @@ interface QueuedAdvance {
   attempt: WebhookAttempt | null
 }
 
-function toEndpoint(row: EndpointRow): WebhookEndpoint {
-  return {
-    id: row.id,
-    url: row.url,
-    eventTypes: (row.event_types === '' ? [] : row.event_types.split(',')) as OrderEventType[],
-    description: row.description,
-    enabled: row.enabled === 1n,
-    disabledReason: row.disabled_reason,
-    position: row.position,
-    failingSince: row.failing_since,
-    nextAttemptAt: row.next_attempt_at,
-    createdAt: row.created_at,
-  }
-}
-
-function toAttempt(row: AttemptRow): WebhookAttempt {
-  return {
-    eventId: row.event_position,
-    attemptedAt: row.attempted_at,
-    status: row.status === null ? null : Number(row.status),
-    error: row.error,
-    durationMs: Number(row.duration_ms),
-  }
-}
-
 export class SqliteWebhooksRepository implements WebhooksRepository {
-  private readonly statements = new Map<string, Database.Statement>()
   /** Advances waiting for their group commit (see advance). */
   private readonly advances = new GroupCommit<QueuedAdvance, boolean>({ commit: (queued) => this.commitAdvances(queued) })
 
@@ -127,21 +75,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
 
   /** A statement prepared once (the dispatcher runs a few of them all the time). */
   private statement(sql: string): Database.Statement {
-    let statement = this.statements.get(sql)
-    if (statement === undefined) {
-      statement = this.database.db.prepare(sql)
-      this.statements.set(sql, statement)
-    }
-    return statement
-  }
-
-  /** A read of one statement, its driver errors classified. */
-  private read<T>(work: () => T): T {
-    try {
-      return work()
-    } catch (error) {
-      classify(error)
-    }
+    return statement(this.database.db, sql)
   }
 
   async create(endpoint: NewWebhookEndpoint, maxEndpoints: number): Promise<WebhookEndpoint | 'too_many'> {
@@ -158,11 +92,11 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   async list(): Promise<WebhookEndpoint[]> {
-    return this.read(() => (this.statement(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints ORDER BY id`).all() as EndpointRow[]).map(toEndpoint))
+    return classified(() => (this.statement(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints ORDER BY id`).all() as EndpointRow[]).map(toEndpoint))
   }
 
   async find(id: bigint): Promise<WebhookEndpoint | undefined> {
-    const row = this.read(() => this.statement(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ?`).get(id) as EndpointRow | undefined)
+    const row = classified(() => this.statement(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ?`).get(id) as EndpointRow | undefined)
     return row === undefined ? undefined : toEndpoint(row)
   }
 
@@ -218,7 +152,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   async attempts(id: bigint, limit: number): Promise<WebhookAttempt[] | undefined> {
-    return this.read(() => {
+    return classified(() => {
       // Back to back on this connection: only another process's remove can come between (no attempts then).
       if (this.statement('SELECT 1 FROM webhook_endpoints WHERE id = ?').pluck().get(id) === undefined) return undefined
       const rows = this.statement(
@@ -231,8 +165,8 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
 
   async lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]> {
     const until = new Date(now.getTime() + leaseMs)
-    const rows = this.database.immediate(() => this.statement(LEASE).all({ owner, until: until.toISOString(), now: now.toISOString(), limit }) as LeaseRow[])
-    return toLeases(rows, toEndpoint, owner, until, now)
+    const rows = this.database.immediate(() => this.statement(LEASE).all({ owner, until: until.toISOString(), now: now.toISOString(), limit }) as LeasedRow[])
+    return toLeases(rows, owner, until, now)
   }
 
   async renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean> {
@@ -262,7 +196,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   async unchanged(lease: WebhookLease): Promise<boolean> {
-    const revision = this.read(
+    const revision = classified(
       () =>
         this.statement('SELECT revision FROM webhook_endpoints WHERE id = ? AND lease_owner = ? AND lease_until > ?')
           .pluck()
@@ -273,7 +207,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
 
   async next(lease: WebhookLease, limit: number): Promise<NextEvents> {
     const after = lease.endpoint.position
-    const rows = this.read(
+    const rows = classified(
       () => this.statement(NEXT).all({ after, scan: Math.max(limit, NEXT_SCAN), types: JSON.stringify(lease.endpoint.eventTypes), limit }) as NextRow[],
     )
     return toNextEvents(after, limit, rows)
@@ -352,7 +286,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   async lag(): Promise<{ id: bigint; events: bigint }[]> {
-    return this.read(
+    return classified(
       () =>
         this.statement(`SELECT id, max(${HEAD} - position, 0) AS events FROM webhook_endpoints WHERE enabled = 1 ORDER BY id`).all() as {
           id: bigint
@@ -381,10 +315,10 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   async signingSecrets(id: bigint, now: Date): ReturnType<WebhooksRepository['signingSecrets']> {
-    const row = this.read(
+    const row = classified(
       () =>
         this.statement('SELECT secret, previous_secret, previous_until FROM webhook_endpoints WHERE id = ?').get(id) as
-          | Pick<LeaseRow, 'secret' | 'previous_secret' | 'previous_until'>
+          | Pick<LeasedRow, 'secret' | 'previous_secret' | 'previous_until'>
           | undefined,
     )
     return row === undefined ? undefined : signingSecretsAt(row.secret, row.previous_secret, row.previous_until, now)

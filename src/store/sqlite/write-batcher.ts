@@ -66,14 +66,9 @@ export class WriteBatcher {
     return this.batches.submit(write) as Promise<R>
   }
 
-  /** Waits for the writes already queued to settle. */
-  drain(): Promise<void> {
-    return this.batches.drain()
-  }
-
   /** Settles what is queued, then closes the connection. */
   async close(): Promise<void> {
-    await this.drain()
+    await this.batches.drain()
     this.db.close()
   }
 }
