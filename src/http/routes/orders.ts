@@ -36,7 +36,6 @@ export function ordersRoutes(app: ApiApp): void {
         response: {
           200: Type.Array(OrderRef, { description: 'Every order that is not cancelled, ascending id' }),
           ...errorResponses({
-            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
             403: 'The API key lacks the `orders:read` scope (`insufficient_scope`)',
           }),
         },
@@ -132,7 +131,6 @@ export function ordersRoutes(app: ApiApp): void {
           204: Type.Null({ description: 'Order cancelled; no body' }),
           ...errorResponses({
             400: '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`)',
-            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
             403: 'The API key lacks the `orders:cancel` scope (`insufficient_scope`)',
             404: 'The order does not exist or is already cancelled (`order_not_found`)',
             409: 'The order has already shipped and cannot be cancelled (`order_already_shipped`)',

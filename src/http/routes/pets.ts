@@ -40,7 +40,6 @@ export function petsRoutes(app: ApiApp): void {
           200: { ...PetRef, description: 'The pet' },
           ...errorResponses({
             400: '`petId` is not a decimal integer in the int64 range (`invalid_pet_id`)',
-            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
             403: 'The API key lacks the `pets:read` scope (`insufficient_scope`)',
             404: 'No pet has this id (`pet_not_found`)',
             410: 'The operation is past its sunset date (`gone`)',

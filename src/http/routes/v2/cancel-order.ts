@@ -44,7 +44,6 @@ export function cancelOrderV2Route(app: ApiApp): void {
               '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is not a JSON object, ' +
               'has a field other than `reason`, or `reason` is not one of the five (`invalid_body`); a query parameter was ' +
               'sent (`invalid_parameter`)',
-            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
             403: 'The API key lacks the `orders:cancel` scope (`insufficient_scope`)',
             404: 'No order has this id (`order_not_found`)',
             409: 'The order has already shipped and cannot be cancelled (`order_already_shipped`)',

@@ -11,7 +11,6 @@ import { Cursors } from '../../cursor.js'
 const DATA = Buffer.from('{"data":')
 const END = Buffer.from('}')
 
-const UNAUTHORIZED = 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)'
 const NO_READ_SCOPE = 'The API key lacks the `orders:read` scope (`insufficient_scope`)'
 
 /** v2's reads: pages of orders with filters, and one order, each with its status. */
@@ -52,7 +51,6 @@ export function ordersV2Routes(app: ApiApp): void {
             400:
               'A query parameter is unknown, repeated or invalid, or `shipDateFrom` is not before `shipDateTo` ' +
               '(`invalid_parameter`); or the cursor is altered, not from this API, or was issued for other filters (`invalid_cursor`)',
-            401: UNAUTHORIZED,
             403: NO_READ_SCOPE,
           }),
         },
@@ -91,7 +89,6 @@ export function ordersV2Routes(app: ApiApp): void {
           200: { ...OrderV2Ref, description: 'The order' },
           ...errorResponses({
             400: '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); a query parameter was sent (`invalid_parameter`)',
-            401: UNAUTHORIZED,
             403: NO_READ_SCOPE,
             404: 'No order has this id (`order_not_found`)',
           }),

@@ -56,7 +56,6 @@ export function placeOrderRoute(app: ApiApp): void {
               'of them is missing or invalid (`invalid_body`, naming the field); the `Idempotency-Key` header is empty, ' +
               'longer than 255 characters, has a character that is not visible ASCII, or is sent twice ' +
               '(`invalid_idempotency_key`); a query parameter was sent (`invalid_parameter`)',
-            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
             403: 'The API key lacks the `orders:write` scope (`insufficient_scope`)',
             409:
               'A request with this `Idempotency-Key` is still being processed (`idempotency_key_in_use`): retry after ' +

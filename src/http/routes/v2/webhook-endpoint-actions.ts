@@ -22,14 +22,12 @@ import {
   NOT_FOUND,
   NOT_JSON,
   SENDS_ORDERS,
-  UNAUTHORIZED,
 } from './webhook-endpoints.js'
 
 /** The refusals of an action on an endpoint that takes no body and needs `webhooks:manage` alone (rotate-secret, ping). */
 function noBodyActionErrors(): ReturnType<typeof errorResponses> {
   return errorResponses({
     400: `${BAD_ID}; a body other than empty or \`{}\` was sent (\`invalid_body\`); a query parameter was sent (\`invalid_parameter\`)`,
-    401: UNAUTHORIZED,
     403: NO_MANAGE_SCOPE,
     404: NOT_FOUND,
     415: NOT_JSON,
@@ -102,7 +100,6 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
             400:
               `${BAD_ID}; the body is not a JSON object with \`after\` alone, a string (\`invalid_body\`); \`after\` is not a ` +
               'cursor of the feed: malformed, or past its end (`invalid_cursor`); a query parameter was sent (`invalid_parameter`)',
-            401: UNAUTHORIZED,
             403: NO_SCOPES_TO_SEND_ORDERS,
             404: NOT_FOUND,
             410: 'Events after `after` have been deleted by retention (`events_expired`): replay from a later cursor',
@@ -141,7 +138,6 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
           200: { ...WebhookAttemptList, description: 'The attempts, newest first' },
           ...errorResponses({
             400: `${BAD_ID}; a query parameter is unknown, repeated or invalid (\`invalid_parameter\`)`,
-            401: UNAUTHORIZED,
             403: NO_MANAGE_SCOPE,
             404: NOT_FOUND,
           }),

@@ -15,7 +15,6 @@ import type { ApiApp } from '../../api-app.js'
 import { insufficientScope } from '../../authenticator.js'
 import { jsonObjectBody } from '../../strict-body.js'
 
-export const UNAUTHORIZED = 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)'
 export const NO_MANAGE_SCOPE = 'The API key lacks the `webhooks:manage` scope (`insufficient_scope`)'
 export const NOT_FOUND = 'No webhook endpoint has this id (`webhook_endpoint_not_found`)'
 export const BAD_ID = '`endpointId` is not a decimal integer in the int64 range (`invalid_endpoint_id`)'
@@ -80,7 +79,6 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
               'The body is missing, not a JSON object, has a field other than `url`, `eventTypes` and `description`, `url` is ' +
               'missing, `eventTypes` is empty or has an unknown or repeated type, or `description` is longer than 256 ' +
               `characters (\`invalid_body\`, naming the field); ${URL_REFUSED}; a query parameter was sent (\`invalid_parameter\`)`,
-            401: UNAUTHORIZED,
             403: NO_SCOPES_TO_SEND_ORDERS,
             409: 'As many endpoints exist as WEBHOOK_MAX_ENDPOINTS allows (`webhook_endpoint_limit`): delete one first',
             415: NOT_JSON,
@@ -110,7 +108,7 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
         querystring: NoQuery,
         response: {
           200: { ...WebhookEndpointList, description: 'Every endpoint, ascending id' },
-          ...errorResponses({ 400: 'A query parameter was sent (`invalid_parameter`)', 401: UNAUTHORIZED, 403: NO_MANAGE_SCOPE }),
+          ...errorResponses({ 400: 'A query parameter was sent (`invalid_parameter`)', 403: NO_MANAGE_SCOPE }),
         },
       },
     },
@@ -132,7 +130,7 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
         querystring: NoQuery,
         response: {
           200: { ...WebhookEndpointRef, description: 'The endpoint' },
-          ...errorResponses({ 400: `${BAD_ID}; a query parameter was sent (\`invalid_parameter\`)`, 401: UNAUTHORIZED, 403: NO_MANAGE_SCOPE, 404: NOT_FOUND }),
+          ...errorResponses({ 400: `${BAD_ID}; a query parameter was sent (\`invalid_parameter\`)`, 403: NO_MANAGE_SCOPE, 404: NOT_FOUND }),
         },
       },
     },
@@ -169,7 +167,6 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
             400:
               `${BAD_ID}; the body is not a JSON object, has an unknown field, or a field with an invalid value ` +
               `(\`invalid_body\`, naming it); ${URL_REFUSED}; a query parameter was sent (\`invalid_parameter\`)`,
-            401: UNAUTHORIZED,
             403: 'The API key lacks the `webhooks:manage` scope, or the body sets `url` and it lacks `orders:read` (`insufficient_scope`)',
             404: NOT_FOUND,
             415: NOT_JSON,
@@ -203,7 +200,7 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
         querystring: NoQuery,
         response: {
           204: { type: 'null', description: 'The endpoint is deleted' },
-          ...errorResponses({ 400: `${BAD_ID}; a query parameter was sent (\`invalid_parameter\`)`, 401: UNAUTHORIZED, 403: NO_MANAGE_SCOPE, 404: NOT_FOUND }),
+          ...errorResponses({ 400: `${BAD_ID}; a query parameter was sent (\`invalid_parameter\`)`, 403: NO_MANAGE_SCOPE, 404: NOT_FOUND }),
         },
       },
     },
