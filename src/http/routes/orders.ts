@@ -12,6 +12,7 @@ import type { JsonPage } from '../../store/store.js'
 import { ListCache } from '../list-cache.js'
 import { then, type MaybePromise } from '../../maybe-async.js'
 import { limitSendTime, sendBody } from '../send-file.js'
+import { operation } from './operation.js'
 
 export function ordersRoutes(app: ApiApp): void {
   const { store, metrics } = app
@@ -26,13 +27,11 @@ export function ordersRoutes(app: ApiApp): void {
       onRequest: app.requireScope('orders:read'),
       schema: {
         operationId: 'listOrders',
-        tags: ['orders'],
+        ...operation('orders', 'stable'),
         summary: 'List all orders',
         description:
           'Returns every order that has not been cancelled, in ascending `id` order, in one response. ' +
           'Filtering and pagination are not supported (planned for v2). Requires the `orders:read` scope.',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'stable',
         response: {
           200: Type.Array(OrderRef, { description: 'Every order that is not cancelled, ascending id' }),
           ...errorResponses({
@@ -118,14 +117,12 @@ export function ordersRoutes(app: ApiApp): void {
       onRequest: app.requireScope('orders:cancel'),
       schema: {
         operationId: 'cancelOrder',
-        tags: ['orders'],
+        ...operation('orders', 'stable'),
         summary: 'Cancel an order',
         description:
           'Cancels a pending order. An order that has shipped cannot be cancelled (409); an unknown or ' +
           'already cancelled order is 404. The 204 is sent only once the cancellation is durable. ' +
           'Requires the `orders:cancel` scope.',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'stable',
         params: OrderIdParams,
         response: {
           204: Type.Null({ description: 'Order cancelled; no body' }),

@@ -2,6 +2,7 @@ import { ApiError } from '../../errors.js'
 import { errorResponses } from '../../schemas/error.js'
 import { PetIdParams, PetRef } from '../../schemas/pet.js'
 import type { ApiApp } from '../api-app.js'
+import { operation } from './operation.js'
 
 /** The deprecated showPetById: RFC 9745 Deprecation, RFC 8594 Sunset, then 410 after the sunset. */
 export function petsRoutes(app: ApiApp): void {
@@ -26,15 +27,13 @@ export function petsRoutes(app: ApiApp): void {
       ],
       schema: {
         operationId: 'showPetById',
-        tags: ['pets'],
+        ...operation('pets', 'stable'),
         summary: 'Info for a specific pet (deprecated)',
         description:
           `Deprecated: responses carry \`Deprecation\`, \`Sunset\` and a \`Link\` with rel="deprecation". ` +
           `After the sunset date (${sunsetAt.toISOString()}) the operation answers 410 \`gone\`. ` +
           'Requires the `pets:read` scope.',
         deprecated: true,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'stable',
         params: PetIdParams,
         response: {
           200: { ...PetRef, description: 'The pet' },

@@ -2,6 +2,7 @@ import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
 import { CancelOrderBody, NoQuery, OrderIdV2Params, OrderV2Ref, toApiOrderV2 } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
+import { operation } from '../operation.js'
 import { jsonObjectBody } from '../../strict-body.js'
 
 /**
@@ -20,7 +21,7 @@ export function cancelOrderV2Route(app: ApiApp): void {
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'cancelOrder',
-        tags: ['orders'],
+        ...operation('orders', 'beta'),
         summary: 'Cancel an order',
         description:
           'Cancels a pending order and returns it, with `status` `cancelled`, `cancelledAt` and the `reason` given, if any. ' +
@@ -31,8 +32,6 @@ export function cancelOrderV2Route(app: ApiApp): void {
           'the same `cancelledAt`. A shipped order cannot be cancelled (409). The body is optional; without one, no ' +
           'reason is recorded. Requires the `orders:cancel` scope; a key without `orders:read` too is answered 204 ' +
           'with no body instead of 200 with the order (a retry is 204 again).',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: OrderIdV2Params,
         querystring: NoQuery,
         body: CancelOrderBody,

@@ -2,6 +2,7 @@ import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
 import { CompleteOrderParams, EmptyBody, NoQuery, OrderV2Ref, toApiOrderV2 } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
+import { operation } from '../operation.js'
 import { jsonObjectBody } from '../../strict-body.js'
 
 /**
@@ -19,7 +20,7 @@ export function completeOrderRoute(app: ApiApp): void {
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'completeOrder',
-        tags: ['orders'],
+        ...operation('orders', 'beta'),
         summary: 'Complete an order',
         description:
           'Marks a shipped order fulfilled: `complete` becomes `true` and `completedAt` is set; 200 with the order once ' +
@@ -27,8 +28,6 @@ export function completeOrderRoute(app: ApiApp): void {
           'complete is returned as it stands (its first `completedAt`). Only a shipped order can be completed: a ' +
           'pending or a cancelled one is 409. No body, or `{}`. Requires the `orders:write` scope; a key without ' +
           '`orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again).',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: CompleteOrderParams,
         querystring: NoQuery,
         body: EmptyBody,

@@ -6,6 +6,7 @@ import { errorResponses } from '../../../schemas/error.js'
 import { ListOrdersQuery, NoQuery, OrderIdV2Params, OrderPage, OrderV2Ref, toApiOrderV2 } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
 import { Cursors } from '../../cursor.js'
+import { operation } from '../operation.js'
 
 // An OrderPage around the data array, as its serializer writes it (data first, nextCursor last).
 const DATA = Buffer.from('{"data":')
@@ -33,7 +34,7 @@ export function ordersV2Routes(app: ApiApp): void {
       onRequest: app.requireScope('orders:read'),
       schema: {
         operationId: 'listOrders',
-        tags: ['orders'],
+        ...operation('orders', 'beta'),
         summary: 'List orders, a page at a time, with filters',
         description:
           'Returns the orders matching every filter given, in ascending `id` order, at most `limit` of them. ' +
@@ -42,8 +43,6 @@ export function ordersV2Routes(app: ApiApp): void {
           'this host). A walk over every page while orders change never returns an order twice and never skips ' +
           'one that matched the filters for the whole walk. Unknown, repeated or invalid query parameters are ' +
           'refused (400 `invalid_parameter`, naming the parameter). Requires the `orders:read` scope.',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         querystring: ListOrdersQuery,
         response: {
           200: { ...OrderPage, description: 'A page of orders, ascending id' },
@@ -78,11 +77,9 @@ export function ordersV2Routes(app: ApiApp): void {
       onRequest: app.requireScope('orders:read'),
       schema: {
         operationId: 'getOrder',
-        tags: ['orders'],
+        ...operation('orders', 'beta'),
         summary: 'Show an order',
         description: 'Returns the order with its status, cancelled orders included. Requires the `orders:read` scope.',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: OrderIdV2Params,
         querystring: NoQuery,
         response: {

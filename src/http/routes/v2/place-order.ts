@@ -6,6 +6,7 @@ import { errorResponses } from '../../../schemas/error.js'
 import { NoQuery, OrderV2Ref, PlaceOrderBody, PlaceOrderHeaders, toApiOrderV2 } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
+import { operation } from '../operation.js'
 
 const HOUR_MS = 3_600_000
 
@@ -31,7 +32,7 @@ export function placeOrderRoute(app: ApiApp): void {
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'placeOrder',
-        tags: ['orders'],
+        ...operation('orders', 'beta'),
         summary: 'Place an order',
         description:
           'Places a new order for `quantity` units of the pet `petId`, `pending` and not `complete`; the service gives ' +
@@ -43,8 +44,6 @@ export function placeOrderRoute(app: ApiApp): void {
           'is 422; while the first request with the key is still being processed, 409 with `Retry-After`. Of any ' +
           'number of concurrent requests with one key, on any number of instances, exactly one places an order. ' +
           'Requires the `orders:write` scope, which a key has only when it was given it.',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         headers: PlaceOrderHeaders,
         querystring: NoQuery,
         body: PlaceOrderBody,

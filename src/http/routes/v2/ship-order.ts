@@ -2,6 +2,7 @@ import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
 import { EmptyBody, NoQuery, OrderV2Ref, ShipOrderParams, toApiOrderV2 } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
+import { operation } from '../operation.js'
 import { jsonObjectBody } from '../../strict-body.js'
 
 /**
@@ -19,7 +20,7 @@ export function shipOrderRoute(app: ApiApp): void {
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'shipOrder',
-        tags: ['orders'],
+        ...operation('orders', 'beta'),
         summary: 'Ship an order',
         description:
           'Ships a pending order: its `status` becomes `shipped` and `shippedAt` is set; 200 with the order once the ' +
@@ -28,8 +29,6 @@ export function shipOrderRoute(app: ApiApp): void {
           'cancel racing on one pending order, on any instances, exactly one wins. No body, or `{}`. Requires the ' +
           '`orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the ' +
           'order (a retry is 204 again).',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: ShipOrderParams,
         querystring: NoQuery,
         body: EmptyBody,

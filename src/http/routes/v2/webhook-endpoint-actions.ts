@@ -12,6 +12,7 @@ import { rotateWebhookSecret, toApiWebhookAttempt, toApiWebhookEndpoint } from '
 import { pingWebhookEndpoint, toApiPingResult, type Deliver } from '../../../webhooks/ping.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
+import { operation } from '../operation.js'
 import { afterPosition, feedCursorError } from './order-events.js'
 import {
   BAD_ID,
@@ -49,15 +50,13 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'rotateWebhookSecret',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: "Rotate a webhook endpoint's signing secret",
         description:
           'Gives the endpoint a new signing secret and returns it (shown only now). For 24 hours the previous secret signs ' +
           'too: `webhook-signature` then holds two entries, so a receiver verifies with either while it switches. ' +
           'Rotating again within the 24 hours ends the older secret at once. No body. ' +
           BETA,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: EndpointIdParams,
         querystring: NoQuery,
         body: NoQuery,
@@ -81,7 +80,7 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'replayWebhookEndpoint',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: 'Send a webhook endpoint events again, from a cursor',
         description:
           "Moves the endpoint's position to `after` and enables it: it is sent every event of its types after that cursor " +
@@ -89,8 +88,6 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
           'event feed or an event\'s `id`; it may be before or after the current position. The 202 is sent once the new ' +
           'position is stored; deliveries follow. ' +
           `${BETA} ${SENDS_ORDERS}`,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: EndpointIdParams,
         querystring: NoQuery,
         body: ReplayWebhookEndpointBody,
@@ -124,14 +121,12 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
       onRequest: manage,
       schema: {
         operationId: 'listWebhookAttempts',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: "List a webhook endpoint's delivery attempts",
         description:
           'Returns the latest delivery attempts to the endpoint, newest first, at most `limit` (the last 100 are kept): ' +
           'the event, when, the status of the response or a short error, and how long it took. Never a response body. ' +
           BETA,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: EndpointIdParams,
         querystring: ListWebhookAttemptsQuery,
         response: {
@@ -158,7 +153,7 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'pingWebhookEndpoint',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: 'Send a webhook endpoint a test delivery',
         description:
           'Sends the endpoint one signed delivery now, of type `webhook.ping`, outside the feed, and answers how it went: ' +
@@ -171,8 +166,6 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
           'nothing: not the position, not the status (a 410 disables nothing), not the attempts. It may arrive while an ' +
           "event is being delivered to the endpoint. It carries no order, so `webhooks:manage` alone allows it. No body. " +
           BETA,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: EndpointIdParams,
         querystring: NoQuery,
         body: NoQuery,

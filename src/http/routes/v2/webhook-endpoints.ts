@@ -14,6 +14,7 @@ import { createWebhookEndpoint, toApiWebhookEndpoint, toEndpointPatch } from '..
 import type { ApiApp } from '../../api-app.js'
 import { insufficientScope } from '../../authenticator.js'
 import { jsonObjectBody } from '../../strict-body.js'
+import { operation } from '../operation.js'
 
 export const NO_MANAGE_SCOPE = 'The API key lacks the `webhooks:manage` scope (`insufficient_scope`)'
 export const NOT_FOUND = 'No webhook endpoint has this id (`webhook_endpoint_not_found`)'
@@ -59,7 +60,7 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'createWebhookEndpoint',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: 'Create a webhook endpoint',
         description:
           'Creates an endpoint to which every event of the order feed of its `eventTypes` (default: every type) is POSTed, ' +
@@ -68,8 +69,6 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
           'by rotateWebhookSecret). The URL must be https and its host must resolve only to public addresses (unless the ' +
           'service allows private networks). At most WEBHOOK_MAX_ENDPOINTS endpoints exist (100 by default). ' +
           `${BETA} ${SENDS_ORDERS}`,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         querystring: NoQuery,
         body: CreateWebhookEndpointBody,
         response: {
@@ -100,11 +99,9 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
       onRequest: manage,
       schema: {
         operationId: 'listWebhookEndpoints',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: 'List the webhook endpoints',
         description: `Returns every endpoint, ascending id, without secrets. ${BETA}`,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         querystring: NoQuery,
         response: {
           200: { ...WebhookEndpointList, description: 'Every endpoint, ascending id' },
@@ -121,11 +118,9 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
       onRequest: manage,
       schema: {
         operationId: 'getWebhookEndpoint',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: 'Show a webhook endpoint',
         description: `Returns the endpoint: its status, position in the feed, and when its failing event is tried again. ${BETA}`,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: EndpointIdParams,
         querystring: NoQuery,
         response: {
@@ -148,7 +143,7 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
       preValidation: [urlNeedsOrdersRead, jsonObjectBody],
       schema: {
         operationId: 'updateWebhookEndpoint',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: 'Change a webhook endpoint',
         description:
           'Changes the fields given and leaves the others; an empty body changes nothing. `enabled: false` disables the ' +
@@ -156,8 +151,6 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
           'failures and retries cleared. A new `url` is checked as at creation. ' +
           `${BETA} A body with \`url\` also requires \`orders:read\`, as creating an endpoint does; any other body, ` +
           '`webhooks:manage` alone.',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: EndpointIdParams,
         querystring: NoQuery,
         body: UpdateWebhookEndpointBody,
@@ -191,11 +184,9 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
       onRequest: manage,
       schema: {
         operationId: 'deleteWebhookEndpoint',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: 'Delete a webhook endpoint',
         description: `Deletes the endpoint and its attempts; a delivery in flight to it is its last. ${BETA}`,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: EndpointIdParams,
         querystring: NoQuery,
         response: {
