@@ -201,18 +201,18 @@ function negotiateEncoding(header: string | undefined): Encoding {
   return header === undefined || header === '' ? 'identity' : (negotiator.negotiate(header) ?? 'identity')
 }
 
+// Large output chunks too: each one is a round trip to the thread pool.
+const CHUNKING = { chunkSize: 256 * 1024, highWaterMark: 1024 * 1024 }
+
 /** gzip at level 1, the fastest: a cache miss may take up to 1.5× the identity one (docs/benchmarks.md). */
 function gzip(): NodeJS.ReadWriteStream {
-  const chunking = { chunkSize: 256 * 1024, highWaterMark: 1024 * 1024 }
-  return createGzip({ ...chunking, level: 1 })
+  return createGzip({ ...CHUNKING, level: 1 })
 }
 
 /** brotli at quality 1 keeps up with the database (see docs/benchmarks.md). */
 function brotli(): NodeJS.ReadWriteStream {
-  // Large output chunks too: each one is a round trip to the thread pool.
-  const chunking = { chunkSize: 256 * 1024, highWaterMark: 1024 * 1024 }
   return createBrotliCompress({
-    ...chunking,
+    ...CHUNKING,
     params: { [zlib.BROTLI_PARAM_QUALITY]: 1, [zlib.BROTLI_PARAM_MODE]: zlib.BROTLI_MODE_TEXT },
   })
 }
