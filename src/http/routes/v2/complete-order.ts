@@ -1,15 +1,11 @@
-import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
-import { CompleteOrderParams, EmptyBody, NoQuery, OrderV2Ref, toApiOrderV2 } from '../../../schemas/order-v2.js'
+import { CompleteOrderParams, EmptyBody, NoQuery, OrderV2Ref } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
-import { operation } from '../operation.js'
 import { jsonObjectBody } from '../../strict-body.js'
+import { operation } from '../operation.js'
+import { answerOrderWrite } from './order-write.js'
 
-/**
- * completeOrder: a shipped order is fulfilled. Safe to retry: a complete order is returned as it
- * stands — to a key that may read orders. A key without `orders:read` gets 204 and no body, as
- * cancel answers it: completing an order (or retrying) must not let it read that order.
- */
+/** completeOrder: a shipped order is fulfilled, answered as every write to an order is (`answerOrderWrite`). */
 export function completeOrderRoute(app: ApiApp): void {
   const { store, metrics } = app
 
@@ -46,17 +42,10 @@ export function completeOrderRoute(app: ApiApp): void {
         },
       },
     },
-    async (request, reply) => {
-      const result = await store.orders.complete(request.params.orderId).catch((error: unknown) => {
-        metrics.completed('error')
-        throw error
-      })
-      metrics.completed(result.outcome)
-      if (result.outcome === 'not_shipped') throw new ApiError('order_not_shipped')
-      if (result.outcome === 'cancelled') throw new ApiError('order_cancelled')
-      if (result.outcome === 'not_found') throw new ApiError('order_not_found', 'No order has this id.')
-      if (!request.apiKey!.scopes.includes('orders:read')) return reply.code(204).send(null)
-      return toApiOrderV2(result.order)
-    },
+    async (request, reply) =>
+      answerOrderWrite(request, reply, store.orders.complete(request.params.orderId), (outcome) => metrics.completed(outcome), {
+        not_shipped: 'order_not_shipped',
+        cancelled: 'order_cancelled',
+      }),
   )
 }

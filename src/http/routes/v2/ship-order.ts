@@ -1,15 +1,11 @@
-import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
-import { EmptyBody, NoQuery, OrderV2Ref, ShipOrderParams, toApiOrderV2 } from '../../../schemas/order-v2.js'
+import { EmptyBody, NoQuery, OrderV2Ref, ShipOrderParams } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
-import { operation } from '../operation.js'
 import { jsonObjectBody } from '../../strict-body.js'
+import { operation } from '../operation.js'
+import { answerOrderWrite } from './order-write.js'
 
-/**
- * shipOrder: pending → shipped. Safe to retry: a shipped order is returned as it stands — to a key
- * that may read orders. A key without `orders:read` gets 204 and no body, as cancel answers it:
- * shipping an order (or retrying a ship) must not let it read that order.
- */
+/** shipOrder: pending → shipped, answered as every write to an order is (`answerOrderWrite`). */
 export function shipOrderRoute(app: ApiApp): void {
   const { store, metrics } = app
 
@@ -47,16 +43,9 @@ export function shipOrderRoute(app: ApiApp): void {
         },
       },
     },
-    async (request, reply) => {
-      const result = await store.orders.ship(request.params.orderId).catch((error: unknown) => {
-        metrics.shipped('error')
-        throw error
-      })
-      metrics.shipped(result.outcome)
-      if (result.outcome === 'cancelled') throw new ApiError('order_cancelled')
-      if (result.outcome === 'not_found') throw new ApiError('order_not_found', 'No order has this id.')
-      if (!request.apiKey!.scopes.includes('orders:read')) return reply.code(204).send(null)
-      return toApiOrderV2(result.order)
-    },
+    async (request, reply) =>
+      answerOrderWrite(request, reply, store.orders.ship(request.params.orderId), (outcome) => metrics.shipped(outcome), {
+        cancelled: 'order_cancelled',
+      }),
   )
 }
