@@ -39,7 +39,6 @@ export interface OrderEventsPage {
    * the order as v2 shows it right after the change (field order of the OrderV2 serializer).
    */
   json: Buffer
-  /** How many events the page holds. */
   count: number
   /**
    * Where to resume: the page's last position; for an empty page, `after` when one was given, else
