@@ -1,6 +1,5 @@
 import { createHash, randomInt } from 'node:crypto'
 
-/** Scopes an API key can carry. */
 export const SCOPES = ['orders:read', 'orders:cancel', 'orders:write', 'pets:read', 'webhooks:manage'] as const
 export type Scope = (typeof SCOPES)[number]
 /** A new key's scopes unless told otherwise: every scope but `orders:write` (placing, shipping, completing) and `webhooks:manage`. */

@@ -32,13 +32,12 @@ export type ImportFormat = 'json-array' | 'ndjson'
 
 /** A problem with one record or with the file; the message is `<position>: <reason>`. */
 export class ImportFileError extends Error {
-  readonly position: string | undefined
-  readonly reason: string
-  constructor(position: string | undefined, reason: string) {
+  constructor(
+    readonly position: string | undefined,
+    readonly reason: string,
+  ) {
     super(position === undefined ? reason : `${position}: ${reason}`)
     this.name = 'ImportFileError'
-    this.position = position
-    this.reason = reason
   }
 }
 

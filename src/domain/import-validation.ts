@@ -5,7 +5,7 @@
 import type { Pet } from '../schemas/pet.js'
 import { parseDateTime } from './date-time.js'
 import { INT64_MAX, parseInt64 } from './int64.js'
-import { CANCELLATION_REASONS, type CancellationReason, checkNewOrder, MAX_QUANTITY, ORDER_STATUSES, type OrderRecord, type OrderStatus } from './orders.js'
+import { CANCELLATION_REASONS, checkNewOrder, MAX_QUANTITY, ORDER_STATUSES, type OrderRecord } from './orders.js'
 
 /** A record that breaks a rule; the reader adds its position. */
 export class InvalidRecordError extends Error {
@@ -17,10 +17,7 @@ export class InvalidRecordError extends Error {
 
 /** A JSON number as written in the file: `text` is its source text, digit for digit. */
 export class JsonNumber {
-  readonly text: string
-  constructor(text: string) {
-    this.text = text
-  }
+  constructor(readonly text: string) {}
   toString(): string {
     return this.text
   }
@@ -50,13 +47,13 @@ export function validateOrderRecord(value: unknown): OrderRecord {
   const petId = positiveInt64(record.petId, 'petId', false)
   const quantity = optionalQuantity(record.quantity)
   const shipDate = optionalDateTime(record.shipDate, 'shipDate')
-  const status = optionalStatus(record.status)
+  const status = optionalOneOf(record.status, 'status', ORDER_STATUSES) ?? 'pending'
   const complete = optionalBoolean(record.complete, 'complete')
   if (complete && status !== 'shipped') {
     throw new InvalidRecordError(`complete is true but status is "${status}"; only a shipped order can be complete`)
   }
   const cancelledAt = optionalDateTime(record.cancelledAt, 'cancelledAt')
-  const cancellationReason = optionalReason(record.cancellationReason)
+  const cancellationReason = optionalOneOf(record.cancellationReason, 'cancellationReason', CANCELLATION_REASONS)
   if (status !== 'cancelled') {
     const given = cancelledAt !== null ? 'cancelledAt' : cancellationReason !== null ? 'cancellationReason' : undefined
     if (given !== undefined) {
@@ -125,20 +122,12 @@ function optionalBoolean(value: unknown, field: string): boolean {
   return value
 }
 
-function optionalStatus(value: unknown): OrderStatus {
-  if (isAbsent(value)) return 'pending'
-  if (typeof value !== 'string' || !(ORDER_STATUSES as readonly string[]).includes(value)) {
-    throw new InvalidRecordError(`status must be one of ${ORDER_STATUSES.join(', ')}, got ${describe(value)}`)
-  }
-  return value as OrderStatus
-}
-
-function optionalReason(value: unknown): CancellationReason | null {
+function optionalOneOf<T extends string>(value: unknown, field: string, values: readonly T[]): T | null {
   if (isAbsent(value)) return null
-  if (typeof value !== 'string' || !(CANCELLATION_REASONS as readonly string[]).includes(value)) {
-    throw new InvalidRecordError(`cancellationReason must be one of ${CANCELLATION_REASONS.join(', ')}, got ${describe(value)}`)
+  if (typeof value !== 'string' || !(values as readonly string[]).includes(value)) {
+    throw new InvalidRecordError(`${field} must be one of ${values.join(', ')}, got ${describe(value)}`)
   }
-  return value as CancellationReason
+  return value as T
 }
 
 function boundedString(value: unknown, field: string, max: number, required: boolean): string | undefined {

@@ -2,6 +2,8 @@
  * The order event feed's rules (docs/order-events.md), for both stores, the API and the CLI: its
  * event types, what a position is, and how a cursor is judged against what retention kept.
  */
+import { INT64_MAX } from './int64.js'
+
 export const ORDER_EVENT_TYPES = ['order.created', 'order.updated', 'order.shipped', 'order.completed', 'order.cancelled'] as const
 export type OrderEventType = (typeof ORDER_EVENT_TYPES)[number]
 
@@ -14,7 +16,6 @@ export function canonicalEventTypes(types: readonly OrderEventType[] | undefined
 /** A position as the feed writes it (an event's id, a nextCursor): decimal, no sign, no leading zero. */
 export const EVENT_POSITION_PATTERN = '^(0|[1-9][0-9]{0,18})$'
 const POSITION = new RegExp(EVENT_POSITION_PATTERN)
-const INT64_MAX = 2n ** 63n - 1n
 
 /** Text that is not a position this feed could have written. */
 export class InvalidEventPositionError extends Error {
@@ -38,7 +39,6 @@ export interface OrderEventsPage {
    * the order as v2 shows it right after the change (field order of the OrderV2 serializer).
    */
   json: Buffer
-  /** How many events the page holds. */
   count: number
   /**
    * Where to resume: the page's last position; for an empty page, `after` when one was given, else

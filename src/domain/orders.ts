@@ -36,39 +36,28 @@ export interface OrderV2Record extends Omit<OrderRecord, 'cancelledAt' | 'cancel
 }
 
 /**
- * What one cancel found. `cancelled`: this request changed the order. `already_cancelled`: it was
- * cancelled before (by another request, an import, or an earlier cancel of the same batch), and
- * keeps that first cancellation's time and reason. Either way `order` is the order as it now stands.
+ * What one conditional write to an order found. `Changed`: this request changed the order.
+ * `Already`: an earlier one did, and a retry is safe. Either way `order` is the order as it now
+ * stands. Else why it was not written: `Refused`, or `not_found`.
  */
-export type CancelResult =
-  | { outcome: 'cancelled'; order: OrderV2Record }
-  | { outcome: 'already_cancelled'; order: OrderV2Record }
-  | { outcome: 'already_shipped' }
-  | { outcome: 'not_found' }
+type OrderWriteResult<Changed extends string, Already extends string, Refused extends string> =
+  | { outcome: Changed; order: OrderV2Record }
+  | { outcome: Already; order: OrderV2Record }
+  | { [Outcome in Refused | 'not_found']: { outcome: Outcome } }[Refused | 'not_found']
+
+/**
+ * What one cancel found. `already_cancelled`: it was cancelled before (by another request, an
+ * import, or an earlier cancel of the same batch), and keeps that first cancellation's time and reason.
+ */
+export type CancelResult = OrderWriteResult<'cancelled', 'already_cancelled', 'already_shipped'>
 export type CancelOutcome = CancelResult['outcome']
 
-/**
- * What one ship found. `shipped`: this request shipped the order (pending → shipped, `shippedAt`
- * set). `already_shipped`: it was shipped before, and is returned as it stands (a retry is safe).
- * `order` is the order as it now stands.
- */
-export type ShipResult =
-  | { outcome: 'shipped'; order: OrderV2Record }
-  | { outcome: 'already_shipped'; order: OrderV2Record }
-  | { outcome: 'cancelled' }
-  | { outcome: 'not_found' }
+/** What one ship found. `shipped`: pending → shipped, `shippedAt` set. */
+export type ShipResult = OrderWriteResult<'shipped', 'already_shipped', 'cancelled'>
 export type ShipOutcome = ShipResult['outcome']
 
-/**
- * What one complete found. `completed`: this request completed the shipped order (`complete` true,
- * `completedAt` set). `already_complete`: it was complete before, returned as it stands.
- */
-export type CompleteResult =
-  | { outcome: 'completed'; order: OrderV2Record }
-  | { outcome: 'already_complete'; order: OrderV2Record }
-  | { outcome: 'not_shipped' }
-  | { outcome: 'cancelled' }
-  | { outcome: 'not_found' }
+/** What one complete found. `completed`: the shipped order is now `complete`, `completedAt` set. */
+export type CompleteResult = OrderWriteResult<'completed', 'already_complete', 'not_shipped' | 'cancelled'>
 export type CompleteOutcome = CompleteResult['outcome']
 
 /** An order a client places (placeOrder): the server gives it its id, `pending`, not complete. */
@@ -92,7 +81,7 @@ const STORED_INSTANT = /^(?!0000)\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])
  * the import checks each record with it (absent values pass): so the API and an import accept the
  * same orders on either store. The API's schema refuses most of these first, with a 400.
  */
-export function checkNewOrder(order: { petId: bigint | null; quantity: number | null; shipDate: string | null }): string | undefined {
+export function checkNewOrder(order: Pick<OrderRecord, 'petId' | 'quantity' | 'shipDate'>): string | undefined {
   const { petId, quantity, shipDate } = order
   if (petId !== null && (petId < INT64_MIN || petId > INT64_MAX)) return `petId must be an integer from ${INT64_MIN} to ${INT64_MAX}, got ${petId}`
   if (quantity !== null && !(Number.isInteger(quantity) && quantity >= 1 && quantity <= MAX_QUANTITY)) {
@@ -150,13 +139,7 @@ export function canMoveTo(from: OrderStatus, to: OrderStatus): boolean {
 }
 
 /** The API view of a stored row: unknown values are omitted, not null. */
-export function toApiOrder(row: {
-  id: bigint
-  petId: bigint | null
-  quantity: number | null
-  shipDate: string | null
-  complete: boolean
-}): Order {
+export function toApiOrder(row: Pick<OrderRecord, 'id' | 'petId' | 'quantity' | 'shipDate' | 'complete'>): Order {
   const order: Order = { id: row.id }
   if (row.petId !== null) order.petId = row.petId
   if (row.quantity !== null) order.quantity = row.quantity

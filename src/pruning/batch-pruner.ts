@@ -10,17 +10,21 @@ export interface PrunerLog {
   warn(fields: object, message: string): void
 }
 
-export interface BatchPrunerOptions {
+/** What every pruner is given: its log, and its timing (tests give their own). */
+export interface PrunerOptions {
+  log: PrunerLog
+  intervalMs?: number
+  batch?: number
+  now?: () => number
+}
+
+export interface BatchPrunerOptions extends PrunerOptions {
   /** Deletes at most `limit` rows that are due at `now`; returns how many it deleted. */
   deleteBatch(now: number, limit: number): Promise<number>
-  log: PrunerLog
   /** The log lines of a pass that deleted rows, and of a failed one. */
   messages: { pruned: string; failed: string }
   /** Fields logged with `pruned` beside `deleted`. */
   fields?: object
-  intervalMs?: number
-  batch?: number
-  now?: () => number
 }
 
 /**

@@ -1,12 +1,5 @@
 import type { OrdersRepository } from '../store/store.js'
-import { BatchPruner, type PrunerLog } from './batch-pruner.js'
-
-export interface IdempotencyKeyPrunerOptions {
-  log: PrunerLog
-  intervalMs?: number
-  batch?: number
-  now?: () => number
-}
+import { BatchPruner, type PrunerOptions } from './batch-pruner.js'
 
 /**
  * placeOrder's Idempotency-Key records past their `expiresAt` (IDEMPOTENCY_KEY_TTL_HOURS after the
@@ -14,7 +7,7 @@ export interface IdempotencyKeyPrunerOptions {
  * store ignores an expired record whether or not it has been deleted yet.
  */
 export class IdempotencyKeyPruner extends BatchPruner {
-  constructor(orders: Pick<OrdersRepository, 'pruneIdempotencyKeys'>, options: IdempotencyKeyPrunerOptions) {
+  constructor(orders: Pick<OrdersRepository, 'pruneIdempotencyKeys'>, options: PrunerOptions) {
     super({
       ...options,
       deleteBatch: (now, limit) => orders.pruneIdempotencyKeys(new Date(now), limit),

@@ -17,9 +17,14 @@ export const ErrorSchema = Type.Object(
 
 export const ErrorRef = Type.Unsafe<ErrorBody>({ $ref: 'Error#' })
 
-/** Response schemas for the given error statuses, each the Error object. */
+const UNAUTHORIZED = 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)'
+
+/**
+ * Response schemas for the given error statuses, each the Error object. Every operation that uses it
+ * needs a key, so 401 is always among them, described as on every operation unless given.
+ */
 export function errorResponses(description: Record<number, string>) {
   return Object.fromEntries(
-    Object.entries(description).map(([status, text]) => [status, { ...ErrorRef, description: text }]),
+    Object.entries({ 401: UNAUTHORIZED, ...description }).map(([status, text]) => [status, { ...ErrorRef, description: text }]),
   )
 }

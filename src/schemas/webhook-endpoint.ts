@@ -200,6 +200,7 @@ export const CreateWebhookEndpointBody = Type.Object(
   { url: URL_FIELD, eventTypes: Type.Optional(EVENT_TYPES), description: Type.Optional(DESCRIPTION) },
   { additionalProperties: false, examples: [{ url: EXAMPLE_URL, eventTypes: ['order.shipped', 'order.cancelled'], description: 'Warehouse dispatch' }] },
 )
+export type CreateWebhookEndpointBody = Type.Static<typeof CreateWebhookEndpointBody>
 
 /** updateWebhookEndpoint's body: any of the fields; an empty one changes nothing. */
 export const UpdateWebhookEndpointBody = Type.Object(

@@ -1,8 +1,12 @@
 import type { Config } from '../config.js'
-import { canonicalEventTypes, type OrderEventType } from '../domain/order-events.js'
+import { canonicalEventTypes } from '../domain/order-events.js'
 import { newWebhookSecret, PREVIOUS_SECRET_SIGNS_MS, type WebhookAttempt, type WebhookEndpoint, type WebhookEndpointPatch } from '../domain/webhooks.js'
 import { ApiError } from '../errors.js'
-import type { WebhookEndpoint as ApiWebhookEndpoint, WebhookAttempt as ApiWebhookAttempt } from '../schemas/webhook-endpoint.js'
+import type {
+  CreateWebhookEndpointBody,
+  WebhookEndpoint as ApiWebhookEndpoint,
+  WebhookAttempt as ApiWebhookAttempt,
+} from '../schemas/webhook-endpoint.js'
 import type { WebhooksRepository } from '../store/webhooks.js'
 import { toApiPingResult } from './ping.js'
 import { checkWebhookUrl, type UrlPolicyOptions } from './url-policy.js'
@@ -30,12 +34,6 @@ export async function allowedWebhookUrl(
   return url
 }
 
-export interface WebhookEndpointInput {
-  url: string
-  eventTypes?: OrderEventType[] | undefined
-  description?: string | undefined
-}
-
 /**
  * Creates an endpoint, for the API and the CLI alike: the URL policy first, then the cap, which the
  * store checks in the endpoint's own transaction (two creations at once cannot both pass it).
@@ -43,7 +41,7 @@ export interface WebhookEndpointInput {
 export async function createWebhookEndpoint(
   repository: WebhooksRepository,
   config: Config['webhooks'],
-  input: WebhookEndpointInput,
+  input: CreateWebhookEndpointBody,
 ): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
   const url = await allowedWebhookUrl(input.url, config)
   const secret = newWebhookSecret()

@@ -79,7 +79,6 @@ export class DeliveryPacer {
     this.busyNow = false
   }
 
-  /** Counts an API request arriving. */
   request(): void {
     this.requests++
   }

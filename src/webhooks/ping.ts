@@ -7,9 +7,6 @@ import { deliveryHeaders } from './signing.js'
 /** The type of a test delivery: not an order event, never in the feed. */
 export const PING_TYPE = 'webhook.ping'
 
-/** A ping's `webhook-id`: `ping_` and 24 hex characters (96 random bits); a feed event's is decimal. */
-export const PING_ID_PATTERN = '^ping_[0-9a-f]{24}$'
-
 /** Sends one delivery: Deliverer's `deliver` (the URL policy at connection, its timeout, the 64 KB cap, no redirects). */
 export type Deliver = (request: DeliveryRequest, signal?: AbortSignal) => Promise<DeliveryResult>
 
@@ -43,6 +40,7 @@ export async function pingWebhookEndpoint(
   const secrets = await webhooks.signingSecrets(id, now)
   if (secrets === undefined) return undefined // deleted meanwhile
   const body = pingBody(id, now)
+  // 96 random bits, in a form no feed event's id (decimal) can take.
   const webhookId = `ping_${randomBytes(12).toString('hex')}`
   const { status, error, durationMs } = await deliver({ url: endpoint.url, body, headers: deliveryHeaders(secrets, webhookId, body, now) }, signal)
   return { status, error, durationMs }

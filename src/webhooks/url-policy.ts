@@ -150,7 +150,7 @@ export function guardedLookup(options: UrlPolicyOptions): LookupFunction {
   return (hostname, lookupOptions, callback) => {
     lookups.lookup(lookup, hostname, { ...lookupOptions, all: true }, (error, result) => {
       if (error) return callback(error, '')
-      const addresses = normalize(result, undefined)
+      const addresses = normalize(result)
       if (!options.allowPrivateNetworks && addresses.some((entry) => isForbiddenAddress(entry.address))) {
         const refused: NodeJS.ErrnoException = new Error('address not allowed')
         refused.code = ADDRESS_NOT_ALLOWED
@@ -255,7 +255,6 @@ function seconds(ms: number): string {
 }
 
 // A stand-in lookup may answer with one address even when asked for all of them.
-function normalize(result: string | LookupAddress[], family: number | undefined): LookupAddress[] {
-  if (Array.isArray(result)) return result
-  return [{ address: result, family: family ?? (isIP(result) || 4) }]
+function normalize(result: string | LookupAddress[]): LookupAddress[] {
+  return Array.isArray(result) ? result : [{ address: result, family: isIP(result) || 4 }]
 }

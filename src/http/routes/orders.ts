@@ -12,6 +12,7 @@ import type { JsonPage } from '../../store/store.js'
 import { ListCache } from '../list-cache.js'
 import { then, type MaybePromise } from '../../maybe-async.js'
 import { limitSendTime, sendBody } from '../send-file.js'
+import { operation } from './operation.js'
 
 export function ordersRoutes(app: ApiApp): void {
   const { store, metrics } = app
@@ -26,17 +27,14 @@ export function ordersRoutes(app: ApiApp): void {
       onRequest: app.requireScope('orders:read'),
       schema: {
         operationId: 'listOrders',
-        tags: ['orders'],
+        ...operation('orders', 'stable'),
         summary: 'List all orders',
         description:
           'Returns every order that has not been cancelled, in ascending `id` order, in one response. ' +
           'Filtering and pagination are not supported (planned for v2). Requires the `orders:read` scope.',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'stable',
         response: {
           200: Type.Array(OrderRef, { description: 'Every order that is not cancelled, ascending id' }),
           ...errorResponses({
-            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
             403: 'The API key lacks the `orders:read` scope (`insufficient_scope`)',
           }),
         },
@@ -119,20 +117,17 @@ export function ordersRoutes(app: ApiApp): void {
       onRequest: app.requireScope('orders:cancel'),
       schema: {
         operationId: 'cancelOrder',
-        tags: ['orders'],
+        ...operation('orders', 'stable'),
         summary: 'Cancel an order',
         description:
           'Cancels a pending order. An order that has shipped cannot be cancelled (409); an unknown or ' +
           'already cancelled order is 404. The 204 is sent only once the cancellation is durable. ' +
           'Requires the `orders:cancel` scope.',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'stable',
         params: OrderIdParams,
         response: {
           204: Type.Null({ description: 'Order cancelled; no body' }),
           ...errorResponses({
             400: '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`)',
-            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
             403: 'The API key lacks the `orders:cancel` scope (`insufficient_scope`)',
             404: 'The order does not exist or is already cancelled (`order_not_found`)',
             409: 'The order has already shipped and cannot be cancelled (`order_already_shipped`)',
@@ -206,18 +201,18 @@ function negotiateEncoding(header: string | undefined): Encoding {
   return header === undefined || header === '' ? 'identity' : (negotiator.negotiate(header) ?? 'identity')
 }
 
+// Large output chunks too: each one is a round trip to the thread pool.
+const CHUNKING = { chunkSize: 256 * 1024, highWaterMark: 1024 * 1024 }
+
 /** gzip at level 1, the fastest: a cache miss may take up to 1.5× the identity one (docs/benchmarks.md). */
 function gzip(): NodeJS.ReadWriteStream {
-  const chunking = { chunkSize: 256 * 1024, highWaterMark: 1024 * 1024 }
-  return createGzip({ ...chunking, level: 1 })
+  return createGzip({ ...CHUNKING, level: 1 })
 }
 
 /** brotli at quality 1 keeps up with the database (see docs/benchmarks.md). */
 function brotli(): NodeJS.ReadWriteStream {
-  // Large output chunks too: each one is a round trip to the thread pool.
-  const chunking = { chunkSize: 256 * 1024, highWaterMark: 1024 * 1024 }
   return createBrotliCompress({
-    ...chunking,
+    ...CHUNKING,
     params: { [zlib.BROTLI_PARAM_QUALITY]: 1, [zlib.BROTLI_PARAM_MODE]: zlib.BROTLI_MODE_TEXT },
   })
 }

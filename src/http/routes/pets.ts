@@ -2,6 +2,7 @@ import { ApiError } from '../../errors.js'
 import { errorResponses } from '../../schemas/error.js'
 import { PetIdParams, PetRef } from '../../schemas/pet.js'
 import type { ApiApp } from '../api-app.js'
+import { operation } from './operation.js'
 
 /** The deprecated showPetById: RFC 9745 Deprecation, RFC 8594 Sunset, then 410 after the sunset. */
 export function petsRoutes(app: ApiApp): void {
@@ -26,21 +27,18 @@ export function petsRoutes(app: ApiApp): void {
       ],
       schema: {
         operationId: 'showPetById',
-        tags: ['pets'],
+        ...operation('pets', 'stable'),
         summary: 'Info for a specific pet (deprecated)',
         description:
           `Deprecated: responses carry \`Deprecation\`, \`Sunset\` and a \`Link\` with rel="deprecation". ` +
           `After the sunset date (${sunsetAt.toISOString()}) the operation answers 410 \`gone\`. ` +
           'Requires the `pets:read` scope.',
         deprecated: true,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'stable',
         params: PetIdParams,
         response: {
           200: { ...PetRef, description: 'The pet' },
           ...errorResponses({
             400: '`petId` is not a decimal integer in the int64 range (`invalid_pet_id`)',
-            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
             403: 'The API key lacks the `pets:read` scope (`insufficient_scope`)',
             404: 'No pet has this id (`pet_not_found`)',
             410: 'The operation is past its sunset date (`gone`)',

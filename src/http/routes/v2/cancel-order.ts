@@ -1,14 +1,14 @@
-import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
-import { CancelOrderBody, NoQuery, OrderIdV2Params, OrderV2Ref, toApiOrderV2 } from '../../../schemas/order-v2.js'
+import { CancelOrderBody, NoQuery, OrderIdV2Params, OrderV2Ref } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
+import { operation } from '../operation.js'
+import { answerOrderWrite } from './order-write.js'
 
 /**
- * v2's cancel: safe to retry. It answers with the order as it stands, the first cancellation's time
- * and reason included, whether this request cancelled it or an earlier one did — to a key that may
- * read orders. A key without `orders:read` gets 204 and no body: cancelling an order must not let
- * it read that order (nor one cancelled long ago).
+ * v2's cancel, answered as every write to an order is (`answerOrderWrite`): the order as it stands
+ * shows the first cancellation's time and reason, whether this request cancelled it or an earlier
+ * one did.
  */
 export function cancelOrderV2Route(app: ApiApp): void {
   const { store, metrics } = app
@@ -20,7 +20,7 @@ export function cancelOrderV2Route(app: ApiApp): void {
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'cancelOrder',
-        tags: ['orders'],
+        ...operation('orders', 'beta'),
         summary: 'Cancel an order',
         description:
           'Cancels a pending order and returns it, with `status` `cancelled`, `cancelledAt` and the `reason` given, if any. ' +
@@ -31,8 +31,6 @@ export function cancelOrderV2Route(app: ApiApp): void {
           'the same `cancelledAt`. A shipped order cannot be cancelled (409). The body is optional; without one, no ' +
           'reason is recorded. Requires the `orders:cancel` scope; a key without `orders:read` too is answered 204 ' +
           'with no body instead of 200 with the order (a retry is 204 again).',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: OrderIdV2Params,
         querystring: NoQuery,
         body: CancelOrderBody,
@@ -44,7 +42,6 @@ export function cancelOrderV2Route(app: ApiApp): void {
               '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is not a JSON object, ' +
               'has a field other than `reason`, or `reason` is not one of the five (`invalid_body`); a query parameter was ' +
               'sent (`invalid_parameter`)',
-            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
             403: 'The API key lacks the `orders:cancel` scope (`insufficient_scope`)',
             404: 'No order has this id (`order_not_found`)',
             409: 'The order has already shipped and cannot be cancelled (`order_already_shipped`)',
@@ -54,15 +51,8 @@ export function cancelOrderV2Route(app: ApiApp): void {
       },
     },
     async (request, reply) => {
-      const result = await store.orders.cancel(request.params.orderId, request.apiKey!.id, request.body?.reason ?? null).catch((error: unknown) => {
-        metrics.cancelled('error')
-        throw error
-      })
-      metrics.cancelled(result.outcome)
-      if (result.outcome === 'already_shipped') throw new ApiError('order_already_shipped')
-      if (result.outcome === 'not_found') throw new ApiError('order_not_found', 'No order has this id.')
-      if (!request.apiKey!.scopes.includes('orders:read')) return reply.code(204).send(null)
-      return toApiOrderV2(result.order)
+      const cancel = store.orders.cancel(request.params.orderId, request.apiKey!.id, request.body?.reason ?? null)
+      return answerOrderWrite(request, reply, cancel, (outcome) => metrics.cancelled(outcome), { already_shipped: 'order_already_shipped' })
     },
   )
 }

@@ -1,14 +1,11 @@
-import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
-import { CompleteOrderParams, EmptyBody, NoQuery, OrderV2Ref, toApiOrderV2 } from '../../../schemas/order-v2.js'
+import { CompleteOrderParams, EmptyBody, NoQuery, OrderV2Ref } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
+import { operation } from '../operation.js'
+import { answerOrderWrite } from './order-write.js'
 
-/**
- * completeOrder: a shipped order is fulfilled. Safe to retry: a complete order is returned as it
- * stands — to a key that may read orders. A key without `orders:read` gets 204 and no body, as
- * cancel answers it: completing an order (or retrying) must not let it read that order.
- */
+/** completeOrder: a shipped order is fulfilled, answered as every write to an order is (`answerOrderWrite`). */
 export function completeOrderRoute(app: ApiApp): void {
   const { store, metrics } = app
 
@@ -19,7 +16,7 @@ export function completeOrderRoute(app: ApiApp): void {
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'completeOrder',
-        tags: ['orders'],
+        ...operation('orders', 'beta'),
         summary: 'Complete an order',
         description:
           'Marks a shipped order fulfilled: `complete` becomes `true` and `completedAt` is set; 200 with the order once ' +
@@ -27,8 +24,6 @@ export function completeOrderRoute(app: ApiApp): void {
           'complete is returned as it stands (its first `completedAt`). Only a shipped order can be completed: a ' +
           'pending or a cancelled one is 409. No body, or `{}`. Requires the `orders:write` scope; a key without ' +
           '`orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again).',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: CompleteOrderParams,
         querystring: NoQuery,
         body: EmptyBody,
@@ -39,7 +34,6 @@ export function completeOrderRoute(app: ApiApp): void {
             400:
               '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor ' +
               '`{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`)',
-            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
             403: 'The API key lacks the `orders:write` scope (`insufficient_scope`)',
             404: 'No order has this id (`order_not_found`)',
             409: 'The order has not shipped yet (`order_not_shipped`), or it has been cancelled (`order_cancelled`)',
@@ -48,17 +42,10 @@ export function completeOrderRoute(app: ApiApp): void {
         },
       },
     },
-    async (request, reply) => {
-      const result = await store.orders.complete(request.params.orderId).catch((error: unknown) => {
-        metrics.completed('error')
-        throw error
-      })
-      metrics.completed(result.outcome)
-      if (result.outcome === 'not_shipped') throw new ApiError('order_not_shipped')
-      if (result.outcome === 'cancelled') throw new ApiError('order_cancelled')
-      if (result.outcome === 'not_found') throw new ApiError('order_not_found', 'No order has this id.')
-      if (!request.apiKey!.scopes.includes('orders:read')) return reply.code(204).send(null)
-      return toApiOrderV2(result.order)
-    },
+    async (request, reply) =>
+      answerOrderWrite(request, reply, store.orders.complete(request.params.orderId), (outcome) => metrics.completed(outcome), {
+        not_shipped: 'order_not_shipped',
+        cancelled: 'order_cancelled',
+      }),
   )
 }

@@ -6,6 +6,7 @@ import { errorResponses } from '../../../schemas/error.js'
 import { ListOrderEventsQuery, OrderEventPage } from '../../../schemas/order-event.js'
 import type { ApiApp } from '../../api-app.js'
 import { keyExpired, type Authenticator } from '../../authenticator.js'
+import { operation } from '../operation.js'
 
 /**
  * A held request is answered this long before the server's idle timeout would close its socket
@@ -32,7 +33,7 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters, authenticat
       onRequest: app.requireScope('orders:read'),
       schema: {
         operationId: 'listOrderEvents',
-        tags: ['orders'],
+        ...operation('orders', 'experimental'),
         summary: 'Follow the changes to orders, a page at a time',
         description:
           'Returns the events after `after` (a `nextCursor`, or an event\'s `id`), at most `limit` of them, in the order ' +
@@ -49,8 +50,6 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters, authenticat
           'Events are kept for a retention period (30 days by default); a cursor older than the oldest retained event ' +
           'is 410 `events_expired`. Unknown, repeated or invalid query parameters are refused (400 `invalid_parameter`, ' +
           'naming the parameter). Experimental: the shape may still change. Requires the `orders:read` scope.',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'experimental',
         querystring: ListOrderEventsQuery,
         response: {
           200: { ...OrderEventPage, description: 'The events after the cursor, and where to resume' },

@@ -6,12 +6,12 @@ import { errorResponses } from '../../../schemas/error.js'
 import { ListOrdersQuery, NoQuery, OrderIdV2Params, OrderPage, OrderV2Ref, toApiOrderV2 } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
 import { Cursors } from '../../cursor.js'
+import { operation } from '../operation.js'
 
 // An OrderPage around the data array, as its serializer writes it (data first, nextCursor last).
 const DATA = Buffer.from('{"data":')
 const END = Buffer.from('}')
 
-const UNAUTHORIZED = 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)'
 const NO_READ_SCOPE = 'The API key lacks the `orders:read` scope (`insufficient_scope`)'
 
 /** v2's reads: pages of orders with filters, and one order, each with its status. */
@@ -34,7 +34,7 @@ export function ordersV2Routes(app: ApiApp): void {
       onRequest: app.requireScope('orders:read'),
       schema: {
         operationId: 'listOrders',
-        tags: ['orders'],
+        ...operation('orders', 'beta'),
         summary: 'List orders, a page at a time, with filters',
         description:
           'Returns the orders matching every filter given, in ascending `id` order, at most `limit` of them. ' +
@@ -43,8 +43,6 @@ export function ordersV2Routes(app: ApiApp): void {
           'this host). A walk over every page while orders change never returns an order twice and never skips ' +
           'one that matched the filters for the whole walk. Unknown, repeated or invalid query parameters are ' +
           'refused (400 `invalid_parameter`, naming the parameter). Requires the `orders:read` scope.',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         querystring: ListOrdersQuery,
         response: {
           200: { ...OrderPage, description: 'A page of orders, ascending id' },
@@ -52,7 +50,6 @@ export function ordersV2Routes(app: ApiApp): void {
             400:
               'A query parameter is unknown, repeated or invalid, or `shipDateFrom` is not before `shipDateTo` ' +
               '(`invalid_parameter`); or the cursor is altered, not from this API, or was issued for other filters (`invalid_cursor`)',
-            401: UNAUTHORIZED,
             403: NO_READ_SCOPE,
           }),
         },
@@ -80,18 +77,15 @@ export function ordersV2Routes(app: ApiApp): void {
       onRequest: app.requireScope('orders:read'),
       schema: {
         operationId: 'getOrder',
-        tags: ['orders'],
+        ...operation('orders', 'beta'),
         summary: 'Show an order',
         description: 'Returns the order with its status, cancelled orders included. Requires the `orders:read` scope.',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: OrderIdV2Params,
         querystring: NoQuery,
         response: {
           200: { ...OrderV2Ref, description: 'The order' },
           ...errorResponses({
             400: '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); a query parameter was sent (`invalid_parameter`)',
-            401: UNAUTHORIZED,
             403: NO_READ_SCOPE,
             404: 'No order has this id (`order_not_found`)',
           }),

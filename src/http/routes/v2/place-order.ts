@@ -6,6 +6,7 @@ import { errorResponses } from '../../../schemas/error.js'
 import { NoQuery, OrderV2Ref, PlaceOrderBody, PlaceOrderHeaders, toApiOrderV2 } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
+import { operation } from '../operation.js'
 
 const HOUR_MS = 3_600_000
 
@@ -31,7 +32,7 @@ export function placeOrderRoute(app: ApiApp): void {
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'placeOrder',
-        tags: ['orders'],
+        ...operation('orders', 'beta'),
         summary: 'Place an order',
         description:
           'Places a new order for `quantity` units of the pet `petId`, `pending` and not `complete`; the service gives ' +
@@ -43,8 +44,6 @@ export function placeOrderRoute(app: ApiApp): void {
           'is 422; while the first request with the key is still being processed, 409 with `Retry-After`. Of any ' +
           'number of concurrent requests with one key, on any number of instances, exactly one places an order. ' +
           'Requires the `orders:write` scope, which a key has only when it was given it.',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         headers: PlaceOrderHeaders,
         querystring: NoQuery,
         body: PlaceOrderBody,
@@ -56,7 +55,6 @@ export function placeOrderRoute(app: ApiApp): void {
               'of them is missing or invalid (`invalid_body`, naming the field); the `Idempotency-Key` header is empty, ' +
               'longer than 255 characters, has a character that is not visible ASCII, or is sent twice ' +
               '(`invalid_idempotency_key`); a query parameter was sent (`invalid_parameter`)',
-            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
             403: 'The API key lacks the `orders:write` scope (`insufficient_scope`)',
             409:
               'A request with this `Idempotency-Key` is still being processed (`idempotency_key_in_use`): retry after ' +

@@ -1,14 +1,11 @@
-import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
-import { EmptyBody, NoQuery, OrderV2Ref, ShipOrderParams, toApiOrderV2 } from '../../../schemas/order-v2.js'
+import { EmptyBody, NoQuery, OrderV2Ref, ShipOrderParams } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
+import { operation } from '../operation.js'
+import { answerOrderWrite } from './order-write.js'
 
-/**
- * shipOrder: pending → shipped. Safe to retry: a shipped order is returned as it stands — to a key
- * that may read orders. A key without `orders:read` gets 204 and no body, as cancel answers it:
- * shipping an order (or retrying a ship) must not let it read that order.
- */
+/** shipOrder: pending → shipped, answered as every write to an order is (`answerOrderWrite`). */
 export function shipOrderRoute(app: ApiApp): void {
   const { store, metrics } = app
 
@@ -19,7 +16,7 @@ export function shipOrderRoute(app: ApiApp): void {
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'shipOrder',
-        tags: ['orders'],
+        ...operation('orders', 'beta'),
         summary: 'Ship an order',
         description:
           'Ships a pending order: its `status` becomes `shipped` and `shippedAt` is set; 200 with the order once the ' +
@@ -28,8 +25,6 @@ export function shipOrderRoute(app: ApiApp): void {
           'cancel racing on one pending order, on any instances, exactly one wins. No body, or `{}`. Requires the ' +
           '`orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the ' +
           'order (a retry is 204 again).',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: ShipOrderParams,
         querystring: NoQuery,
         body: EmptyBody,
@@ -40,7 +35,6 @@ export function shipOrderRoute(app: ApiApp): void {
             400:
               '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor ' +
               '`{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`)',
-            401: 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)',
             403: 'The API key lacks the `orders:write` scope (`insufficient_scope`)',
             404: 'No order has this id (`order_not_found`)',
             409: 'The order has been cancelled and cannot be shipped (`order_cancelled`)',
@@ -49,16 +43,9 @@ export function shipOrderRoute(app: ApiApp): void {
         },
       },
     },
-    async (request, reply) => {
-      const result = await store.orders.ship(request.params.orderId).catch((error: unknown) => {
-        metrics.shipped('error')
-        throw error
-      })
-      metrics.shipped(result.outcome)
-      if (result.outcome === 'cancelled') throw new ApiError('order_cancelled')
-      if (result.outcome === 'not_found') throw new ApiError('order_not_found', 'No order has this id.')
-      if (!request.apiKey!.scopes.includes('orders:read')) return reply.code(204).send(null)
-      return toApiOrderV2(result.order)
-    },
+    async (request, reply) =>
+      answerOrderWrite(request, reply, store.orders.ship(request.params.orderId), (outcome) => metrics.shipped(outcome), {
+        cancelled: 'order_cancelled',
+      }),
   )
 }

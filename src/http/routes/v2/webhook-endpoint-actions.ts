@@ -12,6 +12,7 @@ import { rotateWebhookSecret, toApiWebhookAttempt, toApiWebhookEndpoint } from '
 import { pingWebhookEndpoint, toApiPingResult, type Deliver } from '../../../webhooks/ping.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
+import { operation } from '../operation.js'
 import { afterPosition, feedCursorError } from './order-events.js'
 import {
   BAD_ID,
@@ -22,14 +23,12 @@ import {
   NOT_FOUND,
   NOT_JSON,
   SENDS_ORDERS,
-  UNAUTHORIZED,
 } from './webhook-endpoints.js'
 
 /** The refusals of an action on an endpoint that takes no body and needs `webhooks:manage` alone (rotate-secret, ping). */
 function noBodyActionErrors(): ReturnType<typeof errorResponses> {
   return errorResponses({
     400: `${BAD_ID}; a body other than empty or \`{}\` was sent (\`invalid_body\`); a query parameter was sent (\`invalid_parameter\`)`,
-    401: UNAUTHORIZED,
     403: NO_MANAGE_SCOPE,
     404: NOT_FOUND,
     415: NOT_JSON,
@@ -51,15 +50,13 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'rotateWebhookSecret',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: "Rotate a webhook endpoint's signing secret",
         description:
           'Gives the endpoint a new signing secret and returns it (shown only now). For 24 hours the previous secret signs ' +
           'too: `webhook-signature` then holds two entries, so a receiver verifies with either while it switches. ' +
           'Rotating again within the 24 hours ends the older secret at once. No body. ' +
           BETA,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: EndpointIdParams,
         querystring: NoQuery,
         body: NoQuery,
@@ -83,7 +80,7 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'replayWebhookEndpoint',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: 'Send a webhook endpoint events again, from a cursor',
         description:
           "Moves the endpoint's position to `after` and enables it: it is sent every event of its types after that cursor " +
@@ -91,8 +88,6 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
           'event feed or an event\'s `id`; it may be before or after the current position. The 202 is sent once the new ' +
           'position is stored; deliveries follow. ' +
           `${BETA} ${SENDS_ORDERS}`,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: EndpointIdParams,
         querystring: NoQuery,
         body: ReplayWebhookEndpointBody,
@@ -102,7 +97,6 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
             400:
               `${BAD_ID}; the body is not a JSON object with \`after\` alone, a string (\`invalid_body\`); \`after\` is not a ` +
               'cursor of the feed: malformed, or past its end (`invalid_cursor`); a query parameter was sent (`invalid_parameter`)',
-            401: UNAUTHORIZED,
             403: NO_SCOPES_TO_SEND_ORDERS,
             404: NOT_FOUND,
             410: 'Events after `after` have been deleted by retention (`events_expired`): replay from a later cursor',
@@ -127,21 +121,18 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
       onRequest: manage,
       schema: {
         operationId: 'listWebhookAttempts',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: "List a webhook endpoint's delivery attempts",
         description:
           'Returns the latest delivery attempts to the endpoint, newest first, at most `limit` (the last 100 are kept): ' +
           'the event, when, the status of the response or a short error, and how long it took. Never a response body. ' +
           BETA,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: EndpointIdParams,
         querystring: ListWebhookAttemptsQuery,
         response: {
           200: { ...WebhookAttemptList, description: 'The attempts, newest first' },
           ...errorResponses({
             400: `${BAD_ID}; a query parameter is unknown, repeated or invalid (\`invalid_parameter\`)`,
-            401: UNAUTHORIZED,
             403: NO_MANAGE_SCOPE,
             404: NOT_FOUND,
           }),
@@ -162,7 +153,7 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'pingWebhookEndpoint',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: 'Send a webhook endpoint a test delivery',
         description:
           'Sends the endpoint one signed delivery now, of type `webhook.ping`, outside the feed, and answers how it went: ' +
@@ -175,8 +166,6 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
           'nothing: not the position, not the status (a 410 disables nothing), not the attempts. It may arrive while an ' +
           "event is being delivered to the endpoint. It carries no order, so `webhooks:manage` alone allows it. No body. " +
           BETA,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: EndpointIdParams,
         querystring: NoQuery,
         body: NoQuery,

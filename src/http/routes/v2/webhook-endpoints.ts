@@ -14,8 +14,8 @@ import { createWebhookEndpoint, toApiWebhookEndpoint, toEndpointPatch } from '..
 import type { ApiApp } from '../../api-app.js'
 import { insufficientScope } from '../../authenticator.js'
 import { jsonObjectBody } from '../../strict-body.js'
+import { operation } from '../operation.js'
 
-export const UNAUTHORIZED = 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)'
 export const NO_MANAGE_SCOPE = 'The API key lacks the `webhooks:manage` scope (`insufficient_scope`)'
 export const NOT_FOUND = 'No webhook endpoint has this id (`webhook_endpoint_not_found`)'
 export const BAD_ID = '`endpointId` is not a decimal integer in the int64 range (`invalid_endpoint_id`)'
@@ -60,7 +60,7 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
       preValidation: jsonObjectBody,
       schema: {
         operationId: 'createWebhookEndpoint',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: 'Create a webhook endpoint',
         description:
           'Creates an endpoint to which every event of the order feed of its `eventTypes` (default: every type) is POSTed, ' +
@@ -69,8 +69,6 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
           'by rotateWebhookSecret). The URL must be https and its host must resolve only to public addresses (unless the ' +
           'service allows private networks). At most WEBHOOK_MAX_ENDPOINTS endpoints exist (100 by default). ' +
           `${BETA} ${SENDS_ORDERS}`,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         querystring: NoQuery,
         body: CreateWebhookEndpointBody,
         response: {
@@ -80,7 +78,6 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
               'The body is missing, not a JSON object, has a field other than `url`, `eventTypes` and `description`, `url` is ' +
               'missing, `eventTypes` is empty or has an unknown or repeated type, or `description` is longer than 256 ' +
               `characters (\`invalid_body\`, naming the field); ${URL_REFUSED}; a query parameter was sent (\`invalid_parameter\`)`,
-            401: UNAUTHORIZED,
             403: NO_SCOPES_TO_SEND_ORDERS,
             409: 'As many endpoints exist as WEBHOOK_MAX_ENDPOINTS allows (`webhook_endpoint_limit`): delete one first',
             415: NOT_JSON,
@@ -102,15 +99,13 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
       onRequest: manage,
       schema: {
         operationId: 'listWebhookEndpoints',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: 'List the webhook endpoints',
         description: `Returns every endpoint, ascending id, without secrets. ${BETA}`,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         querystring: NoQuery,
         response: {
           200: { ...WebhookEndpointList, description: 'Every endpoint, ascending id' },
-          ...errorResponses({ 400: 'A query parameter was sent (`invalid_parameter`)', 401: UNAUTHORIZED, 403: NO_MANAGE_SCOPE }),
+          ...errorResponses({ 400: 'A query parameter was sent (`invalid_parameter`)', 403: NO_MANAGE_SCOPE }),
         },
       },
     },
@@ -123,16 +118,14 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
       onRequest: manage,
       schema: {
         operationId: 'getWebhookEndpoint',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: 'Show a webhook endpoint',
         description: `Returns the endpoint: its status, position in the feed, and when its failing event is tried again. ${BETA}`,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: EndpointIdParams,
         querystring: NoQuery,
         response: {
           200: { ...WebhookEndpointRef, description: 'The endpoint' },
-          ...errorResponses({ 400: `${BAD_ID}; a query parameter was sent (\`invalid_parameter\`)`, 401: UNAUTHORIZED, 403: NO_MANAGE_SCOPE, 404: NOT_FOUND }),
+          ...errorResponses({ 400: `${BAD_ID}; a query parameter was sent (\`invalid_parameter\`)`, 403: NO_MANAGE_SCOPE, 404: NOT_FOUND }),
         },
       },
     },
@@ -150,7 +143,7 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
       preValidation: [urlNeedsOrdersRead, jsonObjectBody],
       schema: {
         operationId: 'updateWebhookEndpoint',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: 'Change a webhook endpoint',
         description:
           'Changes the fields given and leaves the others; an empty body changes nothing. `enabled: false` disables the ' +
@@ -158,8 +151,6 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
           'failures and retries cleared. A new `url` is checked as at creation. ' +
           `${BETA} A body with \`url\` also requires \`orders:read\`, as creating an endpoint does; any other body, ` +
           '`webhooks:manage` alone.',
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: EndpointIdParams,
         querystring: NoQuery,
         body: UpdateWebhookEndpointBody,
@@ -169,7 +160,6 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
             400:
               `${BAD_ID}; the body is not a JSON object, has an unknown field, or a field with an invalid value ` +
               `(\`invalid_body\`, naming it); ${URL_REFUSED}; a query parameter was sent (\`invalid_parameter\`)`,
-            401: UNAUTHORIZED,
             403: 'The API key lacks the `webhooks:manage` scope, or the body sets `url` and it lacks `orders:read` (`insufficient_scope`)',
             404: NOT_FOUND,
             415: NOT_JSON,
@@ -194,16 +184,14 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
       onRequest: manage,
       schema: {
         operationId: 'deleteWebhookEndpoint',
-        tags: ['webhooks'],
+        ...operation('webhooks', 'beta'),
         summary: 'Delete a webhook endpoint',
         description: `Deletes the endpoint and its attempts; a delivery in flight to it is its last. ${BETA}`,
-        security: [{ bearerAuth: [] }],
-        'x-stability': 'beta',
         params: EndpointIdParams,
         querystring: NoQuery,
         response: {
           204: { type: 'null', description: 'The endpoint is deleted' },
-          ...errorResponses({ 400: `${BAD_ID}; a query parameter was sent (\`invalid_parameter\`)`, 401: UNAUTHORIZED, 403: NO_MANAGE_SCOPE, 404: NOT_FOUND }),
+          ...errorResponses({ 400: `${BAD_ID}; a query parameter was sent (\`invalid_parameter\`)`, 403: NO_MANAGE_SCOPE, 404: NOT_FOUND }),
         },
       },
     },
