@@ -10,7 +10,6 @@ import { BODY_MUST_BE_JSON } from './strict-body.js'
 
 // Errors Fastify and Node raise by themselves, mapped to our codes. Anything else ≥ 500 is internal.
 const FRAMEWORK_CODES: Record<string, ErrorCode> = {
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
   FST_ERR_CTP_INVALID_TYPE: 'unsupported_media_type',
   FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'bad_request',
@@ -105,6 +104,9 @@ export function registerMethodNotAllowed(app: FastifyInstance, url: string, allo
   app.options(url, { schema: { hide: true } }, async (_request, reply) => reply.code(204).header('allow', allow).send())
 }
 
+// The malformed requests answered with a code of their own; any other is `bad_request`.
+const CLIENT_ERROR_CODES: Partial<Record<string, ErrorCode>> = { HPE_HEADER_OVERFLOW: 'headers_too_large', ERR_HTTP_REQUEST_TIMEOUT: 'request_timeout' }
+
 /** What Node keeps on a server socket: the response being written, and the request being read. */
 interface HttpSocket extends Socket {
   _httpMessage?: ServerResponse | null
@@ -132,12 +134,7 @@ export function clientErrorResponse(this: FastifyInstance, error: NodeJS.ErrnoEx
     socket.end() // the request being read was answered already, completely: close once that is flushed
     return
   }
-  const code: ErrorCode =
-    error.code === 'HPE_HEADER_OVERFLOW'
-      ? 'headers_too_large'
-      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? 'request_timeout'
-        : 'bad_request'
+  const code = CLIENT_ERROR_CODES[error.code ?? ''] ?? 'bad_request'
   const status = ERRORS[code].status
   const body = JSON.stringify(errorBody(code))
   // The request's own id when its headers were read (the error is in its body), else a new one.
