@@ -72,7 +72,7 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
   const app = Fastify({
     ...(logger === undefined ? { logger: false } : { loggerInstance: logger }),
     genReqId: requestId,
-    // Path parameters are int64-exact; everything else is validated by Fastify's default (Ajv).
+    // Path parameters, query strings, bodies and named headers strictly (int64-params.ts); the rest by Ajv.
     schemaController: { compilersFactory: { buildValidator: int64ParamsValidator } },
     // One log line per request (below) instead of Fastify's two: half the logging cost per request.
     logController: new LogController({ disableRequestLogging: true }),
