@@ -8,7 +8,7 @@ import { EventWaiters } from './events/event-waiters.js'
 import type { ApiApp } from './http/api-app.js'
 import { admission } from './http/admission.js'
 import { Authenticator } from './http/authenticator.js'
-import { clientErrorResponse, refusalReason, registerErrorHandling, registerMethodNotAllowed, toErrorResponse } from './http/error-handling.js'
+import { clientErrorResponse, registerErrorHandling, registerMethodNotAllowed, sendError } from './http/error-handling.js'
 import { int64ParamsValidator } from './http/int64-params.js'
 import { Metrics } from './http/metrics.js'
 import { openApiDocument } from './http/openapi.js'
@@ -79,14 +79,10 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
     bodyLimit: BODY_LIMIT,
     trustProxy: config.trustProxy, // request.ip: the client's address as the trusted proxies give it
     routerOptions: { maxParamLength: 256 }, // long ids reach the int64 validator (400), not a 404
-    // Bad percent-encoding in the URL is caught before routing; answer it with an Error body too.
+    // Bad percent-encoding in the URL is caught before routing (and before the onRequest hook that
+    // sets these headers); answer it with an Error body too.
     frameworkErrors: (error, request, reply) => {
-      const { body, headers } = toErrorResponse(error)
-      request.log.info({ code: body.code, reason: refusalReason(error) }, 'request refused')
-      void (reply as FastifyReply)
-        .code(body.status)
-        .headers({ ...headers, ...SECURITY_HEADERS, 'x-request-id': request.id })
-        .send(body)
+      void sendError(error, request, (reply as FastifyReply).headers({ ...SECURITY_HEADERS, 'x-request-id': request.id }))
     },
     // While draining, requests that still arrive on open connections are served (with Connection:
     // close) rather than refused with Fastify's own 503 body, which is not an Error.

@@ -33,7 +33,7 @@ const BY_STATUS: Partial<Record<number, ErrorCode>> = {
 }
 
 /** The Error body for any error thrown while handling a request. Never exposes internals of a 5xx. */
-export function toErrorResponse(error: FastifyError | Error): { body: ErrorBody; headers: Record<string, string> } {
+function toErrorResponse(error: FastifyError | Error): { body: ErrorBody; headers: Record<string, string> } {
   if (error instanceof ApiError) return { body: error.toBody(), headers: error.headers }
   if (error instanceof StoreUnavailableError) {
     return { body: errorBody('service_unavailable'), headers: { 'retry-after': '1' } }
@@ -53,20 +53,23 @@ export function toErrorResponse(error: FastifyError | Error): { body: ErrorBody;
  * Why a request was refused, for its log line. Our own messages cut what they repeat of the
  * request; Fastify's and Node's may hold a header or the URL whole (`Unsupported Media Type: …`).
  */
-export function refusalReason(error: Error): string {
+function refusalReason(error: Error): string {
   return error instanceof ApiError ? error.message : shorten(error.message)
 }
 
+/** Answers an error with its Error body, and logs it: the app's error handler, and its handler of framework errors. */
+export function sendError(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const { body, headers } = toErrorResponse(error)
+  // Headers a handler set for the representation it meant to send do not describe the Error.
+  for (const name of ['content-encoding', 'etag', 'vary', 'content-length']) reply.removeHeader(name)
+  reply.header('cache-control', 'no-store')
+  if (body.status >= 500) request.log.error({ err: error }, 'request failed')
+  else request.log.info({ code: body.code, reason: refusalReason(error) }, 'request refused')
+  return reply.code(body.status).headers(headers).send(body)
+}
+
 export function registerErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    const { body, headers } = toErrorResponse(error)
-    // Headers a handler set for the representation it meant to send do not describe the Error.
-    for (const name of ['content-encoding', 'etag', 'vary', 'content-length']) reply.removeHeader(name)
-    reply.header('cache-control', 'no-store')
-    if (body.status >= 500) request.log.error({ err: error }, 'request failed')
-    else request.log.info({ code: body.code, reason: refusalReason(error) }, 'request refused')
-    return reply.code(body.status).headers(headers).send(body)
-  })
+  app.setErrorHandler(sendError)
 
   app.setNotFoundHandler((_request, reply) => {
     return reply.code(404).send(errorBody('not_found'))
