@@ -108,10 +108,7 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
     maxWaiting: config.events.maxWaiting,
     onError: (error) => app.log.warn({ err: error }, 'event feed: reading the data version failed; held requests wait on'),
   })
-  app.addHook('preClose', (done) => {
-    waiters.close()
-    done()
-  })
+  app.addHook('preClose', async () => waiters.close())
   const metrics = new Metrics({ processMetrics, eventWaiters: () => waiters.size })
   const authenticator = new Authenticator((hash) => store.apiKeys.findByHash(hash), config.keyCacheTtlMs)
   const counters = { perKey: memoryCounters(), authFailures: memoryCounters() }
@@ -126,12 +123,7 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
   const limiter = new RateLimiter(config.rateLimit, counters)
   // Webhook pings go through the deliverer given (its owner closes it), or through the app's own.
   const own = deliverer === undefined ? new Deliverer({ timeoutMs: config.webhooks.timeoutMs, allowPrivateNetworks: config.webhooks.allowPrivateNetworks }) : undefined
-  if (own !== undefined) {
-    app.addHook('onClose', (_instance, done) => {
-      own.close()
-      done()
-    })
-  }
+  if (own !== undefined) app.addHook('onClose', async () => own.close())
   app.decorate('config', config)
   app.decorate('store', store)
   app.decorate('metrics', metrics)
