@@ -8,7 +8,7 @@ import { EventWaiters } from './events/event-waiters.js'
 import type { ApiApp } from './http/api-app.js'
 import { admission } from './http/admission.js'
 import { Authenticator } from './http/authenticator.js'
-import { clientErrorResponse, refusalReason, registerErrorHandling, registerMethodNotAllowed, toErrorResponse } from './http/error-handling.js'
+import { clientErrorResponse, registerErrorHandling, registerMethodNotAllowed, sendError } from './http/error-handling.js'
 import { int64ParamsValidator } from './http/int64-params.js'
 import { Metrics } from './http/metrics.js'
 import { openApiDocument } from './http/openapi.js'
@@ -72,21 +72,17 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
   const app = Fastify({
     ...(logger === undefined ? { logger: false } : { loggerInstance: logger }),
     genReqId: requestId,
-    // Path parameters are int64-exact; everything else is validated by Fastify's default (Ajv).
+    // Path parameters, query strings, bodies and named headers strictly (int64-params.ts); the rest by Ajv.
     schemaController: { compilersFactory: { buildValidator: int64ParamsValidator } },
     // One log line per request (below) instead of Fastify's two: half the logging cost per request.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT,
     trustProxy: config.trustProxy, // request.ip: the client's address as the trusted proxies give it
     routerOptions: { maxParamLength: 256 }, // long ids reach the int64 validator (400), not a 404
-    // Bad percent-encoding in the URL is caught before routing; answer it with an Error body too.
+    // Bad percent-encoding in the URL is caught before routing (and before the onRequest hook that
+    // sets these headers); answer it with an Error body too.
     frameworkErrors: (error, request, reply) => {
-      const { body, headers } = toErrorResponse(error)
-      request.log.info({ code: body.code, reason: refusalReason(error) }, 'request refused')
-      void (reply as FastifyReply)
-        .code(body.status)
-        .headers({ ...headers, ...SECURITY_HEADERS, 'x-request-id': request.id })
-        .send(body)
+      void sendError(error, request, (reply as FastifyReply).headers({ ...SECURITY_HEADERS, 'x-request-id': request.id }))
     },
     // While draining, requests that still arrive on open connections are served (with Connection:
     // close) rather than refused with Fastify's own 503 body, which is not an Error.
@@ -112,10 +108,7 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
     maxWaiting: config.events.maxWaiting,
     onError: (error) => app.log.warn({ err: error }, 'event feed: reading the data version failed; held requests wait on'),
   })
-  app.addHook('preClose', (done) => {
-    waiters.close()
-    done()
-  })
+  app.addHook('preClose', async () => waiters.close())
   const metrics = new Metrics({ processMetrics, eventWaiters: () => waiters.size })
   const authenticator = new Authenticator((hash) => store.apiKeys.findByHash(hash), config.keyCacheTtlMs)
   const counters = { perKey: memoryCounters(), authFailures: memoryCounters() }
@@ -130,12 +123,7 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
   const limiter = new RateLimiter(config.rateLimit, counters)
   // Webhook pings go through the deliverer given (its owner closes it), or through the app's own.
   const own = deliverer === undefined ? new Deliverer({ timeoutMs: config.webhooks.timeoutMs, allowPrivateNetworks: config.webhooks.allowPrivateNetworks }) : undefined
-  if (own !== undefined) {
-    app.addHook('onClose', (_instance, done) => {
-      own.close()
-      done()
-    })
-  }
+  if (own !== undefined) app.addHook('onClose', async () => own.close())
   app.decorate('config', config)
   app.decorate('store', store)
   app.decorate('metrics', metrics)

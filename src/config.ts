@@ -127,11 +127,7 @@ export function loadDatabaseConfig(env: Env = process.env): DatabaseConfig {
   const url = env.DATABASE_URL
   if (url === undefined || url === '') return { kind: 'sqlite', path: DEFAULT_SQLITE_PATH }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
-    try {
-      new URL(url)
-    } catch {
-      throw new ConfigError('DATABASE_URL', SECRET_NOT_SHOWN)
-    }
+    if (!URL.canParse(url)) throw new ConfigError('DATABASE_URL', SECRET_NOT_SHOWN)
     return { kind: 'postgres', url, poolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1000) }
   }
   if (url.startsWith('sqlite:')) {
@@ -172,9 +168,7 @@ function eventsConfig(env: Env, maxConnections: number): Config['events'] {
 }
 
 function string(env: Env, name: string, fallback: string): string {
-  const value = env[name]
-  if (value === undefined || value === '') return fallback
-  return value
+  return env[name] || fallback // unset or empty
 }
 
 function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
@@ -220,12 +214,8 @@ function oneOf<T extends string>(env: Env, name: string, values: readonly T[], f
 
 function baseUrl(env: Env, name: string, fallback: string): string {
   const value = string(env, name, fallback).replace(/\/+$/, '')
-  let url: URL
-  try {
-    url = new URL(value)
-  } catch {
-    throw new ConfigError(name, `is not a valid URL: "${value}"`)
-  }
+  if (!URL.canParse(value)) throw new ConfigError(name, `is not a valid URL: "${value}"`)
+  const url = new URL(value)
   if (!['http:', 'https:'].includes(url.protocol) || !url.pathname.endsWith('/v1')) {
     throw new ConfigError(name, `must be an http(s) URL ending in /v1, got "${value}"`)
   }
@@ -246,11 +236,7 @@ function petsDeprecation(env: Env): Config['pets'] {
   const sunsetAt = date(env, 'PETS_SUNSET_AT', '2027-07-01T00:00:00Z')
   if (sunsetAt <= deprecatedAt) throw new ConfigError('PETS_SUNSET_AT', 'must be later than PETS_DEPRECATED_AT')
   const deprecationLink = string(env, 'PETS_DEPRECATION_LINK', 'https://docs.petstore.example/v1/deprecations#pets')
-  try {
-    new URL(deprecationLink)
-  } catch {
-    throw new ConfigError('PETS_DEPRECATION_LINK', `is not a valid URL: "${deprecationLink}"`)
-  }
+  if (!URL.canParse(deprecationLink)) throw new ConfigError('PETS_DEPRECATION_LINK', `is not a valid URL: "${deprecationLink}"`)
   return { deprecatedAt, sunsetAt, deprecationLink }
 }
 
@@ -259,12 +245,8 @@ function redisUrl(env: Env): string | undefined {
   if ((env.RATE_LIMIT_REDIS_URL ?? '') !== '') throw new ConfigError('RATE_LIMIT_REDIS_URL', 'is not read: set REDIS_URL instead')
   const value = env.REDIS_URL
   if (value === undefined || value === '') return undefined
-  let url: URL
-  try {
-    url = new URL(value)
-  } catch {
-    throw new ConfigError('REDIS_URL', SECRET_NOT_SHOWN)
-  }
+  if (!URL.canParse(value)) throw new ConfigError('REDIS_URL', SECRET_NOT_SHOWN)
+  const url = new URL(value)
   if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new ConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL')
   return value
 }

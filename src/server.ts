@@ -66,7 +66,6 @@ export function logDestination(fd = 1): LogDestination {
   }
 }
 
-/** The server's logger, at `level`, writing to `destination`. */
 export function serverLogger(level: Config['logLevel'], destination: LogDestination = logDestination()): pino.Logger {
   return pino(
     {

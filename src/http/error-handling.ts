@@ -10,7 +10,6 @@ import { BODY_MUST_BE_JSON } from './strict-body.js'
 
 // Errors Fastify and Node raise by themselves, mapped to our codes. Anything else ≥ 500 is internal.
 const FRAMEWORK_CODES: Record<string, ErrorCode> = {
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
   FST_ERR_CTP_INVALID_TYPE: 'unsupported_media_type',
   FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'bad_request',
@@ -34,7 +33,7 @@ const BY_STATUS: Partial<Record<number, ErrorCode>> = {
 }
 
 /** The Error body for any error thrown while handling a request. Never exposes internals of a 5xx. */
-export function toErrorResponse(error: FastifyError | Error): { body: ErrorBody; headers: Record<string, string> } {
+function toErrorResponse(error: FastifyError | Error): { body: ErrorBody; headers: Record<string, string> } {
   if (error instanceof ApiError) return { body: error.toBody(), headers: error.headers }
   if (error instanceof StoreUnavailableError) {
     return { body: errorBody('service_unavailable'), headers: { 'retry-after': '1' } }
@@ -54,20 +53,23 @@ export function toErrorResponse(error: FastifyError | Error): { body: ErrorBody;
  * Why a request was refused, for its log line. Our own messages cut what they repeat of the
  * request; Fastify's and Node's may hold a header or the URL whole (`Unsupported Media Type: …`).
  */
-export function refusalReason(error: Error): string {
+function refusalReason(error: Error): string {
   return error instanceof ApiError ? error.message : shorten(error.message)
 }
 
+/** Answers an error with its Error body, and logs it: the app's error handler, and its handler of framework errors. */
+export function sendError(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const { body, headers } = toErrorResponse(error)
+  // Headers a handler set for the representation it meant to send do not describe the Error.
+  for (const name of ['content-encoding', 'etag', 'vary', 'content-length']) reply.removeHeader(name)
+  reply.header('cache-control', 'no-store')
+  if (body.status >= 500) request.log.error({ err: error }, 'request failed')
+  else request.log.info({ code: body.code, reason: refusalReason(error) }, 'request refused')
+  return reply.code(body.status).headers(headers).send(body)
+}
+
 export function registerErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    const { body, headers } = toErrorResponse(error)
-    // Headers a handler set for the representation it meant to send do not describe the Error.
-    for (const name of ['content-encoding', 'etag', 'vary', 'content-length']) reply.removeHeader(name)
-    reply.header('cache-control', 'no-store')
-    if (body.status >= 500) request.log.error({ err: error }, 'request failed')
-    else request.log.info({ code: body.code, reason: refusalReason(error) }, 'request refused')
-    return reply.code(body.status).headers(headers).send(body)
-  })
+  app.setErrorHandler(sendError)
 
   app.setNotFoundHandler((_request, reply) => {
     return reply.code(404).send(errorBody('not_found'))
@@ -105,6 +107,9 @@ export function registerMethodNotAllowed(app: FastifyInstance, url: string, allo
   app.options(url, { schema: { hide: true } }, async (_request, reply) => reply.code(204).header('allow', allow).send())
 }
 
+// The malformed requests answered with a code of their own; any other is `bad_request`.
+const CLIENT_ERROR_CODES: Partial<Record<string, ErrorCode>> = { HPE_HEADER_OVERFLOW: 'headers_too_large', ERR_HTTP_REQUEST_TIMEOUT: 'request_timeout' }
+
 /** What Node keeps on a server socket: the response being written, and the request being read. */
 interface HttpSocket extends Socket {
   _httpMessage?: ServerResponse | null
@@ -132,12 +137,7 @@ export function clientErrorResponse(this: FastifyInstance, error: NodeJS.ErrnoEx
     socket.end() // the request being read was answered already, completely: close once that is flushed
     return
   }
-  const code: ErrorCode =
-    error.code === 'HPE_HEADER_OVERFLOW'
-      ? 'headers_too_large'
-      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? 'request_timeout'
-        : 'bad_request'
+  const code = CLIENT_ERROR_CODES[error.code ?? ''] ?? 'bad_request'
   const status = ERRORS[code].status
   const body = JSON.stringify(errorBody(code))
   // The request's own id when its headers were read (the error is in its body), else a new one.

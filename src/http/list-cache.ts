@@ -144,7 +144,6 @@ export class ListCache {
     readonly maxFills: number,
   ) {}
 
-  /** The cached body of this version and encoding, or undefined. */
   get(version: bigint, encoding: string): MaybePromise<CachedBody | undefined> {
     const entry = this.entries.get(encoding)
     if (entry === undefined || entry.version !== version) return undefined

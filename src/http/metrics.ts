@@ -33,30 +33,10 @@ export class Metrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   })
-  readonly cancels = new Counter({
-    name: 'orders_cancel_total',
-    help: 'cancelOrder calls by outcome',
-    labelNames: ['outcome'] as const,
-    registers: [this.registry],
-  })
-  readonly places = new Counter({
-    name: 'orders_place_total',
-    help: 'placeOrder calls by outcome',
-    labelNames: ['outcome'] as const,
-    registers: [this.registry],
-  })
-  readonly ships = new Counter({
-    name: 'orders_ship_total',
-    help: 'shipOrder calls by outcome',
-    labelNames: ['outcome'] as const,
-    registers: [this.registry],
-  })
-  readonly completes = new Counter({
-    name: 'orders_complete_total',
-    help: 'completeOrder calls by outcome',
-    labelNames: ['outcome'] as const,
-    registers: [this.registry],
-  })
+  private readonly cancels = this.outcomes('cancel')
+  private readonly places = this.outcomes('place')
+  private readonly ships = this.outcomes('ship')
+  private readonly completes = this.outcomes('complete')
 
   readonly webhookDeliveries = new Counter({
     name: 'webhook_deliveries_total',
@@ -88,6 +68,11 @@ export class Metrics {
         },
       })
     }
+  }
+
+  /** `orders_<operation>_total`: the calls of `<operation>Order` by outcome. */
+  private outcomes(operation: string): Counter<'outcome'> {
+    return new Counter({ name: `orders_${operation}_total`, help: `${operation}Order calls by outcome`, labelNames: ['outcome'], registers: [this.registry] })
   }
 
   cancelled(outcome: CancelOutcome | 'error'): void {

@@ -2,80 +2,52 @@ import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import type { Config } from '../config.js'
 import { ERROR_CODES, ERRORS, errorBody, type ErrorCode } from '../errors.js'
 import { EVENT_POSITION_PATTERN } from '../schemas/order-event.js'
-import { errorCodeTable, onlyComponents, withErrorExamples, type OperationsOf } from './openapi.js'
+import { documentOptions, type OperationsOf } from './openapi.js'
 
 /** The name of the v2 document's decorator (v1's is `swagger`). */
 export const SWAGGER_V2 = 'swaggerV2'
 
-// In the v2 document, the v2 Order is `Order`; v1's (a shared schema of the app) is dropped.
-const COMPONENT_NAMES: Record<string, string> = { OrderV2: 'Order', Order: 'OrderV1' }
-
-/**
- * @fastify/swagger options of the v2 document, registered in the `/v2` context: generated from the
- * schemas of the v2 routes, which also validate and serialize.
- */
+/** The v2 document's options, registered in the `/v2` context: from the schemas of the v2 routes. */
 export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions & { decorator: string } {
   return {
     decorator: SWAGGER_V2,
-    openapi: {
-      openapi: '3.0.3',
-      info: {
-        title: 'Petstore Orders',
-        version: '2.0.0-beta.1',
-        description:
-          'Orders placed in the pet store, version 2 (beta): pages of orders with filters, each order with its status, ' +
-          'placing, shipping, completing and cancelling orders, and a feed of the changes to orders (experimental). ' +
-          'Every operation needs a bearer API key (`Authorization: Bearer <API_KEY>`). int64 ids are exact JSON integer ' +
-          'literals — parse them losslessly. Version 1 stays fully supported.\n\n' +
-          'Pages are keyset-paginated: follow `nextCursor` (or the `Link` header with `rel="next"`) with the same ' +
-          'filters until it is absent. A cursor needs no server state and stays valid across instances and restarts.\n\n' +
-          'The event feed (`listOrderEvents`) has no last page: every page has a `nextCursor`, and a client that resumes ' +
-          'from each one receives every change exactly once, in the order it was committed; `wait` makes a request a ' +
-          'long poll.\n\n' +
-          'Webhooks (beta) push the same feed: each webhook endpoint is a consumer of the feed with its own position, ' +
-          'POSTed each event of its types in feed order, signed per Standard Webhooks (the `WebhookDelivery` schema shows ' +
-          'a delivery). Managing endpoints needs the `webhooks:manage` scope, which no key has by default.\n\n' +
-          'An order is `pending` when placed, then `shipped` (`shipOrder`), then `complete` (`completeOrder`); only a ' +
-          'pending order can be cancelled. Every write is durable before its answer and safe to retry: placeOrder with ' +
-          'an `Idempotency-Key`, the others by their nature (an order already shipped, complete or cancelled is returned ' +
-          'as it stands). Placing, shipping and completing need the `orders:write` scope, which no key has by default.\n\n' +
-          'Every error, of every status, has the body `{code, message, status}`; `message` names the parameter at ' +
-          'fault. Any request may also get 429 (with `Retry-After`), 500 or 503. Error codes:\n\n' +
-          `| code | status | meaning |\n|---|---|---|\n${errorCodeTable(ERROR_CODES)}`,
-        license: { name: 'MIT', url: 'https://opensource.org/licenses/MIT' },
-      },
-      servers: [
-        { url: config.publicBaseUrl.replace(/\/v1$/, '/v2'), description: 'Production' },
-        { url: config.stagingBaseUrl.replace(/\/v1$/, '/v2'), description: 'Staging' },
-      ],
+    ...documentOptions(config, {
+      prefix: '/v2',
+      version: '2.0.0-beta.1',
+      description:
+        'Orders placed in the pet store, version 2 (beta): pages of orders with filters, each order with its status, ' +
+        'placing, shipping, completing and cancelling orders, and a feed of the changes to orders (experimental). ' +
+        'Every operation needs a bearer API key (`Authorization: Bearer <API_KEY>`). int64 ids are exact JSON integer ' +
+        'literals — parse them losslessly. Version 1 stays fully supported.\n\n' +
+        'Pages are keyset-paginated: follow `nextCursor` (or the `Link` header with `rel="next"`) with the same ' +
+        'filters until it is absent. A cursor needs no server state and stays valid across instances and restarts.\n\n' +
+        'The event feed (`listOrderEvents`) has no last page: every page has a `nextCursor`, and a client that resumes ' +
+        'from each one receives every change exactly once, in the order it was committed; `wait` makes a request a ' +
+        'long poll.\n\n' +
+        'Webhooks (beta) push the same feed: each webhook endpoint is a consumer of the feed with its own position, ' +
+        'POSTed each event of its types in feed order, signed per Standard Webhooks (the `WebhookDelivery` schema shows ' +
+        'a delivery). Managing endpoints needs the `webhooks:manage` scope, which no key has by default.\n\n' +
+        'An order is `pending` when placed, then `shipped` (`shipOrder`), then `complete` (`completeOrder`); only a ' +
+        'pending order can be cancelled. Every write is durable before its answer and safe to retry: placeOrder with ' +
+        'an `Idempotency-Key`, the others by their nature (an order already shipped, complete or cancelled is returned ' +
+        'as it stands). Placing, shipping and completing need the `orders:write` scope, which no key has by default.\n\n' +
+        'Every error, of every status, has the body `{code, message, status}`; `message` names the parameter at ' +
+        'fault. Any request may also get 429 (with `Retry-After`), 500 or 503. Error codes:',
       tags: [
         { name: 'orders', description: 'Orders placed in the store' },
         { name: 'webhooks', description: 'Webhook endpoints: the order event feed, pushed (beta)' },
       ],
-      components: {
-        securitySchemes: {
-          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key: `pso_` followed by 40 base62 characters' },
-        },
+      components: ['Order', 'OrderEvent', 'WebhookEndpoint', 'WebhookEndpointCreated', 'WebhookSecret', 'WebhookAttempt', 'WebhookPingResult', 'WebhookDelivery', 'Error'],
+      // The v2 Order is `Order`; v1's (a shared schema of the app) is dropped.
+      names: { OrderV2: 'Order', Order: 'OrderV1' },
+      codes: ERROR_CODES,
+      messages: V2_MESSAGES,
+      finish: (document) => {
+        const error = document.components?.schemas?.Error as { example?: unknown } | undefined
+        if (error !== undefined) error.example = errorBody('order_not_found', V2_MESSAGES.order_not_found)
+        return withDeliveryCallback(withHeaders(withDefaultErrors(withEventPositions(optionalBodies(document)))))
       },
-      security: [{ bearerAuth: [] }],
-    },
-    refResolver: {
-      buildLocalReference: (json, _baseUri, _fragment, i) => {
-        const id = String(json.$id ?? `def-${i}`)
-        return COMPONENT_NAMES[id] ?? id
-      },
-    },
-    // The servers end in /v2, so the paths are relative to it.
-    transform: ({ schema, url }) =>
-      url.startsWith('/v2/') ? { schema, url: url.replace(/^\/v2(?=\/)/, '') } : { schema: { ...schema, hide: true }, url },
-    transformObject: (document) => {
-      if (!('openapiObject' in document)) throw new Error('an OpenAPI 3 document is expected')
-      const v2 = onlyComponents(document.openapiObject as OperationsOf, V2_COMPONENTS, ERROR_CODES)
-      const error = v2.components?.schemas?.Error as { example?: unknown } | undefined
-      if (error !== undefined) error.example = errorBody('order_not_found', V2_MESSAGES.order_not_found)
-      const documented = withErrorExamples(optionalBodies(v2), V2_MESSAGES)
-      return withDeliveryCallback(withHeaders(withDefaultErrors(withEventPositions(documented)))) as typeof document.openapiObject
-    },
+    }),
   }
 }
 
@@ -93,19 +65,6 @@ function optionalBodies(document: OperationsOf): OperationsOf {
   }
   return document
 }
-
-/** The schema components of the v2 document. */
-const V2_COMPONENTS = [
-  'Order',
-  'OrderEvent',
-  'WebhookEndpoint',
-  'WebhookEndpointCreated',
-  'WebhookSecret',
-  'WebhookAttempt',
-  'WebhookPingResult',
-  'WebhookDelivery',
-  'Error',
-]
 
 /** The messages v2 sends for a code in place of v1's (which also says "or has been cancelled"). */
 export const V2_MESSAGES: Partial<Record<ErrorCode, string>> = { order_not_found: 'No order has this id.' }
