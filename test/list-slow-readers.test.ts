@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
 import { after, before, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -114,11 +115,31 @@ forEachStore('slow list readers', (kind) => {
   })
 })
 
+/**
+ * How much of a response the kernel can take from the server while its client reads nothing: the
+ * sender's and the receiver's socket buffers at their largest (Linux's tcp_wmem and tcp_rmem
+ * maxima; 36 MiB where they cannot be read). A response that fits is sent whole, and never cut off.
+ */
+function socketBufferBytes(): number {
+  const largest = (name: string): number => {
+    try {
+      return Number(readFileSync(`/proc/sys/net/ipv4/${name}`, 'utf8').trim().split(/\s+/)[2])
+    } catch {
+      return Number.NaN
+    }
+  }
+  const total = largest('tcp_wmem') + largest('tcp_rmem')
+  return Number.isFinite(total) && total > 0 ? total : 36 * 2 ** 20
+}
+
 it('a list response not sent within LIST_SEND_TIMEOUT_MS is cut off, and LIST_MAX_RESPONSES bounds those in flight [sqlite]', async () => {
   const SEND_TIMEOUT_MS = 1000
   const server = await startTestServer('sqlite', { env: { LIST_SEND_TIMEOUT_MS: String(SEND_TIMEOUT_MS), LIST_MAX_RESPONSES: '2', RATE_LIMIT_PER_KEY: '0' } })
   const key = await server.createKey()
-  await server.importOrders(Array.from({ length: 100_000 }, (_, i) => ({ id: BigInt(i + 1), quantity: 1 })))
+  // A list larger than the socket buffers can hold (an order is ~100 bytes of it; checked below).
+  const buffers = socketBufferBytes()
+  const orders = Math.ceil((buffers * 1.25) / 80)
+  await server.importOrders(Array.from({ length: orders }, (_, i) => ({ id: BigInt(i + 1), petId: 1n, quantity: 1, shipDate: '2026-11-25T10:00:00.000Z' })))
   const readers = await Promise.all([pausedReader(server.origin, key, 'identity'), pausedReader(server.origin, key, 'identity')])
   try {
     const third = await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })
@@ -135,6 +156,7 @@ it('a list response not sent within LIST_SEND_TIMEOUT_MS is cut off, and LIST_MA
     // ... and their connections were closed before the whole list was sent: a paused socket sees it
     // once it reads again. (A response not cut off would send all of it, then close only after the
     // keep-alive timeout; either way this waits for the close, on a busy machine up to 30 s.)
+    assert.ok(whole > buffers, `the list (${whole} bytes) is larger than the socket buffers (${buffers} bytes)`)
     for (const { socket } of readers) socket.resume()
     await Promise.race([Promise.all(readers.map((reader) => reader.closed)), sleep(30_000)])
     assert.ok(readers.every(({ socket }) => socket.readyState === 'closed'), 'a paused reader was not closed')
