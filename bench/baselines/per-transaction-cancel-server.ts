@@ -16,7 +16,8 @@ import type { CancellationReason, CancelResult } from '../../src/domain/orders.j
 import { openStore } from '../../src/store/open-store.js'
 import type { OrdersRepository } from '../../src/store/store.js'
 import { INSERT_EVENT, orderEvent } from '../../src/store/sqlite/order-events-repository.js'
-import { ORDER_V2_COLUMNS, ORDER_V2_JSON, toOrderV2Record, type OrderV2Row } from '../../src/store/sqlite/order-pages.js'
+import { toOrderV2Record, type OrderV2Row } from '../../src/store/rows.js'
+import { ORDER_V2_COLUMNS, ORDER_V2_JSON } from '../../src/store/sqlite/order-pages.js'
 import { failed } from '../lib/child-side.js'
 import { baselineSynchronous, openWriter, serve, SwappedStore } from './swapped-store.js'
 

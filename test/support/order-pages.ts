@@ -2,9 +2,10 @@ import type { OrderPageQuery } from '../../src/domain/order-pages.js'
 import type { OrderV2Record } from '../../src/domain/orders.js'
 import { orderPageProbe, orderPageStatement } from '../../src/store/order-page-sql.js'
 import { PostgresDatabase } from '../../src/store/postgres/database.js'
-import { POSTGRES_PAGE_DIALECT, positional, toOrderV2Record as fromPostgresRow, type OrderV2Row as PostgresRow } from '../../src/store/postgres/order-pages.js'
+import { POSTGRES_PAGE_DIALECT, positional } from '../../src/store/postgres/order-pages.js'
 import { connect } from '../../src/store/sqlite/database.js'
-import { SQLITE_PAGE_DIALECT, toOrderV2Record as fromSqliteRow, type OrderV2Row as SqliteRow } from '../../src/store/sqlite/order-pages.js'
+import { SQLITE_PAGE_DIALECT } from '../../src/store/sqlite/order-pages.js'
+import { toOrderV2Record, type OrderV2Row } from '../../src/store/rows.js'
 import type { TestDatabaseHandle } from './harness.js'
 
 /**
@@ -19,7 +20,7 @@ export async function pageRecords(database: TestDatabaseHandle, query: OrderPage
       const probe = orderPageProbe(query, SQLITE_PAGE_DIALECT)
       const counts = probe === undefined ? undefined : Object.values(db.prepare(probe.sql).get(probe.params) as Record<string, bigint>).map(Number)
       const page = orderPageStatement(query, SQLITE_PAGE_DIALECT, counts)
-      return page === undefined ? [] : (db.prepare(page.sql).all(page.params) as SqliteRow[]).map(fromSqliteRow)
+      return page === undefined ? [] : (db.prepare(page.sql).all(page.params) as OrderV2Row[]).map(toOrderV2Record)
     } finally {
       db.close()
     }
@@ -35,7 +36,7 @@ export async function pageRecords(database: TestDatabaseHandle, query: OrderPage
     const page = orderPageStatement(query, POSTGRES_PAGE_DIALECT, counts)
     if (page === undefined) return []
     const { sql, params } = positional(page)
-    return (await db.read<PostgresRow>(sql, params)).rows.map(fromPostgresRow)
+    return (await db.read<OrderV2Row>(sql, params)).rows.map(toOrderV2Record)
   } finally {
     await db.close()
   }

@@ -5,7 +5,6 @@ import type { OrderPageJson } from '../store.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { orderPageJsonStatement, orderPageProbe, toPageJson, type NamedStatement, type PageDialect } from '../order-page-sql.js'
 
-export { toOrderV2Record, type OrderV2Row } from '../rows.js'
 
 /** The v2 reads of the PostgreSQL store; each takes the function that runs a read-only statement. */
 export type Read = <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<pg.QueryResult<R>>

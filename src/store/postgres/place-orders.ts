@@ -3,7 +3,8 @@ import { INT64_MAX } from '../../domain/int64.js'
 import type { PlaceRequest, PlaceResult } from '../../domain/orders.js'
 import { intArray, textArray } from './import.js'
 import type { Connection } from './connection.js'
-import { ORDER_V2_JSON, orderV2Columns, toOrderV2Record, utc, type OrderV2Row } from './order-pages.js'
+import { toOrderV2Record, type OrderV2Row } from '../rows.js'
+import { ORDER_V2_JSON, orderV2Columns, utc } from './order-pages.js'
 import { bumpVersion, recordEvents } from './write-sql.js'
 
 /**

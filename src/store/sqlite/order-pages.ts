@@ -6,7 +6,6 @@ import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { orderPageJsonStatement, orderPageProbe, toPageJson, type PageDialect } from '../order-page-sql.js'
 import { statement } from './database.js'
 
-export { toOrderV2Record, type OrderV2Row } from '../rows.js'
 
 /** The v2 reads of the SQLite store; each takes the connection to read on. */
 

@@ -4,7 +4,8 @@ import { INT64_MAX } from '../../domain/int64.js'
 import type { CancellationReason, OrderV2Record, CancelResult, CompleteResult, NewOrder, PlaceRequest, PlaceResult, ShipResult } from '../../domain/orders.js'
 import { CANCEL, COMPLETE, SHIP, type OrderWriteRule } from '../../domain/order-writes.js'
 import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
-import { ORDER_V2_COLUMNS, ORDER_V2_JSON, orderV2Json, toOrderV2Record, type OrderV2Row } from './order-pages.js'
+import { toOrderV2Record, type OrderV2Row } from '../rows.js'
+import { ORDER_V2_COLUMNS, ORDER_V2_JSON, orderV2Json } from './order-pages.js'
 import type { Batch } from './write-batcher.js'
 
 type ChangedRow = OrderV2Row & { json: string }
