@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -13,14 +14,36 @@ export interface ServerProcess {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * A port that is free now, for a process to listen on. Not one the kernel hands out itself (port 0,
+ * or an outgoing connection's local port): a port freed after probing could be taken by any process's
+ * next connection before the server listens, which a busy machine makes often. Below the ephemeral
+ * range (ip_local_port_range), only another listener can take it.
+ */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = LOWEST_PORT + Math.floor(Math.random() * (EPHEMERAL_START - LOWEST_PORT))
+    if (await canListen(port)) return port
+  }
+}
+
+const LOWEST_PORT = 10_000
+const EPHEMERAL_START = ephemeralStart()
+
+function ephemeralStart(): number {
+  try {
+    const start = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0])
+    return Number.isInteger(start) && start > LOWEST_PORT + 1000 ? start : 32_768
+  } catch {
+    return 32_768 // not Linux: the IANA range starts at 49152, Linux's default at 32768
+  }
+}
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const probe = createServer()
-    probe.once('error', reject)
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number }
-      probe.close(() => resolve(port))
-    })
+    probe.once('error', () => resolve(false))
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)))
   })
 }
 
