@@ -42,6 +42,7 @@ import {
   WebhookSecret,
 } from './schemas/webhook-endpoint.js'
 import type { Store } from './store/store.js'
+import { traceRequests } from './tracing/server-spans.js'
 import { Deliverer } from './webhooks/delivery.js'
 
 export interface AppOptions {
@@ -56,6 +57,8 @@ export interface AppOptions {
    * Without one, the app makes one from `config.webhooks` and closes it when it closes.
    */
   deliverer?: Pick<Deliverer, 'deliver'> | undefined
+  /** A server span per request (tracing/server-spans.ts): with tracing on. */
+  traced?: boolean
 }
 
 const MAX_URL_LENGTH = 4096
@@ -68,7 +71,7 @@ function duplicateField({ key }: { key: string }): never {
 }
 
 /** The HTTP application, ready to `listen` or `inject`. It does not own the store's lifecycle. */
-export async function buildApp({ config, store, logger, processMetrics = false, deliverer }: AppOptions): Promise<ApiApp> {
+export async function buildApp({ config, store, logger, processMetrics = false, deliverer, traced = false }: AppOptions): Promise<ApiApp> {
   const app = Fastify({
     ...(logger === undefined ? { logger: false } : { loggerInstance: logger }),
     genReqId: requestId,
@@ -100,6 +103,8 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
     connectionTimeout: config.http.idleTimeoutMs, // a socket with no traffic either way is closed
   }).withTypeProvider<TypeBoxTypeProvider>()
 
+  // First, so that the span is active in every other hook.
+  if (traced) traceRequests(app)
   // Every open socket costs a descriptor and memory, whatever the timeouts: bound how many there are.
   app.server.maxConnections = config.http.maxConnections
   // The event feed's held long polls: answered at once when the app closes (preClose runs before

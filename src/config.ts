@@ -39,6 +39,11 @@ export interface Config {
   /** The proxies (addresses or CIDRs) whose X-Forwarded-For gives the client's address; false: none. */
   trustProxy: false | string[]
   shutdownTimeoutMs: number
+  /**
+   * OpenTelemetry traces, off (undefined) unless the standard OTEL_* variables ask for them. Only
+   * the protocol is ours to check; every other setting is the SDK's own, read from the environment.
+   */
+  tracing: TracingConfig | undefined
   http: {
     headersTimeoutMs: number
     requestTimeoutMs: number
@@ -48,6 +53,11 @@ export interface Config {
     /** Open connections per instance; past it a new one is closed at once (Node's server.maxConnections). */
     maxConnections: number
   }
+}
+
+export interface TracingConfig {
+  /** OTLP over HTTP, as protobuf (the default) or JSON. */
+  protocol: (typeof OTLP_PROTOCOLS)[number]
 }
 
 export type DatabaseConfig = { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string; poolSize: number }
@@ -70,6 +80,7 @@ type Env = Record<string, string | undefined>
 const SECRET_NOT_SHOWN = 'is not a valid URL (its value is not shown: it may hold a password)'
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
+const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const
 export const DEFAULT_SQLITE_PATH = './data/petstore.db'
 
 export function loadConfig(env: Env = process.env): Config {
@@ -106,8 +117,41 @@ export function loadConfig(env: Env = process.env): Config {
     },
     trustProxy: trustProxy(env),
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    tracing: tracingConfig(env),
     http,
   }
+}
+
+/**
+ * Traces are exported when an OTLP endpoint is named (OTEL_EXPORTER_OTLP_ENDPOINT or
+ * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or OTEL_TRACES_EXPORTER is `otlp` (then to the SDK's default,
+ * http://localhost:4318), unless OTEL_SDK_DISABLED is true or OTEL_TRACES_EXPORTER is `none`. A
+ * variable such as OTEL_SERVICE_NAME alone turns nothing on: a service that sends nowhere loads no SDK.
+ */
+export function tracingConfig(env: Env = process.env): TracingConfig | undefined {
+  // The specification's boolean: true in any case, anything else false.
+  if ((env.OTEL_SDK_DISABLED ?? '').toLowerCase() === 'true') return undefined
+  const exporter = env.OTEL_TRACES_EXPORTER ?? ''
+  if (exporter === 'none') return undefined
+  if (exporter !== '' && exporter !== 'otlp') {
+    throw new ConfigError('OTEL_TRACES_EXPORTER', `must be otlp or none (traces are exported over OTLP only), got "${exporter}"`)
+  }
+  for (const name of ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_EXPORTER_OTLP_ENDPOINT']) {
+    const value = env[name] ?? ''
+    if (value !== '' && !/^https?:$/.test(URL.canParse(value) ? new URL(value).protocol : '')) {
+      throw new ConfigError(name, `must be an http:// or https:// URL, got "${value}"`)
+    }
+  }
+  const named = (env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? '') !== '' || (env.OTEL_EXPORTER_OTLP_ENDPOINT ?? '') !== ''
+  if (exporter === '' && !named) return undefined
+  // The signal's own variable wins over the general one, as in every OpenTelemetry SDK.
+  const variable = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? '') !== '' ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL'
+  const protocol = env[variable] ?? ''
+  if (protocol === '') return { protocol: 'http/protobuf' }
+  if (!(OTLP_PROTOCOLS as readonly string[]).includes(protocol)) {
+    throw new ConfigError(variable, `must be http/protobuf or http/json (grpc is not supported), got "${protocol}"`)
+  }
+  return { protocol: protocol as TracingConfig['protocol'] }
 }
 
 /** The WEBHOOK_* variables alone: the CLI's webhook commands apply the same URL policy and limit as the API. */

@@ -5,6 +5,8 @@ import type { ApiApp } from './http/api-app.js'
 import { EventPruner } from './pruning/event-pruner.js'
 import { IdempotencyKeyPruner } from './pruning/idempotency-key-pruner.js'
 import { openStore } from './store/open-store.js'
+import { traceLogFields } from './tracing/log-fields.js'
+import type { Tracing } from './tracing/sdk.js'
 import type { Store } from './store/store.js'
 import { Deliverer } from './webhooks/delivery.js'
 import { WebhookDispatcher } from './webhooks/dispatcher.js'
@@ -66,10 +68,12 @@ export function logDestination(fd = 1): LogDestination {
   }
 }
 
-export function serverLogger(level: Config['logLevel'], destination: LogDestination = logDestination()): pino.Logger {
+export function serverLogger(level: Config['logLevel'], destination: LogDestination = logDestination(), traced = false): pino.Logger {
   return pino(
     {
       level,
+      // With tracing on, a line logged inside a span names it (trace_id, span_id).
+      ...(traced ? { mixin: traceLogFields } : {}),
       // Fastify's request serializer does not log headers; this keeps keys out even if a future one does.
       redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
     },
@@ -80,7 +84,10 @@ export function serverLogger(level: Config['logLevel'], destination: LogDestinat
 /** Owns the process side of the service: logger, store, listening socket, signals. */
 export async function startServer(config: Config, options: ServerOptions = {}): Promise<RunningServer> {
   const destination = logDestination()
-  const logger = serverLogger(config.logLevel, destination)
+  const logger = serverLogger(config.logLevel, destination, config.tracing !== undefined)
+  // Before the store opens: pg is patched as it is first loaded. Loaded only when on.
+  let tracing: Tracing | undefined
+  if (config.tracing !== undefined) tracing = await (await import('./tracing/sdk.js')).startTracing(config.tracing, logger)
   // The server must not block its event loop waiting for another process's SQLite write lock.
   const store = await openStore(config.database, SERVER_SQLITE_OPTIONS)
   // Webhook deliveries, the dispatcher's and the API's pings alike; closed once both are done.
@@ -91,13 +98,14 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     const applied = await store.migrate()
     if (applied.length > 0) logger.info({ applied }, 'database migrated')
     await options.prepare?.(store)
-    app = await buildApp({ config, store, logger, processMetrics: true, deliverer })
+    app = await buildApp({ config, store, logger, processMetrics: true, deliverer, traced: tracing !== undefined })
     url = await app.listen({ host: config.host, port: config.port })
   } catch (error) {
     // An open pool or Redis connection would keep the process alive after the failure.
     await app?.close()
     deliverer.close()
     await store.close()
+    await tracing?.shutdown()
     throw error
   }
   options.onListening?.(url)
@@ -149,6 +157,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
         await dispatched
         deliverer.close() // after the dispatcher's last delivery and the API's last ping
         await store.close()
+        await tracing?.shutdown() // the last spans exported
       }
     })())
   const flushLogs = (): Promise<void> =>

@@ -1,0 +1,69 @@
+import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api'
+import {
+  ATTR_ERROR_TYPE,
+  ATTR_HTTP_REQUEST_METHOD,
+  ATTR_HTTP_RESPONSE_STATUS_CODE,
+  ATTR_HTTP_ROUTE,
+  ATTR_URL_PATH,
+} from '@opentelemetry/semantic-conventions'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+
+const tracer = trace.getTracer('petstore-orders')
+const spans = new WeakMap<FastifyRequest, Span>()
+/** Probed every few seconds by load balancers: a trace each would drown the rest. */
+const UNTRACED = new Set(['/healthz', '/readyz'])
+
+/**
+ * A SERVER span per request, after the HTTP semantic conventions: named for its route
+ * (`GET /v2/store/orders/{orderId}`), continuing an incoming W3C traceparent, active in every hook
+ * and handler after it (so database spans and log lines join it), ended once the response is sent
+ * (a long list's sending included). Only a 5xx marks it as an error; a 4xx is the client's, and no
+ * error message (which may quote the request) is recorded. Added before any other hook.
+ *
+ * Our own rather than @fastify/otel's: that one marks every thrown 4xx as an error with its message
+ * and stack, and ends the span before a streamed body is sent.
+ */
+export function traceRequests(app: FastifyInstance): void {
+  app.addHook('onRequest', (request, _reply, done) => {
+    const query = request.url.indexOf('?')
+    const path = query === -1 ? request.url : request.url.slice(0, query)
+    if (UNTRACED.has(path)) return done()
+    const route = request.routeOptions.url
+    const parent = propagation.extract(ROOT_CONTEXT, request.headers)
+    const span = tracer.startSpan(
+      route === undefined ? request.method : `${request.method} ${route.replace(/:(\w+)/g, '{$1}')}`,
+      {
+        kind: SpanKind.SERVER,
+        attributes: {
+          [ATTR_HTTP_REQUEST_METHOD]: request.method,
+          [ATTR_URL_PATH]: path,
+          ...(route === undefined ? {} : { [ATTR_HTTP_ROUTE]: route.replace(/:(\w+)/g, '{$1}') }),
+        },
+      },
+      parent,
+    )
+    spans.set(request, span)
+    context.with(trace.setSpan(parent, span), done)
+  })
+  app.addHook('onResponse', (request, reply, done) => {
+    end(request, reply.statusCode)
+    done()
+  })
+  // A client that went away before its response was sent.
+  app.addHook('onRequestAbort', (request, done) => {
+    end(request, undefined)
+    done()
+  })
+}
+
+function end(request: FastifyRequest, status: number | undefined): void {
+  const span = spans.get(request)
+  if (span === undefined) return
+  spans.delete(request)
+  if (status === undefined) span.setAttribute(ATTR_ERROR_TYPE, 'aborted')
+  else {
+    span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status)
+    if (status >= 500) span.setAttribute(ATTR_ERROR_TYPE, String(status)).setStatus({ code: SpanStatusCode.ERROR })
+  }
+  span.end()
+}
