@@ -6,6 +6,7 @@ import { EventPruner } from './pruning/event-pruner.js'
 import { IdempotencyKeyPruner } from './pruning/idempotency-key-pruner.js'
 import { openStore } from './store/open-store.js'
 import { traceLogFields } from './tracing/log-fields.js'
+import { traceStoreOperations } from './tracing/store-spans.js'
 import type { Tracing } from './tracing/sdk.js'
 import type { Store } from './store/store.js'
 import { Deliverer } from './webhooks/delivery.js'
@@ -89,7 +90,9 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   let tracing: Tracing | undefined
   if (config.tracing !== undefined) tracing = await (await import('./tracing/sdk.js')).startTracing(config.tracing, logger)
   // The server must not block its event loop waiting for another process's SQLite write lock.
-  const store = await openStore(config.database, SERVER_SQLITE_OPTIONS)
+  const opened = await openStore(config.database, SERVER_SQLITE_OPTIONS)
+  // PostgreSQL's statements are traced by instrumentation-pg; SQLite's operations by our spans.
+  const store = tracing !== undefined && opened.kind === 'sqlite' ? traceStoreOperations(opened, 'sqlite') : opened
   // Webhook deliveries, the dispatcher's and the API's pings alike; closed once both are done.
   const deliverer = new Deliverer({ timeoutMs: config.webhooks.timeoutMs, allowPrivateNetworks: config.webhooks.allowPrivateNetworks })
   let app: ApiApp | undefined

@@ -1,3 +1,6 @@
+import type { Span } from '@opentelemetry/api'
+import { activeSpan, traceBatch } from '../tracing/batch-span.js'
+
 /** A batch's results, one per request in order; a promise for one settled later (a write redone alone). */
 export type BatchResults<Result> = readonly (Result | Promise<Result>)[]
 
@@ -23,6 +26,8 @@ export interface GroupCommitOptions<Request, Result> {
 
 interface Pending<Request, Result> {
   request: Request
+  /** The traced request's span, when tracing is on: the batch's commit is shown in its trace. */
+  span: Span | undefined
   resolve: (result: Result | Promise<Result>) => void
   reject: (error: unknown) => void
   /** Date.now() when queued, with a retry policy; else 0. */
@@ -53,7 +58,7 @@ export class GroupCommit<Request, Result> {
   /** Queues `request` for the next batch; settles once that batch has committed, or failed. */
   submit(request: Request): Promise<Result> {
     return new Promise<Result>((resolve, reject) => {
-      this.queue.push({ request, resolve, reject, queuedAt: this.options.retry === undefined ? 0 : Date.now() })
+      this.queue.push({ request, span: activeSpan(), resolve, reject, queuedAt: this.options.retry === undefined ? 0 : Date.now() })
       if (!this.scheduled && !this.running) this.schedule()
     })
   }
@@ -79,20 +84,29 @@ export class GroupCommit<Request, Result> {
     if (batch === this.queue) this.queue = []
     if (batch.length === 0) return this.settled()
     let results: BatchResults<Result> | Promise<BatchResults<Result>>
+    let traced: ReturnType<typeof traceBatch<typeof results>>
     try {
-      results = this.options.commit(batch.map((pending) => pending.request))
+      traced = traceBatch(batch.map((pending) => pending.span), () => this.options.commit(batch.map((pending) => pending.request)))
+      results = traced.result
     } catch (error) {
       this.fail(batch, error)
       return this.settled()
     }
     if (Array.isArray(results)) {
+      traced.settle()
       this.resolve(batch, results)
       return this.settled()
     }
     this.running = true
     ;(results as Promise<BatchResults<Result>>).then(
-      (results) => this.resolve(batch, results),
-      (error: unknown) => this.fail(batch, error),
+      (results) => {
+        traced.settle()
+        this.resolve(batch, results)
+      },
+      (error: unknown) => {
+        traced.settle(error)
+        this.fail(batch, error)
+      },
     ).then(this.settled)
   }
 

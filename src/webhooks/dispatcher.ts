@@ -6,6 +6,7 @@ import type { MaybePromise } from '../maybe-async.js'
 import { StoreUnavailableError } from '../store/store.js'
 import type { WebhooksRepository } from '../store/webhooks.js'
 import type { DeliveryRequest, DeliveryResult } from './delivery.js'
+import { traceDelivery } from './delivery-span.js'
 import { nextRetry, parseRetryAfter } from './retry-schedule.js'
 import { deliveryBody, deliveryHeaders } from './signing.js'
 
@@ -301,10 +302,12 @@ export class WebhookDispatcher {
         if (this.stopping || !(await this.holdLease(lease))) return this.handBack(loop, lease)
         const body = deliveryBody(event)
         const attemptedAt = this.now()
-        const result = await this.attempt(
-          loop,
-          { url: lease.endpoint.url, body, headers: deliveryHeaders(lease.secrets, event.position.toString(), body, attemptedAt) },
-        )
+        const { url } = lease.endpoint
+        const eventId = event.position.toString()
+        const signed = deliveryHeaders(lease.secrets, eventId, body, attemptedAt)
+        // In the trace of the write that recorded the event; retries and replays alike.
+        const delivery = { name: 'webhook delivery', url, endpointId: lease.endpoint.id, eventId, parent: event.trace ?? null }
+        const result = await traceDelivery(delivery, (traceHeaders) => this.attempt(loop, { url, body, headers: { ...signed, ...traceHeaders } }))
         // Shut down mid-attempt: nothing is recorded, the event is sent again by whoever leases next.
         if (result.outcome === 'aborted') return this.release(loop, lease)
         this.options.metrics?.delivered(result)

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import type { WebhookPingResult } from '../schemas/webhook-endpoint.js'
 import type { WebhooksRepository } from '../store/webhooks.js'
 import type { DeliveryRequest, DeliveryResult } from './delivery.js'
+import { traceDelivery } from './delivery-span.js'
 import { deliveryHeaders } from './signing.js'
 
 /** The type of a test delivery: not an order event, never in the feed. */
@@ -42,7 +43,10 @@ export async function pingWebhookEndpoint(
   const body = pingBody(id, now)
   // 96 random bits, in a form no feed event's id (decimal) can take.
   const webhookId = `ping_${randomBytes(12).toString('hex')}`
-  const { status, error, durationMs } = await deliver({ url: endpoint.url, body, headers: deliveryHeaders(secrets, webhookId, body, now) }, signal)
+  const signed = deliveryHeaders(secrets, webhookId, body, now)
+  const { status, error, durationMs } = await traceDelivery({ name: 'webhook ping', url: endpoint.url, endpointId: id, eventId: webhookId }, (traceHeaders) =>
+    deliver({ url: endpoint.url, body, headers: { ...signed, ...traceHeaders } }, signal),
+  )
   return { status, error, durationMs }
 }
 

@@ -1,0 +1,96 @@
+import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api'
+import type { Store } from '../store/store.js'
+
+const tracer = trace.getTracer('petstore-orders')
+const REPOSITORIES = ['orders', 'apiKeys', 'pets', 'events', 'webhooks'] as const
+
+/**
+ * The store, with a CLIENT span per operation of its repositories (`orders.cancel`, with
+ * `db.system` and `db.operation.name`; never an argument or a row) when the call is made inside a
+ * trace: a request's, a delivery's. For the embedded SQLite store, whose calls no library traces
+ * (PostgreSQL's statements are traced by instrumentation-pg). Work outside a trace (the
+ * dispatcher's lease passes, pruning) makes no span. An operation that returns an async iterable
+ * (the v1 list) ends its span when the iteration does.
+ */
+export function traceStoreOperations(store: Store, system: string): Store {
+  const repositories = new Map<PropertyKey, unknown>(REPOSITORIES.map((name) => [name, traceRepository(store[name], name, system)]))
+  return new Proxy(store, {
+    get(target, property) {
+      if (repositories.has(property)) return repositories.get(property)
+      const value: unknown = Reflect.get(target, property, target)
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  })
+}
+
+function traceRepository<R extends object>(repository: R, name: string, system: string): R {
+  const wrapped = new Map<PropertyKey, unknown>()
+  return new Proxy(repository, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property, target)
+      if (typeof value !== 'function' || typeof property !== 'string') return value
+      let traced = wrapped.get(property)
+      if (traced === undefined) {
+        const operation = `${name}.${property}`
+        const method = value as (...args: unknown[]) => unknown
+        traced = (...args: unknown[]): unknown => {
+          if (trace.getActiveSpan() === undefined) return method.apply(target, args)
+          const span = tracer.startSpan(operation, {
+            kind: SpanKind.CLIENT,
+            attributes: { 'db.system': system, 'db.system.name': system, 'db.operation.name': operation },
+          })
+          return settle(span, () => context.with(trace.setSpan(context.active(), span), () => method.apply(target, args)))
+        }
+        wrapped.set(property, traced)
+      }
+      return traced
+    },
+  })
+}
+
+function settle(span: Span, run: () => unknown): unknown {
+  const fail = (error: unknown): never => {
+    span.setAttribute('error.type', error instanceof Error ? error.name : 'error').setStatus({ code: SpanStatusCode.ERROR })
+    span.end()
+    throw error
+  }
+  let result: unknown
+  try {
+    result = run()
+  } catch (error) {
+    fail(error)
+  }
+  if (result instanceof Promise) {
+    return result.then((value: unknown) => {
+      span.end()
+      return value
+    }, fail)
+  }
+  if (result !== null && typeof result === 'object' && Symbol.asyncIterator in result) return iterated(span, result as AsyncIterable<unknown>, fail)
+  span.end()
+  return result
+}
+
+function iterated<T>(span: Span, iterable: AsyncIterable<T>, fail: (error: unknown) => never): AsyncIterable<T> {
+  let ended = false
+  const end = (): void => {
+    if (!ended) span.end()
+    ended = true
+  }
+  return {
+    [Symbol.asyncIterator]() {
+      const iterator = iterable[Symbol.asyncIterator]()
+      return {
+        next: () =>
+          iterator.next().then((step) => {
+            if (step.done === true) end()
+            return step
+          }, fail),
+        return: async (value?: unknown) => {
+          end()
+          return (await iterator.return?.(value)) ?? { done: true, value: undefined }
+        },
+      }
+    },
+  }
+}
