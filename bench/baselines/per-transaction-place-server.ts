@@ -40,7 +40,7 @@ function sqlitePlaces(path: string, busyTimeoutMs: number, synchronous: 'FULL' |
   const bump = db.prepare(BUMP_DATA_VERSION)
   const commitOne = db.transaction((request: PlaceRequest): PlaceResult => {
     let changed = false
-    const result = writes.place({ now: new Date().toISOString(), changed: () => void (changed = true) }, request)
+    const result = writes.place({ now: new Date().toISOString(), changed: () => void (changed = true) }, undefined, request) // untraced
     if (changed) bump.run()
     return result
   })
