@@ -8,6 +8,7 @@ import type { IdempotencyClaim, NewOrder, OrderRecord, PlaceRequest, PlaceResult
 import { OrderV2, toApiOrderV2 } from '../src/schemas/order-v2.js'
 import { PlaceBatcher } from '../src/store/postgres/place-batcher.js'
 import { PostgresStore } from '../src/store/postgres/postgres-store.js'
+import type { Traced } from '../src/store/postgres/write-sql.js'
 import { order, records, within } from './support/harness.js'
 import { createTestDatabase, postgresSkipReason, type TestDatabase } from './support/postgres.js'
 
@@ -260,7 +261,7 @@ describe('PostgreSQL writes over several instances', { skip }, () => {
 })
 
 describe('PlaceBatcher (the group commit of places, without a database)', () => {
-  const request = (key?: string): PlaceRequest => ({ order: NEW_ORDER, idempotency: key === undefined ? undefined : claim(key) })
+  const request = (key?: string): Traced<PlaceRequest> => ({ order: NEW_ORDER, idempotency: key === undefined ? undefined : claim(key), trace: undefined })
   const placed = (n: number): PlaceResult => ({
     outcome: 'placed',
     order: { ...NEW_ORDER, id: BigInt(n), complete: false, status: 'pending', shippedAt: null, completedAt: null, cancelledAt: null, cancellationReason: null },

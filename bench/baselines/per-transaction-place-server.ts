@@ -40,7 +40,7 @@ function sqlitePlaces(path: string, busyTimeoutMs: number, synchronous: 'FULL' |
   const bump = db.prepare(BUMP_DATA_VERSION)
   const commitOne = db.transaction((request: PlaceRequest): PlaceResult => {
     let changed = false
-    const result = writes.place({ now: new Date().toISOString(), changed: () => void (changed = true) }, request)
+    const result = writes.place({ now: new Date().toISOString(), changed: () => void (changed = true) }, undefined, request) // untraced
     if (changed) bump.run()
     return result
   })
@@ -61,7 +61,7 @@ function postgresPlaces(url: string, poolSize: number): { place: PlaceOne; close
     async place(request) {
       for (let attempt = 1; ; attempt++) {
         try {
-          const { results } = await database.transaction((connection) => placeInTransaction(connection, [request], new Date()))
+          const { results } = await database.transaction((connection) => placeInTransaction(connection, [{ ...request, trace: undefined }], new Date()))
           return results[0]!
         } catch (error) {
           if (!mustRetryPlaces(error) || attempt >= 100) throw error

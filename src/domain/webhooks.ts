@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import type { TraceContext } from '../tracing/trace-context.js'
 import { canonicalEventTypes, type OrderEventType } from './order-events.js'
 
 /**
@@ -91,10 +92,19 @@ export interface FeedEvent {
   json: string
 }
 
+/**
+ * A feed event as a delivery reads it: with the W3C trace context of the write that recorded it,
+ * when that write was traced, so that its deliveries can join that trace. For headers only: the
+ * body (deliveryBody) is the feed's event, byte for byte.
+ */
+export interface DeliveryEvent extends FeedEvent {
+  trace?: TraceContext
+}
+
 /** What follows a leased endpoint's position in the feed. */
 export type NextEvents =
   /** The next events of its types, ascending (may be empty); `through`: the last position read, matching or not. */
-  | { events: FeedEvent[]; through: bigint }
+  | { events: DeliveryEvent[]; through: bigint }
   /** Events after its position have been deleted by retention. */
   | 'expired'
 

@@ -1,7 +1,7 @@
 import { eventsExpired, type OrderEventType } from '../domain/order-events.js'
 import {
   signingSecretsAt,
-  type FeedEvent,
+  type DeliveryEvent,
   type NextEvents,
   type WebhookAttempt,
   type WebhookDisabledReason,
@@ -69,13 +69,15 @@ export const NEXT_SCAN = 1000
 
 /**
  * A row of a store's `next` statement: one summary row (type null) with the retention bound and the
- * last position scanned, and one row per matching event.
+ * last position scanned, and one row per matching event, with its write's trace context (NULL: none).
  */
 export interface NextRow {
   position: bigint | null
   type: OrderEventType | null
   occurred_at: string | null
   body: string | null
+  traceparent: string | null
+  tracestate: string | null
   pruned_through: bigint | null
   scanned_through: bigint | null
 }
@@ -85,11 +87,14 @@ export function toNextEvents(after: bigint, limit: number, rows: readonly NextRo
   const summary = rows.find((row) => row.type === null)
   if (summary === undefined) throw new Error('the next-events read returned no summary row')
   if (summary.pruned_through !== null && eventsExpired(after, summary.pruned_through)) return 'expired'
-  const events: FeedEvent[] = []
+  const events: DeliveryEvent[] = []
   for (const row of rows) {
     if (row.type === null) continue
     const position = row.position!
-    events.push({ position, type: row.type, occurredAt: row.occurred_at!, json: `{"id":"${position}",${row.body!}` })
+    const event: DeliveryEvent = { position, type: row.type, occurredAt: row.occurred_at!, json: `{"id":"${position}",${row.body!}` }
+    const { traceparent, tracestate } = row
+    if (traceparent !== null) event.trace = tracestate === null ? { traceparent } : { traceparent, tracestate }
+    events.push(event)
   }
   // A full page stops at its last event (those after it may match too); otherwise every event
   // scanned was looked at, matching or not.

@@ -62,7 +62,10 @@ export interface WebhooksRepository {
   release(lease: WebhookLease): Promise<void>
   /** Whether the lease is still held and the endpoint unchanged since it (a read). */
   unchanged(lease: WebhookLease): Promise<boolean>
-  /** At most `limit` events of the lease's types after its position (read as one snapshot). */
+  /**
+   * At most `limit` events of the lease's types after its position (read as one snapshot), each with
+   * the trace context its write kept, if any (DeliveryEvent).
+   */
   next(lease: WebhookLease, limit: number): Promise<NextEvents>
   /**
    * The event at `position` got a 2xx (or, with `attempt` null, there was none of its types up to

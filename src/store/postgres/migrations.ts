@@ -222,6 +222,15 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
     // replay or disabling at its next write and leases the endpoint anew.
     sql: 'ALTER TABLE webhook_endpoints ADD COLUMN revision integer NOT NULL DEFAULT 0',
   },
+  {
+    version: 13,
+    name: 'order events: the W3C trace context of the write that recorded each',
+    // `traceparent` and `tracestate` as the headers carry them (NULL: the write was not traced), so
+    // that an event's deliveries can join its write's trace; the feed never shows them. Nullable
+    // columns without a default change only the catalog: no row is rewritten or scanned, so the
+    // exclusive lock is held for a moment whatever the size of the table.
+    sql: 'ALTER TABLE order_events ADD COLUMN traceparent text, ADD COLUMN tracestate text',
+  },
 ]
 
 /** Created before anything else, under the migration lock. */

@@ -31,11 +31,12 @@ const UPSERT_ORDERS = `WITH written AS (INSERT INTO orders AS o (id, pet_id, qua
     SELECT id, CASE WHEN created THEN 'order.created' ELSE 'order.updated' END, json FROM written`
 /** The rows an import wrote, in order: dropped with its transaction. */
 const IMPORT_EVENTS = `CREATE TEMPORARY TABLE import_events (n bigserial, order_id bigint, type text, json text) ON COMMIT DROP`
-// The end of an import that wrote rows: its bump, then its events (recordEvents), in input order.
+// The end of an import that wrote rows: its bump, then its events (recordEvents), in input order,
+// with no trace context: an import is no request's write.
 const RECORD_IMPORT_EVENTS = `WITH bumped AS (
     ${bumpVersion()}
   ), recorded AS (
-    ${recordEvents('SELECT order_id, type, json FROM import_events ORDER BY n')}
+    ${recordEvents('SELECT order_id, type, json, NULL AS traceparent, NULL AS tracestate FROM import_events ORDER BY n')}
   )
   SELECT version FROM bumped`
 // After the upsert, an accepted row has the status it was given; a refused one still has another.

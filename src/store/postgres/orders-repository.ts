@@ -21,8 +21,9 @@ import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { ORDER_V2_JSON, orderV2Columns, readOrderPageJson, readOrderV2 } from './order-pages.js'
 import { intArray, textArray } from './import.js'
 import { importOrders } from './order-import.js'
-import { bumpVersion, changedOrders, recordEvents, WRITE_TIME } from './write-sql.js'
+import { bumpVersion, changedOrders, recordEvents, traceArrays, WRITE_TIME, type Traced } from './write-sql.js'
 import type { OrderEventType } from '../../domain/order-events.js'
+import { activeTraceContext, type TraceContext } from '../../tracing/trace-context.js'
 
 /**
  * The JSON list, one order per line, in id order. Each order's JSON is stored in `orders.list_json`
@@ -31,13 +32,14 @@ import type { OrderEventType } from '../../domain/order-events.js'
 const LIST_JSON_COPY = `COPY (SELECT list_json FROM orders WHERE status <> 'cancelled' ORDER BY id) TO STDOUT`
 
 // An order as v2 shows it (order-pages.ts), qualified by `o` so that an UPDATE … FROM can RETURN it;
-// a changed one also with its v2 JSON, for its event.
+// a changed one also with its v2 JSON and its request's (`t`) trace context, for its event.
 const ORDER_COLUMNS = orderV2Columns('o')
-const CHANGED_ORDER_COLUMNS = `${ORDER_COLUMNS}, ${ORDER_V2_JSON} AS json`
+const CHANGED_ORDER_COLUMNS = `${ORDER_COLUMNS}, ${ORDER_V2_JSON} AS json, t.traceparent, t.tracestate`
 
 /**
  * One kind of write to single orders (a cancel, a ship, a complete) as SQL: the requests' parameter
- * arrays (`request`, unnested into `columns`, the first `order_id`: not `id`, which the order's columns name), what the write changes (`set`, which
+ * arrays (`request`, unnested into `columns`, the first `order_id`: not `id`, which the order's columns name;
+ * the last two `traceparent, tracestate`, traceArrays), what the write changes (`set`, which
  * reads the request as `t`), what the order (`o`) must be for it to change (`when`), and its event.
  */
 interface RowWriteSql {
@@ -79,7 +81,7 @@ function rowWriteStatements({ request, columns, set, when, type }: RowWriteSql):
     ), ${recorded}
     SELECT true AS changed, changed.*, (SELECT version FROM bumped) AS version FROM changed
     UNION ALL
-    SELECT false, ${ORDER_COLUMNS}, NULL, NULL FROM orders o JOIN request r ON r.order_id = o.id
+    SELECT false, ${ORDER_COLUMNS}, NULL, NULL, NULL, NULL FROM orders o JOIN request r ON r.order_id = o.id
     WHERE NOT (${when}) OR o.id NOT IN (SELECT id FROM changed)`,
     single: `WITH changed AS (
       UPDATE orders o SET ${set} FROM ${request} AS t(${columns}) WHERE o.id = t.order_id AND ${when} RETURNING ${CHANGED_ORDER_COLUMNS}
@@ -87,10 +89,10 @@ function rowWriteStatements({ request, columns, set, when, type }: RowWriteSql):
     SELECT changed.*, (SELECT version FROM bumped) AS version FROM changed`,
   }
 }
-const IDS = { request: 'unnest($1::bigint[])', columns: 'order_id' }
+const IDS = { request: 'unnest($1::bigint[], $2::text[], $3::text[])', columns: 'order_id, traceparent, tracestate' }
 const CANCELS = rowWriteStatements({
-  request: 'unnest($1::bigint[], $2::bigint[], $3::text[])',
-  columns: 'order_id, cancelled_by_key, reason',
+  request: 'unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[])',
+  columns: 'order_id, cancelled_by_key, reason, traceparent, tracestate',
   set: `status = 'cancelled', cancelled_at = ${WRITE_TIME}, cancelled_by_key = t.cancelled_by_key, cancellation_reason = t.reason`,
   when: `o.status = 'pending'`,
   type: 'order.cancelled',
@@ -102,7 +104,7 @@ const COMPLETES = rowWriteStatements({
   when: `o.status = 'shipped' AND NOT o.complete`,
   type: 'order.completed',
 })
-const idParams = (requests: { id: bigint }[]): unknown[] => [intArray(requests.map((r) => r.id))]
+const idParams = (requests: Traced<{ id: bigint }>[]): unknown[] => [intArray(requests.map((r) => r.id)), ...traceArrays(requests)]
 
 /**
  * At most `limit` expired Idempotency-Key records, oldest first through the expires_at index, by
@@ -120,16 +122,16 @@ type ChangedRow = OrderV2Row & { version: bigint | null }
 /** What a batch returns: the orders it changed, and the others as they were. */
 type BatchRow = ChangedRow & { changed: boolean }
 
-interface CancelRequest {
+type CancelRequest = Traced<{
   id: bigint
   cancelledByKey: bigint | null
   reason: CancellationReason | null
-}
+}>
 
 export class PostgresOrdersRepository implements OrdersRepository {
   private readonly cancels: RowWriteBatcher<CancelRequest, CancelResult>
-  private readonly ships: RowWriteBatcher<{ id: bigint }, ShipResult>
-  private readonly completes: RowWriteBatcher<{ id: bigint }, CompleteResult>
+  private readonly ships: RowWriteBatcher<Traced<{ id: bigint }>, ShipResult>
+  private readonly completes: RowWriteBatcher<Traced<{ id: bigint }>, CompleteResult>
   private readonly places: PlaceBatcher
   private closing = false
 
@@ -138,6 +140,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
       intArray(requests.map((r) => r.id)),
       intArray(requests.map((r) => r.cancelledByKey)),
       textArray(requests.map((r) => r.reason)),
+      ...traceArrays(requests),
     ])
     this.ships = this.rowWrites(SHIP, SHIPS, idParams)
     this.completes = this.rowWrites(COMPLETE, COMPLETES, idParams)
@@ -195,7 +198,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
 
   /** Group-committed with the cancels of the same moment (row-write-batcher.ts). */
   cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null): Promise<CancelResult> {
-    return this.whileOpen(() => this.cancels.write({ id, cancelledByKey, reason }))
+    return this.submit((trace) => this.cancels.write({ id, cancelledByKey, reason, trace }))
   }
 
   /**
@@ -203,25 +206,28 @@ export class PostgresOrdersRepository implements OrdersRepository {
    * request a statement would refuse is refused here, before it joins a batch it would fail.
    */
   place(request: PlaceRequest): Promise<PlaceResult> {
-    return this.whileOpen(() => {
+    return this.submit((trace) => {
       const refused = checkNewOrder(request.order)
-      return refused === undefined ? this.places.place(request) : Promise.reject(new RangeError(refused))
+      return refused === undefined ? this.places.place({ ...request, trace }) : Promise.reject(new RangeError(refused))
     })
   }
 
   /** Group-committed with the ships of the same moment (row-write-batcher.ts). */
   ship(id: bigint): Promise<ShipResult> {
-    return this.whileOpen(() => this.ships.write({ id }))
+    return this.submit((trace) => this.ships.write({ id, trace }))
   }
 
   /** Group-committed with the completes of the same moment (row-write-batcher.ts). */
   complete(id: bigint): Promise<CompleteResult> {
-    return this.whileOpen(() => this.completes.write({ id }))
+    return this.submit((trace) => this.completes.write({ id, trace }))
   }
 
-  /** A write is refused once close() has begun. */
-  private whileOpen<Result>(write: () => Promise<Result>): Promise<Result> {
-    return this.closing ? Promise.reject(new StoreUnavailableError('the store is closed')) : write()
+  /**
+   * A write is refused once close() has begun. Else it is queued with the trace context active now,
+   * while the request that submits it runs, for its event: its batch is committed outside it.
+   */
+  private submit<Result>(write: (trace: TraceContext | undefined) => Promise<Result>): Promise<Result> {
+    return this.closing ? Promise.reject(new StoreUnavailableError('the store is closed')) : write(activeTraceContext())
   }
 
   async pruneIdempotencyKeys(now: Date, limit: number): Promise<number> {
@@ -289,7 +295,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
    * new ids an import took meanwhile rolled back, and is tried again in a new transaction once the
    * import has had time to commit. Not retried on a lost connection: the commit may have happened.
    */
-  private async commitPlaces(requests: PlaceRequest[]): Promise<PlaceResult[]> {
+  private async commitPlaces(requests: Traced<PlaceRequest>[]): Promise<PlaceResult[]> {
     for (let attempt = 1, pause = PLACE_RETRY_MS.first; ; attempt++, pause = Math.min(pause * 2, PLACE_RETRY_MS.max)) {
       try {
         const { results, version } = await this.database.transaction((connection) => placeInTransaction(connection, requests, new Date()))

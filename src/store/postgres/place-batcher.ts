@@ -1,6 +1,7 @@
 import { KEY_IN_USE, KeysInFlight } from '../../domain/idempotency.js'
 import type { PlaceRequest, PlaceResult } from '../../domain/orders.js'
 import { GroupCommit } from '../group-commit.js'
+import type { Traced } from './write-sql.js'
 
 /** More places than this wait for the next batch. */
 const MAX_BATCH = 1000
@@ -14,17 +15,17 @@ const MAX_BATCH = 1000
  * one key twice; the database's advisory lock decides between instances (orders-repository.ts).
  */
 export class PlaceBatcher {
-  private readonly batches: GroupCommit<PlaceRequest, PlaceResult>
+  private readonly batches: GroupCommit<Traced<PlaceRequest>, PlaceResult>
   private readonly keysInFlight = new KeysInFlight()
 
   constructor(
     /** One transaction for the batch; resolves after COMMIT with a result per request, in order. */
-    commitBatch: (requests: PlaceRequest[]) => Promise<PlaceResult[]>,
+    commitBatch: (requests: Traced<PlaceRequest>[]) => Promise<PlaceResult[]>,
   ) {
     this.batches = new GroupCommit({ maxBatch: MAX_BATCH, commit: commitBatch })
   }
 
-  place(request: PlaceRequest): Promise<PlaceResult> {
+  place(request: Traced<PlaceRequest>): Promise<PlaceResult> {
     const claim = request.idempotency
     const slot = claim === undefined ? undefined : this.keysInFlight.claim(claim)
     if (claim !== undefined && slot === undefined) return Promise.resolve(KEY_IN_USE)

@@ -5,7 +5,7 @@ import { intArray, textArray } from './import.js'
 import type { Connection } from './connection.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { ORDER_V2_JSON, orderV2Columns, utc } from './order-pages.js'
-import { bumpVersion, recordEvents } from './write-sql.js'
+import { bumpVersion, recordEvents, traceArrays, type Traced } from './write-sql.js'
 
 /**
  * How long the batch's inserts may wait for a row lock. The only rows they can wait for are an
@@ -41,14 +41,14 @@ const PLACE_LOCKS = `SELECT k.obtained, set_config('lock_timeout', '${INSERT_LOC
  * answers the request from the record returned); the others (`to_place`, numbered `seq` in
  * order) get the ids above every id the store holds, `max(id) + seq` (from 1 in an empty store or one
  * of negative ids), as long as they are int64. Each new order is inserted with its Idempotency-Key
- * record (an expired one replaced) and its `order.created` event, and the version is bumped if any
- * was. One row per request, in order: its order as inserted, or its record, or neither — ids
- * exhausted, or an id taken by an import meanwhile (`ON CONFLICT DO NOTHING`; the batch is tried
- * again).
+ * record (an expired one replaced) and its `order.created` event, which keeps the request's trace
+ * context ($9 and $10, traceArrays), and the version is bumped if any was. One row per request, in
+ * order: its order as inserted, or its record, or neither — ids exhausted, or an id taken by an
+ * import meanwhile (`ON CONFLICT DO NOTHING`; the batch is tried again).
  */
 const PLACE_BATCH = `WITH request AS (
-    SELECT * FROM unnest($1::bigint[], $2::integer[], $3::timestamptz[], $4::bigint[], $5::text[], $6::text[], $7::timestamptz[])
-      WITH ORDINALITY AS r(pet_id, quantity, ship_date, api_key_id, key, fingerprint, expires_at, n)
+    SELECT * FROM unnest($1::bigint[], $2::integer[], $3::timestamptz[], $4::bigint[], $5::text[], $6::text[], $7::timestamptz[], $9::text[], $10::text[])
+      WITH ORDINALITY AS r(pet_id, quantity, ship_date, api_key_id, key, fingerprint, expires_at, traceparent, tracestate, n)
   ), kept AS (
     SELECT r.n, k.fingerprint, k.order_id AS "orderId", k.response_status AS "responseStatus",
       k.response_body AS "responseBody", ${utc('k.expires_at')} AS "expiresAt"
@@ -76,7 +76,8 @@ const PLACE_BATCH = `WITH request AS (
   ), bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM inserted)')}
   ), recorded AS (
-    ${recordEvents(`SELECT id AS order_id, 'order.created' AS type, json FROM inserted ORDER BY id`)}
+    ${recordEvents(`SELECT i.id AS order_id, 'order.created' AS type, i.json, p.traceparent, p.tracestate
+      FROM inserted i CROSS JOIN top JOIN to_place p ON p.seq = i.id - top.id ORDER BY i.id`)}
   )
   SELECT r.n, p.seq, (SELECT id FROM top) AS top, k.fingerprint, k."orderId", k."responseStatus", k."responseBody", k."expiresAt",
     i.*, (SELECT version FROM bumped) AS version
@@ -113,7 +114,7 @@ export function mustRetryPlaces(error: unknown): boolean {
  */
 export async function placeInTransaction(
   connection: Connection,
-  requests: PlaceRequest[],
+  requests: Traced<PlaceRequest>[],
   now: Date,
 ): Promise<{ results: PlaceResult[]; version: bigint | undefined }> {
   const claims = requests.map((r) => r.idempotency)
@@ -138,6 +139,7 @@ export async function placeInTransaction(
     textArray(keys.map((k) => k?.fingerprint)),
     textArray(keys.map((k) => k?.expiresAt.toISOString())),
     at,
+    ...traceArrays(placing.map(({ request }) => request)),
   ])
   let version: bigint | undefined
   rows.forEach((row, n) => {

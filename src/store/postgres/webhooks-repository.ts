@@ -50,16 +50,19 @@ const LEASE = `
   RETURNING ${endpointColumns('e')}, e.failures, e.revision, e.secret, e.previous_secret, ${utc('e.previous_until')} AS previous_until`
 
 // One statement, hence one snapshot: the retention bound, how far the scan went, and the matching
-// events (the summary row first). Positions become visible in ascending order (write-sql.ts), so
-// the scan never passes one that commits later.
+// events with their writes' trace contexts (the summary row first). Positions become visible in
+// ascending order (write-sql.ts), so the scan never passes one that commits later.
 const NEXT = `
-  WITH scanned AS (SELECT position, type, occurred_at, body FROM order_events WHERE position > $1::bigint ORDER BY position LIMIT $2),
-    matching AS (SELECT position, type, occurred_at, body FROM scanned WHERE type = ANY ($3::text[]) ORDER BY position LIMIT $4)
+  WITH scanned AS (SELECT position, type, occurred_at, body, traceparent, tracestate FROM order_events
+                   WHERE position > $1::bigint ORDER BY position LIMIT $2),
+    matching AS (SELECT position, type, occurred_at, body, traceparent, tracestate FROM scanned
+                 WHERE type = ANY ($3::text[]) ORDER BY position LIMIT $4)
   SELECT NULL::bigint AS position, NULL::text AS type, NULL::text AS occurred_at, NULL::text AS body,
+    NULL::text AS traceparent, NULL::text AS tracestate,
     (SELECT pruned_through FROM event_retention WHERE id = 1) AS pruned_through,
     (SELECT max(position) FROM scanned) AS scanned_through
   UNION ALL
-  SELECT position, type, ${utc('occurred_at')}, body, NULL, NULL FROM matching
+  SELECT position, type, ${utc('occurred_at')}, body, traceparent, tracestate, NULL, NULL FROM matching
   ORDER BY position NULLS FIRST`
 
 // Every write under a lease ($1 to $4): still held by this owner, not expired, and at the position

@@ -1,4 +1,6 @@
 import type { OrderEventType } from '../../domain/order-events.js'
+import type { TraceContext } from '../../tracing/trace-context.js'
+import { textArray } from './import.js'
 import { utc } from './order-pages.js'
 import { VERSION_CHANNEL } from './version-watcher.js'
 
@@ -21,17 +23,36 @@ export const WRITE_TIME = `date_trunc('milliseconds', now())`
 
 /**
  * The outbox (../order-events.ts): the events of `source`'s rows (order_id, type, json: the order's
- * v2 JSON after the change), in the statement's transaction, all at the transaction's time. Joined
- * with `bumped`, the data_version bump of the same statement, positions are taken only once the
+ * v2 JSON after the change; traceparent and tracestate: the trace context of the write, NULL when
+ * it had none), in the statement's transaction, all at the transaction's time. Joined with
+ * `bumped`, the data_version bump of the same statement, positions are taken only once the
  * transaction holds that row's lock, which it keeps until COMMIT: so positions are handed out in
  * commit order (docs/decisions.md).
  */
 export function recordEvents(source: string): string {
-  return `INSERT INTO order_events (position, occurred_at, order_id, type, body)
+  return `INSERT INTO order_events (position, occurred_at, order_id, type, body, traceparent, tracestate)
     SELECT nextval('order_event_position'), ${WRITE_TIME}, s.order_id, s.type,
-      '"type":"' || s.type || '","occurredAt":"' || (SELECT ${utc(WRITE_TIME)}) || '","order":' || s.json || '}'
+      '"type":"' || s.type || '","occurredAt":"' || (SELECT ${utc(WRITE_TIME)}) || '","order":' || s.json || '}',
+      s.traceparent, s.tracestate
     FROM (${source}) AS s CROSS JOIN bumped`
 }
 
-/** `recordEvents`' source for the orders a statement's `changed` returned. */
-export const changedOrders = (type: OrderEventType): string => `SELECT id AS order_id, '${type}' AS type, json FROM changed`
+/** `recordEvents`' source for the orders a statement's `changed` returned, with their requests' trace contexts. */
+export const changedOrders = (type: OrderEventType): string =>
+  `SELECT id AS order_id, '${type}' AS type, json, traceparent, tracestate FROM changed`
+
+/**
+ * A write as its batch gets it: with the trace context that was active when the request submitted
+ * it (activeTraceContext, called before it is queued: the batch runs outside the request).
+ */
+export type Traced<Request> = Request & { trace: TraceContext | undefined }
+
+/**
+ * A batch's trace contexts, as two text[] parameters parallel to its other arrays (traceparents,
+ * tracestates). NULL for both when no write in it is traced, as when tracing is off: unnest() pads a
+ * NULL array with NULLs, so nothing is built or sent per write.
+ */
+export function traceArrays(requests: readonly { trace: TraceContext | undefined }[]): [string | null, string | null] {
+  if (!requests.some((request) => request.trace !== undefined)) return [null, null]
+  return [textArray(requests.map((r) => r.trace?.traceparent)), textArray(requests.map((r) => r.trace?.tracestate))]
+}

@@ -171,4 +171,16 @@ export const SQLITE_MIGRATIONS: Migration[] = [
     // replay or disabling at its next write and leases the endpoint anew.
     sql: `ALTER TABLE webhook_endpoints ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;`,
   },
+  {
+    version: 7,
+    name: 'order events: the W3C trace context of the write that recorded each',
+    // `traceparent` and `tracestate` as the headers carry them (NULL: the write was not traced), so
+    // that an event's deliveries can join its write's trace; the feed never shows them. A column
+    // without a default or a constraint changes only the table's schema text: rows written before
+    // read it as NULL, and none is rewritten, however many events the table holds.
+    sql: `
+      ALTER TABLE order_events ADD COLUMN traceparent TEXT;
+      ALTER TABLE order_events ADD COLUMN tracestate TEXT;
+    `,
+  },
 ]

@@ -1,4 +1,5 @@
 import { eventBody, toEventsPage, type OrderEventType, type OrderEventsPage } from '../../domain/order-events.js'
+import type { TraceContext } from '../../tracing/trace-context.js'
 import type { OrderEventsRepository } from '../order-events.js'
 import { classified, statement, type SqliteDatabase } from './database.js'
 
@@ -21,11 +22,20 @@ const PRUNE = `
   RETURNING position`
 
 /** Run in the transaction of the change it records (orders-repository.ts's import, order-writes.ts), with `orderEvent()`'s values. */
-export const INSERT_EVENT = 'INSERT INTO order_events (occurred_at, order_id, type, body) VALUES (?, ?, ?, ?)'
+export const INSERT_EVENT = 'INSERT INTO order_events (occurred_at, order_id, type, body, traceparent, tracestate) VALUES (?, ?, ?, ?, ?, ?)'
 
-/** INSERT_EVENT's parameters: the order's v2 JSON as it is after the change, at `occurredAt` (toISOString form). */
-export function orderEvent(type: OrderEventType, occurredAt: string, orderId: bigint, orderJson: string): [string, bigint, string, string] {
-  return [occurredAt, orderId, type, eventBody(type, occurredAt, orderJson)]
+/**
+ * INSERT_EVENT's parameters: the order's v2 JSON as it is after the change, at `occurredAt`
+ * (toISOString form), and the trace context of the write that made the change (none: NULL).
+ */
+export function orderEvent(
+  type: OrderEventType,
+  occurredAt: string,
+  orderId: bigint,
+  orderJson: string,
+  trace?: TraceContext,
+): [string, bigint, string, string, string | null, string | null] {
+  return [occurredAt, orderId, type, eventBody(type, occurredAt, orderJson), trace?.traceparent ?? null, trace?.tracestate ?? null]
 }
 
 export class SqliteOrderEventsRepository implements OrderEventsRepository {

@@ -7,13 +7,15 @@ import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { ORDER_V2_COLUMNS, ORDER_V2_JSON, orderV2Json } from './order-pages.js'
 import type { Batch } from './write-batcher.js'
+import type { TraceContext } from '../../tracing/trace-context.js'
 
 type ChangedRow = OrderV2Row & { json: string }
 
 /**
  * The API's writes to orders, each run inside a WriteBatcher's transaction on the batcher's own
- * connection: one conditional statement changes the order, and the order's event goes in with it;
- * what a write answers is ../../domain/order-writes.ts's. SQLite makes every change of an
+ * connection: one conditional statement changes the order, and the order's event goes in with it,
+ * with `trace`, the trace context of the request that submitted the write (the batch runs outside
+ * it); what a write answers is ../../domain/order-writes.ts's. SQLite makes every change of an
  * UPDATE … RETURNING at its first step, which get() takes.
  */
 export class OrderWrites {
@@ -52,16 +54,16 @@ export class OrderWrites {
    * pending → cancelled. Of several cancels of one order in a batch the first cancels it, and the
    * later ones find it cancelled, with the first one's time and reason.
    */
-  cancel(batch: Batch, id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null): CancelResult {
-    return this.answer(batch, CANCEL, 'order.cancelled', id, this.statements.cancel.get(batch.now, cancelledByKey, reason, id))
+  cancel(batch: Batch, trace: TraceContext | undefined, id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null): CancelResult {
+    return this.answer(batch, trace, CANCEL, 'order.cancelled', id, this.statements.cancel.get(batch.now, cancelledByKey, reason, id))
   }
 
-  ship(batch: Batch, id: bigint): ShipResult {
-    return this.answer(batch, SHIP, 'order.shipped', id, this.statements.ship.get(batch.now, id))
+  ship(batch: Batch, trace: TraceContext | undefined, id: bigint): ShipResult {
+    return this.answer(batch, trace, SHIP, 'order.shipped', id, this.statements.ship.get(batch.now, id))
   }
 
-  complete(batch: Batch, id: bigint): CompleteResult {
-    return this.answer(batch, COMPLETE, 'order.completed', id, this.statements.complete.get(batch.now, id))
+  complete(batch: Batch, trace: TraceContext | undefined, id: bigint): CompleteResult {
+    return this.answer(batch, trace, COMPLETE, 'order.completed', id, this.statements.complete.get(batch.now, id))
   }
 
   /**
@@ -69,7 +71,7 @@ export class OrderWrites {
    * and its Idempotency-Key record. A record that has not expired answers instead, and nothing is
    * written; an expired one is replaced.
    */
-  place(batch: Batch, { order, idempotency: claim }: PlaceRequest): PlaceResult {
+  place(batch: Batch, trace: TraceContext | undefined, { order, idempotency: claim }: PlaceRequest): PlaceResult {
     if (claim !== undefined) {
       const answer = keyAnswer(this.statements.findKey.get(claim.apiKeyId, claim.key) as StoredKey | undefined, claim.fingerprint, batch.now)
       if (answer !== undefined) return answer
@@ -79,7 +81,7 @@ export class OrderWrites {
     const placed = newOrder(max === null || max < 1n ? 1n : max + 1n, order)
     const json = orderV2Json(placed)
     this.statements.insertOrder.run(placed.id, placed.petId, BigInt(order.quantity), placed.shipDate)
-    this.statements.insertEvent.run(...orderEvent('order.created', batch.now, placed.id, json))
+    this.statements.insertEvent.run(...orderEvent('order.created', batch.now, placed.id, json, trace))
     batch.changed()
     if (claim !== undefined) {
       const expiresAt = claim.expiresAt.toISOString()
@@ -92,10 +94,17 @@ export class OrderWrites {
    * The answer of the update of order `id`: when it changed the order, the order as its RETURNING
    * left it, and its event; when it missed, from the order as the same transaction reads it.
    */
-  private answer<R>(batch: Batch, rule: OrderWriteRule<R>, type: 'order.cancelled' | 'order.shipped' | 'order.completed', id: bigint, changed: unknown): R {
+  private answer<R>(
+    batch: Batch,
+    trace: TraceContext | undefined,
+    rule: OrderWriteRule<R>,
+    type: 'order.cancelled' | 'order.shipped' | 'order.completed',
+    id: bigint,
+    changed: unknown,
+  ): R {
     if (changed !== undefined) {
       const row = changed as ChangedRow
-      this.statements.insertEvent.run(...orderEvent(type, batch.now, row.id, row.json))
+      this.statements.insertEvent.run(...orderEvent(type, batch.now, row.id, row.json, trace))
       batch.changed()
       return rule.changed(toOrderV2Record(row))
     }

@@ -20,6 +20,7 @@ import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
 import { OrderWrites } from './order-writes.js'
 import { ORDER_V2_JSON, orderV2Json, readOrderPageJson, readOrderV2 } from './order-pages.js'
 import { WriteBatcher, type Batch } from './write-batcher.js'
+import { activeTraceContext, type TraceContext } from '../../tracing/trace-context.js'
 
 // One page of the order list as JSON text, exactly as the Order schema serializes it: fields in
 // schema order, NULLs omitted (`',"petId":' || NULL` is NULL; json_quote(NULL) is 'null', hence
@@ -103,28 +104,28 @@ export class SqliteOrdersRepository implements OrdersRepository {
   }
 
   cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null): Promise<CancelResult> {
-    return this.write((writes, batch) => writes.cancel(batch, id, cancelledByKey, reason))
+    return this.write((writes, batch, trace) => writes.cancel(batch, trace, id, cancelledByKey, reason))
   }
 
   place(request: PlaceRequest): Promise<PlaceResult> {
     const { order, idempotency: claim } = request
     const refused = checkNewOrder(order)
     if (refused !== undefined) return Promise.reject(new RangeError(refused))
-    if (claim === undefined) return this.write((writes, batch) => writes.place(batch, request))
+    if (claim === undefined) return this.write((writes, batch, trace) => writes.place(batch, trace, request))
     // One request per key at a time in this process: the others are answered at once. Another
     // process on the file cannot overlap the transaction that stores the key, so it finds the
     // committed record.
     const slot = this.keysInFlight.claim(claim)
     if (slot === undefined) return Promise.resolve(KEY_IN_USE)
-    return this.write((writes, batch) => writes.place(batch, request)).finally(() => this.keysInFlight.release(slot))
+    return this.write((writes, batch, trace) => writes.place(batch, trace, request)).finally(() => this.keysInFlight.release(slot))
   }
 
   ship(id: bigint): Promise<ShipResult> {
-    return this.write((writes, batch) => writes.ship(batch, id))
+    return this.write((writes, batch, trace) => writes.ship(batch, trace, id))
   }
 
   complete(id: bigint): Promise<CompleteResult> {
-    return this.write((writes, batch) => writes.complete(batch, id))
+    return this.write((writes, batch, trace) => writes.complete(batch, trace, id))
   }
 
   async pruneIdempotencyKeys(now: Date, limit: number): Promise<number> {
@@ -142,15 +143,20 @@ export class SqliteOrdersRepository implements OrdersRepository {
     )
   }
 
-  /** Queues one write for the next group commit, on the writer opened at the first write. */
-  private write<R>(write: (writes: OrderWrites, batch: Batch) => R): Promise<R> {
+  /**
+   * Queues one write for the next group commit, on the writer opened at the first write. Its event
+   * keeps the trace context active now, while the request that submits it runs: the batch is
+   * committed later, outside it.
+   */
+  private write<R>(write: (writes: OrderWrites, batch: Batch, trace: TraceContext | undefined) => R): Promise<R> {
+    const trace = activeTraceContext()
     let writer: { batcher: WriteBatcher; writes: OrderWrites }
     try {
       writer = this.writer ??= this.openWriter()
     } catch (error) {
       return Promise.reject(error).catch(classify)
     }
-    return writer.batcher.submit((batch) => write(writer.writes, batch)).catch(classify)
+    return writer.batcher.submit((batch) => write(writer.writes, batch, trace)).catch(classify)
   }
 
   /** Group commit on a writer connection of its own (read-only CLI commands never open one). */

@@ -40,16 +40,17 @@ const LEASE = `
   RETURNING ${LEASE_COLUMNS}`
 
 // One statement, hence one snapshot: the retention bound, how far the scan went, and the matching
-// events (the summary row, its position null, sorts first).
+// events with their writes' trace contexts (the summary row, its position null, sorts first).
 const NEXT = `
-  WITH scanned AS (SELECT position, type, occurred_at, body FROM order_events WHERE position > @after ORDER BY position LIMIT @scan),
-    matching AS (SELECT position, type, occurred_at, body FROM scanned
+  WITH scanned AS (SELECT position, type, occurred_at, body, traceparent, tracestate FROM order_events
+                   WHERE position > @after ORDER BY position LIMIT @scan),
+    matching AS (SELECT position, type, occurred_at, body, traceparent, tracestate FROM scanned
                  WHERE type IN (SELECT value FROM json_each(@types)) ORDER BY position LIMIT @limit)
-  SELECT NULL AS position, NULL AS type, NULL AS occurred_at, NULL AS body,
+  SELECT NULL AS position, NULL AS type, NULL AS occurred_at, NULL AS body, NULL AS traceparent, NULL AS tracestate,
     (SELECT pruned_through FROM event_retention WHERE id = 1) AS pruned_through,
     (SELECT max(position) FROM scanned) AS scanned_through
   UNION ALL
-  SELECT position, type, occurred_at, body, NULL, NULL FROM matching
+  SELECT position, type, occurred_at, body, traceparent, tracestate, NULL, NULL FROM matching
   ORDER BY position`
 
 // Every write under a lease: still held by this owner, not expired, and the position the holder
