@@ -1,0 +1,266 @@
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { after, before, describe, it } from 'node:test'
+import { Webhook } from 'standardwebhooks'
+import { generateApiKey } from '../src/domain/api-keys.js'
+import { openStore } from '../src/store/open-store.js'
+import type { Store } from '../src/store/store.js'
+import { createDatabase, forEachStore, within, type StoreKind, type TestDatabaseHandle } from './support/harness.js'
+import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from './support/otlp-receiver.js'
+import { spawnServer, type ServerProcess } from './support/server-process.js'
+import { receiver, type Delivery, type Receiver } from './support/webhook-receiver.js'
+
+// OpenTelemetry traces from the outside: a real `serve` process on each store, exporting over OTLP
+// (both protocols) to a receiver in this process, called with W3C traceparents of our own and
+// delivering webhooks to a real receiver. What a span holds, which trace it is in, and that a
+// webhook delivery continues the trace of the request that caused its event.
+
+const SERVER = 2 // OTLP SpanKind
+const CLIENT = 3
+const ERROR = 2 // OTLP StatusCode
+
+/** A W3C traceparent of a sampled caller's span, with fresh ids. */
+function callerContext(): { traceId: string; spanId: string; traceparent: string } {
+  const traceId = randomBytes(16).toString('hex')
+  const spanId = randomBytes(8).toString('hex')
+  return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-01` }
+}
+
+/** traceparent's parts, checked for form. */
+function parseTraceparent(header: string | undefined): { traceId: string; spanId: string; flags: string } {
+  const match = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(header ?? '')
+  assert.ok(match, `a W3C traceparent, got ${header}`)
+  return { traceId: match[1]!, spanId: match[2]!, flags: match[3]! }
+}
+
+const inTrace = (spans: ReceivedSpan[], traceId: string): ReceivedSpan[] => spans.filter((span) => span.traceId === traceId)
+
+/** Whether `span` descends from the span `ancestorId` within `spans`. */
+function descends(spans: ReceivedSpan[], span: ReceivedSpan, ancestorId: string): boolean {
+  for (let at: ReceivedSpan | undefined = span; at !== undefined; at = spans.find((other) => other.spanId === at!.parentSpanId)) {
+    if (at.parentSpanId === ancestorId) return true
+  }
+  return false
+}
+
+/** Every attribute value of `span` as text, to look for what must never be there. */
+const attributeText = (span: ReceivedSpan): string => JSON.stringify(span.attributes, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value))
+
+forEachStore('traces', (kind: StoreKind) => {
+  for (const protocol of ['http/protobuf', 'http/json'] as const) {
+    describe(`over OTLP ${protocol}`, () => {
+      let database: TestDatabaseHandle
+      let store: Store
+      let otlp: OtlpReceiver
+      let hooks: Receiver
+      let server: ServerProcess
+      let key: string
+      let secret: string
+      let endpointId: string
+
+      before(async () => {
+        database = await createDatabase(kind)
+        store = await openStore(database.config)
+        await store.migrate()
+        const generated = generateApiKey()
+        await store.apiKeys.create({
+          name: 'traces',
+          hash: generated.hash,
+          displayPrefix: generated.displayPrefix,
+          scopes: ['orders:read', 'orders:write', 'webhooks:manage'],
+          expiresAt: null,
+        })
+        key = generated.secret
+        otlp = await startOtlpReceiver()
+        hooks = await receiver()
+        server = await spawnServer(database.url, {
+          LOG_LEVEL: 'info',
+          WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+          WEBHOOK_RETRY_SCHEDULE: '100ms,100ms,100ms',
+          OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
+          OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
+          OTEL_SERVICE_NAME: 'orders-under-test',
+          OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=test',
+          OTEL_BSP_SCHEDULE_DELAY: '50',
+        })
+        const created = await api('POST', '/v2/webhook-endpoints', { url: hooks.url, eventTypes: ['order.created'] })
+        assert.equal(created.status, 201, created.text)
+        ;({ secret } = JSON.parse(created.text) as { secret: string })
+        endpointId = /"id":(\d+)/.exec(created.text)![1]!
+      })
+      after(async () => {
+        server.child.kill('SIGTERM')
+        await server.exited
+        await hooks.close()
+        await otlp.close()
+        await store.close()
+        await database.dispose()
+      })
+
+      async function api(method: string, path: string, body?: object, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+        const response = await fetch(`${server.origin}${path}`, {
+          method,
+          headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        })
+        return { status: response.status, text: await response.text() }
+      }
+
+      async function place(headers: Record<string, string>): Promise<string> {
+        const placed = await api('POST', '/v2/store/orders', { petId: 1, quantity: 1 }, headers)
+        assert.equal(placed.status, 201, placed.text)
+        return /"id":(\d+)/.exec(placed.text)![1]!
+      }
+
+      /** The delivery of order `orderId`'s order.created event (the first of them). */
+      async function deliveryOf(orderId: string): Promise<Delivery> {
+        for (;;) {
+          const delivery = hooks.deliveries.find((candidate) => candidate.body.includes(`"order":{"id":${orderId},`))
+          if (delivery !== undefined) return delivery
+          await new Promise((resolve) => setTimeout(resolve, 10))
+        }
+      }
+
+      it('a request: a SERVER span named for its route, with the HTTP attributes, continuing the caller\'s traceparent', async () => {
+        const caller = callerContext()
+        const id = await place({})
+        const read = await api('GET', `/v2/store/orders/${id}?fields=ignored`, undefined, { traceparent: caller.traceparent })
+        assert.ok(read.status === 200 || read.status === 400, read.text)
+        const spans = await otlp.waitFor((all) => all.some((span) => span.traceId === caller.traceId && span.kind === SERVER))
+        const request = inTrace(spans, caller.traceId).find((span) => span.kind === SERVER)!
+        assert.equal(request.name, 'GET /v2/store/orders/{orderId}')
+        assert.equal(request.parentSpanId, caller.spanId, 'a child of the caller\'s span')
+        assert.equal(request.attributes['http.request.method'], 'GET')
+        assert.equal(request.attributes['http.route'], '/v2/store/orders/{orderId}')
+        assert.equal(request.attributes['url.path'], `/v2/store/orders/${id}`, 'the path, without the query')
+        assert.equal(request.attributes['http.response.status_code'], read.status)
+        assert.equal(request.status.code, 0, 'a 2xx or 4xx leaves the status unset')
+        assert.equal(request.resource['service.name'], 'orders-under-test', 'OTEL_SERVICE_NAME')
+        assert.equal(request.resource['deployment.environment.name'], 'test', 'OTEL_RESOURCE_ATTRIBUTES')
+        assert.equal(request.encoding, protocol === 'http/json' ? 'json' : 'protobuf')
+      })
+
+      it(`its database work: ${kind === 'postgres' ? 'instrumentation-pg' : 'a span per store operation'} under the request, with no value in any attribute`, async () => {
+        const caller = callerContext()
+        const id = await place({})
+        assert.equal((await api('GET', `/v2/store/orders/${id}`, undefined, { traceparent: caller.traceparent })).status, 200)
+        const isDatabase = (span: ReceivedSpan): boolean =>
+          kind === 'postgres' ? span.scope === '@opentelemetry/instrumentation-pg' : span.attributes['db.system'] === 'sqlite'
+        const spans = await otlp.waitFor((all) => {
+          const trace = inTrace(all, caller.traceId)
+          const request = trace.find((span) => span.kind === SERVER)
+          return request !== undefined && trace.some((span) => isDatabase(span) && descends(all, span, request.spanId))
+        })
+        const trace = inTrace(spans, caller.traceId)
+        const request = trace.find((span) => span.kind === SERVER)!
+        const database = trace.filter(isDatabase)
+        assert.ok(database.length > 0)
+        for (const span of database) {
+          assert.ok(descends(spans, span, request.spanId), `${span.name} is under the request`)
+          assert.doesNotMatch(attributeText(span), new RegExp(`\\b${id}\\b`), `${span.name} holds no parameter value`)
+          assert.doesNotMatch(attributeText(span), /pso_/, 'nor a key')
+        }
+        if (kind === 'sqlite') {
+          const find = database.find((span) => span.name === 'orders.find')
+          assert.ok(find, `an orders.find span among ${database.map((span) => span.name).join(', ')}`)
+          assert.equal(find.attributes['db.operation.name'], 'orders.find')
+          assert.equal(find.kind, CLIENT)
+        } else {
+          assert.ok(database.some((span) => span.attributes['db.system.name'] === 'postgresql'))
+        }
+      })
+
+      it('a place committed in a batch shows the group commit in its trace', async () => {
+        const callers = Array.from({ length: 8 }, callerContext)
+        await Promise.all(callers.map((caller) => place({ traceparent: caller.traceparent })))
+        const commits = (all: ReceivedSpan[]): ReceivedSpan[] => all.filter((span) => span.name === 'group commit')
+        // Each request's trace holds its commit, or links to the one it shared.
+        const shown = (all: ReceivedSpan[], traceId: string): boolean =>
+          commits(all).some((commit) => commit.traceId === traceId) ||
+          inTrace(all, traceId).some((span) => span.links.some((link) => commits(all).some((commit) => commit.spanId === link.spanId)))
+        const spans = await otlp.waitFor((all) => callers.every((caller) => shown(all, caller.traceId)))
+        for (const commit of commits(spans).filter((span) => callers.some((caller) => caller.traceId === span.traceId))) {
+          const size = commit.attributes['db.operation.batch.size']
+          assert.equal(typeof size, 'number')
+          assert.equal(commit.links.length <= (size as number) - 1, true, 'a link to each other request of its batch')
+        }
+      })
+
+      it('a delivery sends a traceparent in the trace of the request that placed the order, from a CLIENT span per attempt', async () => {
+        const caller = callerContext()
+        const id = await place({ traceparent: caller.traceparent, tracestate: 'caller=1' })
+        const delivery = await deliveryOf(id)
+        const sent = parseTraceparent(delivery.headers.traceparent)
+        assert.equal(sent.traceId, caller.traceId, 'the receiver joins the trace of the place')
+        assert.equal(delivery.headers.tracestate, 'caller=1', 'the caller\'s tracestate travels with it')
+        // The signature is what it always was: the trace headers are not signed.
+        new Webhook(secret).verify(delivery.body, delivery.headers)
+        const spans = await otlp.waitFor((all) => all.some((span) => span.spanId === sent.spanId))
+        const attempt = spans.find((span) => span.spanId === sent.spanId)!
+        assert.equal(attempt.name, 'webhook delivery')
+        assert.equal(attempt.kind, CLIENT)
+        assert.equal(attempt.attributes['webhook.endpoint.id'], endpointId)
+        assert.equal(attempt.attributes['webhook.event.id'], delivery.id)
+        assert.equal(attempt.attributes['http.response.status_code'], 200)
+        assert.equal(attempt.attributes['server.address'], '127.0.0.1')
+        assert.ok(attempt.endTimeUnixNano > attempt.startTimeUnixNano, 'its duration')
+        assert.doesNotMatch(attributeText(attempt), /whsec_|\/hook|"order"/, 'no secret, URL path or body')
+        // It hangs off the place: the request's span, or what the request did.
+        const request = inTrace(spans, caller.traceId).find((span) => span.kind === SERVER)
+        assert.ok(request, 'the place\'s own span is in the trace')
+        assert.ok(descends(spans, attempt, request.spanId), 'the attempt descends from the place\'s span')
+        // The log line of the place names its trace and span (log lines are written every 250 ms).
+        const line = (): string | undefined =>
+          server
+            .output()
+            .split('\n')
+            .find((text) => text.includes(`"trace_id":"${caller.traceId}"`) && text.includes('"msg":"request"'))
+        await within(20_000, 'the request\'s log line, carrying its trace_id', () => line() !== undefined)
+        assert.match(line()!, new RegExp(`"span_id":"${request.spanId}"`))
+      })
+
+      it('a retry is another attempt in the same trace; an event written outside a request starts a trace of its own', async () => {
+        let calls = 0
+        hooks.answer = (_delivery, _req, res) => {
+          res.statusCode = ++calls === 1 ? 500 : 200
+          res.end()
+        }
+        try {
+          const caller = callerContext()
+          const id = await place({ traceparent: caller.traceparent })
+          await deliveryOf(id)
+          const attempts = async (): Promise<Delivery[]> => {
+            for (;;) {
+              const found = hooks.deliveries.filter((candidate) => candidate.body.includes(`"order":{"id":${id},`))
+              if (found.length >= 2) return found
+              await new Promise((resolve) => setTimeout(resolve, 10))
+            }
+          }
+          const [first, second] = await attempts()
+          const one = parseTraceparent(first!.headers.traceparent)
+          const two = parseTraceparent(second!.headers.traceparent)
+          assert.equal(one.traceId, caller.traceId)
+          assert.equal(two.traceId, caller.traceId, 'the retry carries the trace too')
+          assert.notEqual(one.spanId, two.spanId, 'a span per attempt')
+          const spans = await otlp.waitFor((all) => all.some((span) => span.spanId === one.spanId) && all.some((span) => span.spanId === two.spanId))
+          const failed = spans.find((span) => span.spanId === one.spanId)!
+          assert.equal(failed.status.code, ERROR)
+          assert.equal(failed.attributes['error.type'], 'status 500')
+          assert.equal(failed.attributes['http.response.status_code'], 500)
+        } finally {
+          hooks.answer = (_delivery, _req, res) => res.end()
+        }
+
+        // Written by this process, as the CLI and an import write: no request, no trace of its own.
+        const placed = await store.orders.place({ order: { petId: 1n, quantity: 1, shipDate: null } })
+        assert.equal(placed.outcome, 'placed')
+        const delivery = await deliveryOf((placed as { order: { id: bigint } }).order.id.toString())
+        const sent = parseTraceparent(delivery.headers.traceparent)
+        const spans = await otlp.waitFor((all) => all.some((span) => span.spanId === sent.spanId))
+        const attempt = spans.find((span) => span.spanId === sent.spanId)!
+        assert.equal(attempt.parentSpanId, '', 'the delivery is the root of a trace of its own')
+        assert.equal(inTrace(spans, sent.traceId).filter((span) => span.kind === SERVER).length, 0)
+      })
+    })
+  }
+})
