@@ -13,7 +13,7 @@ import ts from 'typescript'
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 const src = join(root, 'src')
 const PURE_LAYERS = ['domain', 'schemas']
-const IMPURE_LAYERS = ['store', 'http', 'webhooks', 'events', 'pruning']
+const IMPURE_LAYERS = ['store', 'http', 'webhooks', 'events', 'pruning', 'tracing']
 
 interface Edge {
   from: string
@@ -49,7 +49,7 @@ function importEdges(): Edge[] {
 const name = (file: string): string => relative(root, file)
 const layer = (file: string): string => relative(src, file).split('/')[0]!
 
-it('domain/ and schemas/ import nothing from store/, http/, webhooks/, events/ or pruning/', () => {
+it('domain/ and schemas/ import nothing from store/, http/, webhooks/, events/, pruning/ or tracing/', () => {
   const offences = importEdges()
     .filter((edge) => PURE_LAYERS.includes(layer(edge.from)) && IMPURE_LAYERS.includes(layer(edge.to)))
     .map((edge) => `${name(edge.from)} imports ${name(edge.to)} ('${edge.specifier}')`)

@@ -1,13 +1,7 @@
 import { context, propagation, trace } from '@opentelemetry/api'
+import type { TraceContext } from '../domain/trace-context.js'
 
-/**
- * A W3C trace context (https://www.w3.org/TR/trace-context/) as it travels in headers. An order
- * event keeps the one of the write that recorded it, so that its deliveries join that trace.
- */
-export interface TraceContext {
-  traceparent: string
-  tracestate?: string
-}
+export type { TraceContext }
 
 /**
  * The trace context of the span active now, to be kept with what this write records; undefined when
