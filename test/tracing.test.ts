@@ -195,7 +195,7 @@ forEachStore('traces', (kind: StoreKind) => {
         assert.equal(delivery.headers.tracestate, 'caller=1', 'the caller\'s tracestate travels with it')
         // The signature is what it always was: the trace headers are not signed.
         new Webhook(secret).verify(delivery.body, delivery.headers)
-        const spans = await otlp.waitFor((all) => all.some((span) => span.spanId === sent.spanId))
+        const spans = await otlp.waitFor((all) => all.some((span) => span.spanId === sent.spanId) && inTrace(all, caller.traceId).some((span) => span.kind === SERVER))
         const attempt = spans.find((span) => span.spanId === sent.spanId)!
         assert.equal(attempt.name, 'webhook delivery')
         assert.equal(attempt.kind, CLIENT)
@@ -217,6 +217,25 @@ forEachStore('traces', (kind: StoreKind) => {
             .find((text) => text.includes(`"trace_id":"${caller.traceId}"`) && text.includes('"msg":"request"'))
         await within(20_000, 'the request\'s log line, carrying its trace_id', () => line() !== undefined)
         assert.match(line()!, new RegExp(`"span_id":"${request.spanId}"`))
+      })
+
+      it('a ping joins the trace of the request that sent it', async () => {
+        const caller = callerContext()
+        const before = hooks.deliveries.length
+        const pinged = await api('POST', `/v2/webhook-endpoints/${endpointId}/ping`, undefined, { traceparent: caller.traceparent })
+        assert.equal(pinged.status, 200, pinged.text)
+        const ping = hooks.deliveries.slice(before).find((delivery) => delivery.id.startsWith('ping_'))
+        assert.ok(ping, 'the ping arrived')
+        const sent = parseTraceparent(ping.headers.traceparent)
+        assert.equal(sent.traceId, caller.traceId)
+        // The request's span ends after the ping's: it may come in a later export.
+        const spans = await otlp.waitFor((all) => all.some((span) => span.spanId === sent.spanId) && inTrace(all, caller.traceId).some((span) => span.kind === SERVER))
+        const attempt = spans.find((span) => span.spanId === sent.spanId)!
+        assert.equal(attempt.name, 'webhook ping')
+        assert.equal(attempt.attributes['webhook.event.id'], ping.id)
+        const request = inTrace(spans, caller.traceId).find((span) => span.kind === SERVER)
+        assert.equal(request?.name, 'POST /v2/webhook-endpoints/{endpointId}/ping')
+        assert.ok(descends(spans, attempt, request.spanId))
       })
 
       it('a retry is another attempt in the same trace; an event written outside a request starts a trace of its own', async () => {
@@ -247,6 +266,19 @@ forEachStore('traces', (kind: StoreKind) => {
           assert.equal(failed.status.code, ERROR)
           assert.equal(failed.attributes['error.type'], 'status 500')
           assert.equal(failed.attributes['http.response.status_code'], 500)
+          // The dispatcher's line about the failure is in the failed attempt's trace.
+          await within(20_000, 'the "webhook endpoint failing" line', () => server.output().includes('"msg":"webhook endpoint failing"'))
+          const failing = server.output().split('\n').find((text) => text.includes('"msg":"webhook endpoint failing"'))!
+          assert.match(failing, new RegExp(`"trace_id":"${caller.traceId}","span_id":"${one.spanId}"`))
+
+          // A replay sends the event again, in the same trace.
+          const eventId = first!.id
+          const before = hooks.deliveries.length
+          const replayed = await api('POST', `/v2/webhook-endpoints/${endpointId}/replay`, { after: (BigInt(eventId) - 1n).toString() })
+          assert.equal(replayed.status, 202, replayed.text)
+          await within(20_000, 'the replayed delivery', () => hooks.deliveries.slice(before).some((delivery) => delivery.id === eventId))
+          const again = hooks.deliveries.slice(before).find((delivery) => delivery.id === eventId)!
+          assert.equal(parseTraceparent(again.headers.traceparent).traceId, caller.traceId, 'a replay carries the trace too')
         } finally {
           hooks.answer = (_delivery, _req, res) => res.end()
         }

@@ -32,12 +32,13 @@ export interface DeliveryTrace {
  * headers are not signed (Standard Webhooks signs the id, the timestamp and the body), so adding
  * them changes no signature. Its attributes hold no URL (it may carry credentials), body or secret:
  * the server's host and port, the endpoint, the event, the status or the attempt's error phrase.
- * With tracing off the span is the API's no-op and no header is added.
+ * With tracing off the span is the API's no-op and no header is added. `within` runs what follows
+ * from the attempt in its context, so that its log lines name the attempt's trace and span.
  */
-export function traceDelivery(
+export async function traceDelivery(
   attempt: DeliveryTrace,
   send: (traceHeaders: Record<string, string>) => Promise<DeliveryResult>,
-): Promise<DeliveryResult> {
+): Promise<{ result: DeliveryResult; within: <T>(run: () => T) => T }> {
   const parent =
     attempt.parent === undefined ? context.active() : attempt.parent === null ? ROOT_CONTEXT : propagation.extract(ROOT_CONTEXT, attempt.parent)
   const server = URL.canParse(attempt.url) ? new URL(attempt.url) : undefined
@@ -57,17 +58,17 @@ export function traceDelivery(
   const active = trace.setSpan(parent, span)
   const headers: Record<string, string> = {}
   propagation.inject(active, headers)
-  return context.with(active, () => send(headers)).then(
-    (result) => {
-      if (result.status !== null) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, result.status)
-      if (result.outcome !== 'success') span.setAttribute(ATTR_ERROR_TYPE, result.error ?? result.outcome).setStatus({ code: SpanStatusCode.ERROR })
-      span.end()
-      return result
-    },
-    (error: unknown) => {
-      span.setAttribute(ATTR_ERROR_TYPE, 'internal').setStatus({ code: SpanStatusCode.ERROR })
-      span.end()
-      throw error
-    },
-  )
+  let result: DeliveryResult
+  try {
+    result = await context.with(active, () => send(headers))
+  } catch (error) {
+    span.setAttribute(ATTR_ERROR_TYPE, 'internal').setStatus({ code: SpanStatusCode.ERROR })
+    span.end()
+    throw error
+  }
+  if (result.status !== null) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, result.status)
+  if (result.outcome !== 'success') span.setAttribute(ATTR_ERROR_TYPE, result.error ?? result.outcome).setStatus({ code: SpanStatusCode.ERROR })
+  span.end()
+  // What is done about the attempt (a failure recorded, an endpoint disabled) logs in its trace.
+  return { result, within: (run) => context.with(active, run) }
 }

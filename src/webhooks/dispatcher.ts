@@ -307,7 +307,7 @@ export class WebhookDispatcher {
         const signed = deliveryHeaders(lease.secrets, eventId, body, attemptedAt)
         // In the trace of the write that recorded the event; retries and replays alike.
         const delivery = { name: 'webhook delivery', url, endpointId: lease.endpoint.id, eventId, parent: event.trace ?? null }
-        const result = await traceDelivery(delivery, (traceHeaders) => this.attempt(loop, { url, body, headers: { ...signed, ...traceHeaders } }))
+        const { result, within } = await traceDelivery(delivery, (traceHeaders) => this.attempt(loop, { url, body, headers: { ...signed, ...traceHeaders } }))
         // Shut down mid-attempt: nothing is recorded, the event is sent again by whoever leases next.
         if (result.outcome === 'aborted') return this.release(loop, lease)
         this.options.metrics?.delivered(result)
@@ -323,8 +323,8 @@ export class WebhookDispatcher {
           if (!(await this.persist(() => webhooks.advance(lease, event.position, attempt))) || lease.changed) return this.handBack(loop, lease)
           continue
         }
-        if (result.outcome === 'gone') return this.disable(loop, lease, attempt, 'endpoint_gone')
-        return this.failed(loop, lease, attempt, result)
+        if (result.outcome === 'gone') return within(() => this.disable(loop, lease, attempt, 'endpoint_gone'))
+        return within(() => this.failed(loop, lease, attempt, result))
       }
       // The rest of what was read had none of its types: skipped past at once.
       if (next.through > lease.endpoint.position) {

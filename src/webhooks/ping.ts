@@ -44,10 +44,10 @@ export async function pingWebhookEndpoint(
   // 96 random bits, in a form no feed event's id (decimal) can take.
   const webhookId = `ping_${randomBytes(12).toString('hex')}`
   const signed = deliveryHeaders(secrets, webhookId, body, now)
-  const { status, error, durationMs } = await traceDelivery({ name: 'webhook ping', url: endpoint.url, endpointId: id, eventId: webhookId }, (traceHeaders) =>
+  const { result } = await traceDelivery({ name: 'webhook ping', url: endpoint.url, endpointId: id, eventId: webhookId }, (traceHeaders) =>
     deliver({ url: endpoint.url, body, headers: { ...signed, ...traceHeaders } }, signal),
   )
-  return { status, error, durationMs }
+  return { status: result.status, error: result.error, durationMs: result.durationMs }
 }
 
 /** How a delivery went (a ping's, an attempt's) as the API shows it: unknown values omitted, never null. */
