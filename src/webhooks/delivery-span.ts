@@ -41,20 +41,19 @@ export async function traceDelivery(
 ): Promise<{ result: DeliveryResult; within: <T>(run: () => T) => T }> {
   const parent =
     attempt.parent === undefined ? context.active() : attempt.parent === null ? ROOT_CONTEXT : propagation.extract(ROOT_CONTEXT, attempt.parent)
-  const server = URL.canParse(attempt.url) ? new URL(attempt.url) : undefined
-  const span = tracer.startSpan(
-    attempt.name,
-    {
-      kind: SpanKind.CLIENT,
-      attributes: {
-        [ATTR_HTTP_REQUEST_METHOD]: 'POST',
-        'webhook.endpoint.id': attempt.endpointId.toString(),
-        'webhook.event.id': attempt.eventId,
-        ...(server === undefined ? {} : { [ATTR_SERVER_ADDRESS]: server.hostname, [ATTR_SERVER_PORT]: Number(server.port || (server.protocol === 'https:' ? 443 : 80)) }),
-      },
-    },
-    parent,
-  )
+  const span = tracer.startSpan(attempt.name, { kind: SpanKind.CLIENT }, parent)
+  // Only for a span that is recorded: off, or not sampled, the URL is not parsed.
+  if (span.isRecording()) {
+    span.setAttributes({
+      [ATTR_HTTP_REQUEST_METHOD]: 'POST',
+      'webhook.endpoint.id': attempt.endpointId.toString(),
+      'webhook.event.id': attempt.eventId,
+    })
+    const server = URL.canParse(attempt.url) ? new URL(attempt.url) : undefined
+    if (server !== undefined) {
+      span.setAttributes({ [ATTR_SERVER_ADDRESS]: server.hostname, [ATTR_SERVER_PORT]: Number(server.port || (server.protocol === 'https:' ? 443 : 80)) })
+    }
+  }
   const active = trace.setSpan(parent, span)
   const headers: Record<string, string> = {}
   propagation.inject(active, headers)
