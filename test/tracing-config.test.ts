@@ -3,10 +3,12 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { createServer, type Socket } from 'node:net'
 import { describe, it } from 'node:test'
 import { loadConfig, tracingConfig } from '../src/config.js'
 import { startServer } from '../src/server.js'
 import { assertOneLineError, cli } from './support/cli.js'
+import { spawnServer } from './support/server-process.js'
 
 // When tracing is on, and what a bad OpenTelemetry variable gets: the rules of config.ts, then the
 // CLI's one line, then that a server started with none of them loads no SDK.
@@ -65,6 +67,32 @@ describe('tracing: on only when the OTEL_* variables ask for it', () => {
       assert.deepEqual(loaded, [])
     } finally {
       await server.close()
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('a collector that never answers holds a shutdown for the exporter\'s timeout, then the server says so and exits 0', async () => {
+    // Takes connections and never answers them.
+    const sockets = new Set<Socket>()
+    const silent = createServer((socket) => void sockets.add(socket))
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+    const dir = mkdtempSync(join(tmpdir(), 'petstore-tracing-'))
+    try {
+      const { port } = silent.address() as { port: number }
+      const server = await spawnServer(`sqlite:${join(dir, 'db.sqlite')}`, {
+        LOG_LEVEL: 'info',
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+        OTEL_EXPORTER_OTLP_TIMEOUT: '1000',
+      })
+      assert.equal((await fetch(`${server.origin}/v1/store/orders`)).status, 401) // a span, held for export
+      server.child.kill('SIGTERM')
+      assert.deepEqual(await server.exited, { code: 0, signal: null }, server.output())
+      assert.match(server.output(), /"component":"opentelemetry".*"msg":"the last spans could not be exported"/)
+      assert.match(server.output(), /"msg":"stopped"/)
+      assert.ok(sockets.size > 0, 'the exporter did try to send')
+    } finally {
+      for (const socket of sockets) socket.destroy()
+      silent.close()
       rmSync(dir, { recursive: true, force: true })
     }
   })

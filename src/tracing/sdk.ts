@@ -9,7 +9,10 @@ import type { TracingConfig } from '../config.js'
 
 /** Tracing, started. */
 export interface Tracing {
-  /** Exports the spans still held, then stops. */
+  /**
+   * Exports the spans still held, then stops: a collector that does not answer holds it for the
+   * exporter's own timeout (OTEL_EXPORTER_OTLP_TIMEOUT, 10 s by default), then they are dropped.
+   */
   shutdown(): Promise<void>
 }
 
@@ -52,7 +55,8 @@ export async function startTracing(config: TracingConfig, log: pino.Logger): Pro
   // Loaded through require, now patched; the ESM imports of the store then get this same module.
   createRequire(import.meta.url)('pg')
   return {
-    shutdown: () => provider.shutdown(),
+    // A failed last export is the collector's fault, not a failed stop: said, and the stop goes on.
+    shutdown: () => provider.shutdown().catch((error: unknown) => sdkLog.warn({ err: error }, 'the last spans could not be exported')),
   }
 }
 
