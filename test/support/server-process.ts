@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 
@@ -15,20 +17,53 @@ export interface ServerProcess {
 }
 
 /**
- * A port that is free now, for a process to listen on. Not one the kernel hands out itself (port 0,
- * or an outgoing connection's local port): a port freed after probing could be taken by any process's
- * next connection before the server listens, which a busy machine makes often. Below the ephemeral
- * range (ip_local_port_range), only another listener can take it.
+ * A port that is free now, for a process to listen on, and handed to no other caller while this
+ * process runs. Not one the kernel hands out itself (port 0, or an outgoing connection's local
+ * port): a port freed after probing could be taken by any process's next connection before the
+ * server listens, which a busy machine makes often. Below the ephemeral range (ip_local_port_range),
+ * only another listener can take it; and a lock file per port keeps two test processes (the runner
+ * runs two files at once) from picking the same one, where one would talk to the other's server.
  */
 export async function freePort(): Promise<number> {
+  mkdirSync(PORT_LOCKS, { recursive: true })
   for (;;) {
     const port = LOWEST_PORT + Math.floor(Math.random() * (EPHEMERAL_START - LOWEST_PORT))
-    if (await canListen(port)) return port
+    if (claim(port) && (await canListen(port))) return port
   }
 }
 
 const LOWEST_PORT = 10_000
 const EPHEMERAL_START = ephemeralStart()
+const PORT_LOCKS = join(tmpdir(), 'petstore-orders-test-ports')
+const claimed: string[] = []
+process.on('exit', () => {
+  for (const lock of claimed) rmSync(lock, { force: true })
+})
+
+/** Takes the port's lock file, or one left by a process that is gone; false when a live one holds it. */
+function claim(port: number): boolean {
+  const lock = join(PORT_LOCKS, String(port))
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(lock, String(process.pid), { flag: 'wx' })
+      claimed.push(lock)
+      return true
+    } catch {
+      if (holderAlive(lock)) return false
+      rmSync(lock, { force: true })
+    }
+  }
+  return false
+}
+
+function holderAlive(lock: string): boolean {
+  try {
+    process.kill(Number(readFileSync(lock, 'utf8')), 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM' // alive, another user's
+  }
+}
 
 function ephemeralStart(): number {
   try {
