@@ -7,6 +7,7 @@
  *   BENCH_POSTGRES=0 npm run bench       SQLite only
  *   BENCH_STRICT=1 npm run bench         exit 1 when a target is missed (errors always exit 1)
  *   SOAK_SECONDS=30 npm run bench -- --only soak   a shorter soak (default 180 s; SOAK_ORDERS, default 20000)
+ *   TRACING_ROUNDS=1 TRACING_SECONDS=1 npm run bench -- --only tracing   a smoke run of the tracing comparison
  *
  * Every server under test is a child process on 127.0.0.1 running compiled JavaScript under plain
  * node; the load comes from this process (autocannon) and from a separate downloader process. A
@@ -34,9 +35,10 @@ import { pages } from './suites/pages.js'
 import { places } from './suites/places.js'
 import { smallRequests } from './suites/small-requests.js'
 import { soak } from './suites/soak.js'
+import { tracing } from './suites/tracing.js'
 import { webhooks } from './suites/webhooks.js'
 
-/** In the order they run: the cancels (also those of events and webhooks) and the places change the data set, so they come last; the soak has a database of its own. */
+/** In the order they run: the cancels (also those of events and webhooks) and the places change the data set, so they come last; tracing and the soak have a database of their own. */
 const SUITES: Record<string, (context: StoreContext) => Promise<void>> = {
   import: importOrders,
   'list-stream': listStream,
@@ -47,6 +49,7 @@ const SUITES: Record<string, (context: StoreContext) => Promise<void>> = {
   events,
   cancel: cancels,
   place: places,
+  tracing,
   webhooks,
   soak,
 }
@@ -58,7 +61,7 @@ function parseArguments(argv: string[]): string[] {
     if (arg === '--only') only.push(...(argv[++i] ?? '').split(','))
     else if (arg.startsWith('--only=')) only.push(...arg.slice('--only='.length).split(','))
     else if (arg === '--help' || arg === '-h') {
-      console.log(`usage: npm run bench [-- --only <${Object.keys(SUITES).join('|')}>[,…]]\nenv: BENCH_ORDERS (default 1000000), BENCH_POSTGRES=0, BENCH_STRICT=1, SOAK_SECONDS (default 180), SOAK_ORDERS (default 20000)`)
+      console.log(`usage: npm run bench [-- --only <${Object.keys(SUITES).join('|')}>[,…]]\nenv: BENCH_ORDERS (default 1000000), BENCH_POSTGRES=0, BENCH_STRICT=1, SOAK_SECONDS (default 180), SOAK_ORDERS (default 20000), TRACING_ROUNDS and TRACING_SECONDS (a short tracing run)`)
       process.exit(0)
     } else throw new Error(`unknown argument "${arg}" (try --help)`)
   }

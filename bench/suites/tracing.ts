@@ -1,0 +1,300 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { bearer } from '../lib/client.js'
+import { PETS } from '../lib/dataset.js'
+import { closedLoop, placeLoad, requireAllOk, type LoadResult } from '../lib/load.js'
+import type { SinkStats } from '../lib/otlp-sink.js'
+import { PROJECT_ENV, startServerChild, type RunningChild } from '../lib/processes.js'
+import { cpuDuring } from '../lib/proc.js'
+import { fmt, median, pairedRounds, roundRatios, verdict, type RoundRatios } from '../lib/report.js'
+import { createDatabase, seed, type StoreContext } from './context.js'
+
+/** As in small-requests.ts: the v1 list is then the 98 orders not cancelled, 8,893 bytes. */
+const ORDERS = 100
+/** The v2 order read: one of the seeded orders (pending), a database read per request. */
+const ORDER_ID = 42
+const GET_CONNECTIONS = 10
+const GET_ROUNDS = 6
+const GET_SECONDS = 3
+const GET_WARMUP_SECONDS = 1
+/** As in places.ts. */
+const PLACE_CONNECTIONS = 50
+const PLACE_ROUNDS = 5
+const WARMUP_PLACES = 1_000
+const PLACES = 60_000
+const PLACE_MAX_SECONDS = 10
+const TARGET = 0.85
+
+/**
+ * Every OTEL_* variable the project's config and the SDK's sampler read, so that the bench's own
+ * environment turns tracing neither on nor off: tracing is off unless the traced env sets them.
+ */
+const TRACING_OFF: Record<string, string> = {
+  OTEL_SDK_DISABLED: '',
+  OTEL_TRACES_EXPORTER: '',
+  OTEL_EXPORTER_OTLP_ENDPOINT: '',
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '',
+  OTEL_EXPORTER_OTLP_PROTOCOL: '',
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: '',
+  OTEL_TRACES_SAMPLER: '',
+  OTEL_TRACES_SAMPLER_ARG: '',
+}
+
+function tracingOn(sinkUrl: string): Record<string, string> {
+  return {
+    ...TRACING_OFF,
+    OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl,
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+    OTEL_TRACES_SAMPLER: 'always_on',
+    OTEL_SERVICE_NAME: 'petstore-orders-bench',
+  }
+}
+
+/** TRACING_ROUNDS and TRACING_SECONDS shorten a run (a smoke test); their figures are not for the docs. */
+function positiveInteger(name: string): number | undefined {
+  const value = process.env[name]
+  if (value === undefined || value === '') return undefined
+  if (!/^[1-9][0-9]*$/.test(value)) throw new Error(`${name} must be a positive integer, got "${value}"`)
+  return Number(value)
+}
+
+interface Run extends LoadResult {
+  /** CPU of the server, the load generator and the OTLP sink during the measured run, as shares of one core. */
+  cpu: Record<string, number>
+  /** The server's CPU time per request of the measured run, in µs. */
+  serverUs: number
+}
+
+/** What the sink received from one traced server (or run), and the requests that server answered. */
+interface Exported {
+  requests: number
+  bytes: number
+  spans: number
+  uncounted: number
+  /** Requests the traced server answered in that time (warm-ups and checks included). */
+  answered: number
+}
+
+class Sink {
+  constructor(readonly running: RunningChild) {}
+
+  get url(): string {
+    return this.running.url
+  }
+
+  async stats(): Promise<SinkStats> {
+    this.running.child.send({ type: 'stats' })
+    return this.running.child.next<SinkStats & { type: 'stats' }>('stats')
+  }
+
+  /** Waits until no export has come for 400 ms (at most 10 s): a traced run's spans are not sent during the next run. */
+  async quiet(): Promise<void> {
+    let last = (await this.stats()).requests
+    let still = 0
+    for (let waited = 0; waited < 10_000 && still < 2; waited += 200) {
+      await sleep(200)
+      const now = (await this.stats()).requests
+      still = now === last ? still + 1 : 0
+      last = now
+    }
+  }
+
+  /** The counts since `before`; throws when nothing was exported: a traced run must send its spans. */
+  since(before: SinkStats, after: SinkStats, answered: number, what: string): Exported {
+    const exported = {
+      requests: after.requests - before.requests,
+      bytes: after.bytes - before.bytes,
+      spans: after.spans - before.spans,
+      uncounted: after.uncounted - before.uncounted,
+      answered,
+    }
+    if (exported.bytes === 0 || exported.requests === 0) {
+      throw new Error(`${what}: the traced server exported nothing to the OTLP sink (${exported.requests} requests, ${exported.bytes} bytes) while answering ${answered} requests`)
+    }
+    return exported
+  }
+}
+
+/**
+ * The cost of tracing: the project's server with OpenTelemetry on (every request sampled,
+ * `OTEL_TRACES_SAMPLER=always_on`, exported over OTLP/HTTP protobuf by the SDK's batch processor to
+ * lib/otlp-sink.ts, a child on 127.0.0.1 that counts and drops) against the same server with it off,
+ * on the same database under the same load, in paired rounds (lib/report.ts): (a) small GETs, the
+ * authenticated 100-order v1 list of small-requests.ts and a v2 single order (a database read each),
+ * 10 connections, two servers kept running; (b) places as in places.ts, 50 clients without keys, a
+ * fresh server each run. Both on a fresh database of 100 orders, made for this comparison; the places
+ * come last. The sink's counts show the spans were exported; none at all fails the comparison.
+ */
+export async function tracing(context: StoreContext): Promise<void> {
+  const getRounds = positiveInteger('TRACING_ROUNDS') ?? GET_ROUNDS
+  const placeRounds = positiveInteger('TRACING_ROUNDS') ?? PLACE_ROUNDS
+  const seconds = positiveInteger('TRACING_SECONDS')
+  const database = await createDatabase(context.kind)
+  const section = context.report.section('Tracing on (every request sampled, OTLP to a local sink), against off', context.label, 'tracing off')
+  const sink = new Sink(await startServerChild('OTLP sink', 'lib/otlp-sink.ts', {}))
+  try {
+    const { secret } = await seed(database, ORDERS, { pets: PETS, key: true })
+    const headers = bearer(secret!)
+    const offEnv = { DATABASE_URL: database.url, ...PROJECT_ENV, ...TRACING_OFF }
+    const onEnv = { DATABASE_URL: database.url, ...PROJECT_ENV, ...tracingOn(sink.url) }
+
+    // (a) Small GETs: one untraced and one traced server, kept running through the rounds.
+    const getSeconds = seconds ?? GET_SECONDS
+    const off = await startServerChild('project server, tracing off', 'lib/project-server.ts', offEnv)
+    const on: { server?: RunningChild } = {}
+    const list = { path: '/v1/store/orders', off: [] as Run[], on: [] as Run[] }
+    const order = { path: `/v2/store/orders/${ORDER_ID}`, off: [] as Run[], on: [] as Run[] }
+    let getsExported: Exported
+    let listBytes = 0
+    try {
+      const sinkBefore = await sink.stats()
+      on.server = await startServerChild('project server, tracing on', 'lib/project-server.ts', onEnv)
+      let answered = 0
+      for (const { path } of [list, order]) {
+        const plain = await context.downloader.request(`${off.url}${path}`, { headers, hash: 'raw' })
+        const traced = await context.downloader.request(`${on.server.url}${path}`, { headers, hash: 'raw' })
+        answered++
+        if (plain.sha256 !== traced.sha256) throw new Error(`GET ${path}: the traced server does not send the same bytes`)
+        if (path === list.path) listBytes = plain.bytes
+      }
+      const getRun = async (server: RunningChild, path: string): Promise<Run & { warmupRequests: number }> => {
+        const measured = await cpuDuring({ server: server.child.pid, client: 'self', sink: sink.running.child.pid }, () =>
+          closedLoop({ url: `${server.url}${path}`, headers, connections: GET_CONNECTIONS, seconds: getSeconds, warmupSeconds: GET_WARMUP_SECONDS }),
+        )
+        const result = requireAllOk(server.child.name, measured.result)
+        return { ...result, cpu: measured.cores, serverUs: (measured.cpuSeconds.server! * 1e6) / result.requests }
+      }
+      for (const endpoint of [list, order]) {
+        await pairedRounds(
+          getRounds,
+          async () => {
+            endpoint.off.push(await getRun(off, endpoint.path))
+          },
+          async () => {
+            const run = await getRun(on.server!, endpoint.path)
+            endpoint.on.push(run)
+            answered += run.requests + run.warmupRequests
+            await sink.quiet()
+          },
+        )
+      }
+      // A graceful stop exports the spans still held: the sink then has them all.
+      await on.server.child.stop()
+      getsExported = sink.since(sinkBefore, await sink.stats(), answered, 'small GETs')
+    } finally {
+      await on.server?.child.stop()
+      await off.child.stop()
+    }
+
+    // (b) Places: a fresh server each run, warmed up, then stopped gracefully (its last spans exported).
+    const placeRun = async (traced: boolean): Promise<Run & { exported?: Exported }> => {
+      const name = `project server, tracing ${traced ? 'on' : 'off'}`
+      const before = await sink.stats()
+      const server = await startServerChild(name, 'lib/project-server.ts', traced ? onEnv : offEnv)
+      const load = { origin: server.url, headers, connections: PLACE_CONNECTIONS, petId: 1 }
+      try {
+        const warmup = requireAllOk(`${name} warm-up`, await placeLoad({ ...load, amount: WARMUP_PLACES, maxSeconds: 60 }))
+        const measured = await cpuDuring({ server: server.child.pid, client: 'self', sink: sink.running.child.pid }, () =>
+          placeLoad({ ...load, amount: PLACES, maxSeconds: seconds ?? PLACE_MAX_SECONDS }),
+        )
+        const result = requireAllOk(name, measured.result)
+        await server.child.stop()
+        const run = { ...result, cpu: measured.cores, serverUs: (measured.cpuSeconds.server! * 1e6) / result.requests }
+        if (!traced) return run
+        await sink.quiet()
+        return { ...run, exported: sink.since(before, await sink.stats(), warmup.requests + result.requests, 'places') }
+      } finally {
+        await server.child.stop()
+      }
+    }
+    const places = await pairedRounds(placeRounds, () => placeRun(false), () => placeRun(true))
+
+    const ratios = (of: Run[], to: Run[]): RoundRatios => roundRatios(of.map((r) => r.perSecond), to.map((r) => r.perSecond))
+    const rate = (runs: Run[], unit?: string): string => fmt.rate(median(runs.map((r) => r.perSecond)), unit)
+    const listRatio = ratios(list.on, list.off)
+    const orderRatio = ratios(order.on, order.off)
+    const placeRatio = ratios(places.project, places.baseline)
+    const us = (runs: Run[]): string => `${median(runs.map((r) => r.serverUs)).toFixed(0)} µs`
+    const cpuCost = (of: Run[], to: Run[]): string => fmt.rounds(roundRatios(of.map((r) => r.serverUs), to.map((r) => r.serverUs)))
+    const perRequest = (e: Exported): string =>
+      `${fmt.count(e.spans)} spans for ${fmt.count(e.answered)} requests (${(e.spans / e.answered).toFixed(2)} each), ${fmt.mb(e.bytes)} in ${fmt.count(e.requests)} exports (${Math.round(e.bytes / e.answered)} bytes a request)` +
+      (e.uncounted > 0 ? `; ${e.uncounted} exports not counted` : '')
+    const placeExports = places.project.map((run) => run.exported!)
+    const medianOf = (of: (e: Exported) => number): number => median(placeExports.map(of))
+    const sinkCpu = (runs: Run[]): string => `${Math.round(median(runs.map((r) => r.cpu.sink!)) * 100)}%`
+    const cpuShares = (run: Run): string => `${Math.round(run.cpu.server! * 100)}% / ${Math.round(run.cpu.client! * 100)}% / ${Math.round(run.cpu.sink! * 100)}%`
+    section.rows.push(
+      {
+        measure: `authenticated GET /v1/store/orders (98 orders, ${fmt.count(listBytes)} bytes), ${GET_CONNECTIONS} connections, ${getRounds} paired rounds`,
+        project: rate(list.on),
+        baseline: rate(list.off),
+        ratio: fmt.rounds(listRatio),
+        target: `≥ ${TARGET}×`,
+        result: verdict(listRatio.median >= TARGET),
+      },
+      {
+        measure: `authenticated GET /v2/store/orders/${ORDER_ID} (a database read each), same`,
+        project: rate(order.on),
+        baseline: rate(order.off),
+        ratio: fmt.rounds(orderRatio),
+        target: `≥ ${TARGET}×`,
+        result: verdict(orderRatio.median >= TARGET),
+      },
+      {
+        measure: `places (POST /v2/store/orders, 201), ${PLACE_CONNECTIONS} clients, no key, ${placeRounds} paired rounds, on this suite's ${ORDERS}-order database`,
+        project: rate(places.project, 'places/s'),
+        baseline: rate(places.baseline, 'places/s'),
+        ratio: fmt.rounds(placeRatio),
+        target: `≥ ${TARGET}×`,
+        result: verdict(placeRatio.median >= TARGET),
+      },
+      {
+        measure: "the server's CPU per request, on against off: v1 list; v2 order; place",
+        project: `${us(list.on)}; ${us(order.on)}; ${us(places.project)}`,
+        baseline: `${us(list.off)}; ${us(order.off)}; ${us(places.baseline)}`,
+        ratio: `${cpuCost(list.on, list.off)}; ${cpuCost(order.on, order.off)}; ${cpuCost(places.project, places.baseline)}`,
+        result: 'info',
+      },
+      {
+        measure: 'OTLP sink, the small GETs (one traced server, every request of both GETs)',
+        project: perRequest(getsExported),
+        result: 'info',
+      },
+      {
+        measure: 'OTLP sink, per traced place run (median of runs; warm-up places included)',
+        project:
+          `${fmt.mb(medianOf((e) => e.bytes))} in ${fmt.count(medianOf((e) => e.requests))} exports, ${fmt.count(medianOf((e) => e.spans))} spans ` +
+          `for ${fmt.count(medianOf((e) => e.answered))} places (${(medianOf((e) => e.spans / e.answered)).toFixed(2)} spans, ${Math.round(medianOf((e) => e.bytes / e.answered))} bytes a place)`,
+        result: 'info',
+      },
+      {
+        measure: "the sink's CPU during traced runs (median; of one core): v1 list; v2 order; places",
+        project: `${sinkCpu(list.on)}; ${sinkCpu(order.on)}; ${sinkCpu(places.project)}`,
+        result: 'info',
+      },
+      {
+        measure: 'latency p50 / p99 (last round): v1 list; v2 order; places',
+        project: [list.on, order.on, places.project].map((runs) => `${runs.at(-1)!.p50Ms} / ${runs.at(-1)!.p99Ms} ms`).join('; '),
+        baseline: [list.off, order.off, places.baseline].map((runs) => `${runs.at(-1)!.p50Ms} / ${runs.at(-1)!.p99Ms} ms`).join('; '),
+        result: 'info',
+      },
+      {
+        measure: 'CPU: server / load generator / sink (of one core, last round): v1 list; v2 order; places',
+        project: [list.on, order.on, places.project].map((runs) => cpuShares(runs.at(-1)!)).join('; '),
+        baseline: [list.off, order.off, places.baseline].map((runs) => cpuShares(runs.at(-1)!)).join('; '),
+        result: 'info',
+      },
+    )
+    const perRound = (runs: Run[]): string => runs.map((run) => Math.round(run.perSecond)).join(', ')
+    section.notes.push(
+      `Tracing on: OTEL_EXPORTER_OTLP_ENDPOINT=<sink>, OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, OTEL_TRACES_SAMPLER=always_on, OTEL_SERVICE_NAME=petstore-orders-bench, the batch processor's defaults; off: every OTEL_* variable the config reads empty. Both on one fresh database of ${ORDERS} orders.`,
+      `GETs: ${getRounds} rounds of one ${getSeconds}-second run per server and path (after ${GET_WARMUP_SECONDS} s of warm-up each), off first in even rounds; after each traced run the sink is let go quiet (no export for 400 ms). ` +
+        `Per round (req/s): v1 list on ${perRound(list.on)}, off ${perRound(list.off)}, ratios ${fmt.roundList(listRatio)}; v2 order on ${perRound(order.on)}, off ${perRound(order.off)}, ratios ${fmt.roundList(orderRatio)}.`,
+      `Places: each run on a fresh server, ${fmt.count(WARMUP_PLACES)} warm-up places, then up to ${fmt.count(PLACES)} or ${seconds ?? PLACE_MAX_SECONDS} s, then a graceful stop. Per round (places/s): on ${perRound(places.project)}, off ${perRound(places.baseline)}, ratios ${fmt.roundList(placeRatio)}.`,
+      'The sink counts the spans of each protobuf export without decoding them; fewer spans than requests would mean the batch processor dropped some (its queue holds 2,048).',
+    )
+    if (seconds !== undefined || positiveInteger('TRACING_ROUNDS') !== undefined) section.notes.push('Shortened by TRACING_ROUNDS / TRACING_SECONDS: a smoke run, not figures to record.')
+  } finally {
+    await sink.running.child.stop()
+    await database.drop()
+  }
+}
