@@ -79,7 +79,7 @@ function positiveInteger(name: string, fallback: number): number {
 /**
  * src/ and bench/ to JavaScript in .bench/build, for the child processes (bench/tsconfig.build.json),
  * with the files the server reads beside its code where they are from dist/: src/http/assets (found
- * as ../../../src/… from the compiled routes) and package.json (../../package.json from the compiled
+ * as ../../../src/… from the compiled routes) and package.json (two folders up from the compiled
  * tracing SDK, for service.version; also the build's "type": "module").
  */
 function compile(): void {
