@@ -28,16 +28,17 @@ export function traceRequests(app: FastifyInstance): void {
     const query = request.url.indexOf('?')
     const path = query === -1 ? request.url : request.url.slice(0, query)
     if (UNTRACED.has(path)) return done()
-    const route = request.routeOptions.url
+    // Fastify's `:orderId` as the conventions write it, `{orderId}`.
+    const route = request.routeOptions.url?.replace(/:(\w+)/g, '{$1}')
     const parent = propagation.extract(ROOT_CONTEXT, request.headers)
     const span = tracer.startSpan(
-      route === undefined ? request.method : `${request.method} ${route.replace(/:(\w+)/g, '{$1}')}`,
+      route === undefined ? request.method : `${request.method} ${route}`,
       {
         kind: SpanKind.SERVER,
         attributes: {
           [ATTR_HTTP_REQUEST_METHOD]: request.method,
           [ATTR_URL_PATH]: path,
-          ...(route === undefined ? {} : { [ATTR_HTTP_ROUTE]: route.replace(/:(\w+)/g, '{$1}') }),
+          ...(route === undefined ? {} : { [ATTR_HTTP_ROUTE]: route }),
         },
       },
       parent,
