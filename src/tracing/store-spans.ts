@@ -1,5 +1,6 @@
 import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api'
 import type { Store } from '../store/store.js'
+import { activeSpan } from './batch-span.js'
 
 const tracer = trace.getTracer('petstore-orders')
 const REPOSITORIES = ['orders', 'apiKeys', 'pets', 'events', 'webhooks'] as const
@@ -7,9 +8,10 @@ const REPOSITORIES = ['orders', 'apiKeys', 'pets', 'events', 'webhooks'] as cons
 /**
  * The store, with a CLIENT span per operation of its repositories (`orders.cancel`, with
  * `db.system` and `db.operation.name`; never an argument or a row) when the call is made inside a
- * trace: a request's, a delivery's. For the embedded SQLite store, whose calls no library traces
- * (PostgreSQL's statements are traced by instrumentation-pg). Work outside a trace (the
- * dispatcher's lease passes, pruning) makes no span. An operation that returns an async iterable
+ * recorded span: a request's, a delivery's. For the embedded SQLite store, whose calls no library
+ * traces (PostgreSQL's statements are traced by instrumentation-pg). Work outside a trace (the
+ * dispatcher's lease passes, pruning), or in one not sampled, makes no span: it would not be
+ * recorded either. An operation that returns an async iterable
  * (the v1 list) ends its span when the iteration does.
  */
 export function traceStoreOperations(store: Store, system: string): Store {
@@ -34,7 +36,7 @@ function traceRepository<R extends object>(repository: R, name: string, system: 
         const operation = `${name}.${property}`
         const method = value as (...args: unknown[]) => unknown
         traced = (...args: unknown[]): unknown => {
-          if (trace.getActiveSpan() === undefined) return method.apply(target, args)
+          if (activeSpan() === undefined) return method.apply(target, args)
           const span = tracer.startSpan(operation, {
             kind: SpanKind.CLIENT,
             attributes: { 'db.system': system, 'db.system.name': system, 'db.operation.name': operation },
