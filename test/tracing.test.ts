@@ -112,11 +112,16 @@ forEachStore('traces', (kind: StoreKind) => {
         return /"id":(\d+)/.exec(placed.text)![1]!
       }
 
-      /** The delivery of order `orderId`'s order.created event (the first of them). */
-      async function deliveryOf(orderId: string): Promise<Delivery> {
+      /**
+       * The first `count` deliveries of order `orderId`'s order.created event, as they arrive; fails
+       * naming what came when they have not within 30 s (the OTLP receiver's wait, too).
+       */
+      async function deliveriesOf(orderId: string, count = 1): Promise<Delivery[]> {
+        const deadline = performance.now() + 30_000
         for (;;) {
-          const delivery = hooks.deliveries.find((candidate) => candidate.body.includes(`"order":{"id":${orderId},`))
-          if (delivery !== undefined) return delivery
+          const found = hooks.deliveries.filter((candidate) => candidate.body.includes(`"order":{"id":${orderId},`))
+          if (found.length >= count) return found
+          if (performance.now() > deadline) assert.fail(`${found.length} of ${count} deliveries of order ${orderId} within 30 s; ${hooks.deliveries.length} deliveries in all`)
           await new Promise((resolve) => setTimeout(resolve, 10))
         }
       }
@@ -189,7 +194,7 @@ forEachStore('traces', (kind: StoreKind) => {
       it('a delivery sends a traceparent in the trace of the request that placed the order, from a CLIENT span per attempt', async () => {
         const caller = callerContext()
         const id = await place({ traceparent: caller.traceparent, tracestate: 'caller=1' })
-        const delivery = await deliveryOf(id)
+        const delivery = (await deliveriesOf(id))[0]!
         const sent = parseTraceparent(delivery.headers.traceparent)
         assert.equal(sent.traceId, caller.traceId, 'the receiver joins the trace of the place')
         assert.equal(delivery.headers.tracestate, 'caller=1', 'the caller\'s tracestate travels with it')
@@ -247,15 +252,7 @@ forEachStore('traces', (kind: StoreKind) => {
         try {
           const caller = callerContext()
           const id = await place({ traceparent: caller.traceparent })
-          await deliveryOf(id)
-          const attempts = async (): Promise<Delivery[]> => {
-            for (;;) {
-              const found = hooks.deliveries.filter((candidate) => candidate.body.includes(`"order":{"id":${id},`))
-              if (found.length >= 2) return found
-              await new Promise((resolve) => setTimeout(resolve, 10))
-            }
-          }
-          const [first, second] = await attempts()
+          const [first, second] = await deliveriesOf(id, 2)
           const one = parseTraceparent(first!.headers.traceparent)
           const two = parseTraceparent(second!.headers.traceparent)
           assert.equal(one.traceId, caller.traceId)
@@ -286,7 +283,7 @@ forEachStore('traces', (kind: StoreKind) => {
         // Written by this process, as the CLI and an import write: no request, no trace of its own.
         const placed = await store.orders.place({ order: { petId: 1n, quantity: 1, shipDate: null } })
         assert.equal(placed.outcome, 'placed')
-        const delivery = await deliveryOf((placed as { order: { id: bigint } }).order.id.toString())
+        const delivery = (await deliveriesOf((placed as { order: { id: bigint } }).order.id.toString()))[0]!
         const sent = parseTraceparent(delivery.headers.traceparent)
         const spans = await otlp.waitFor((all) => all.some((span) => span.spanId === sent.spanId))
         const attempt = spans.find((span) => span.spanId === sent.spanId)!

@@ -39,12 +39,24 @@ const TRACING_OFF: Record<string, string> = {
   OTEL_TRACES_SAMPLER_ARG: '',
 }
 
-function tracingOn(sinkUrl: string): Record<string, string> {
+/**
+ * What is sampled: every request (`always_on`, what the ≥ 0.85× target is judged on) unless TRACING_RATIO (0 < r < 1)
+ * asks for the share of traces an operator would keep (`parentbased_traceidratio`): the cost at
+ * that rate, for docs/production.md's sampling advice.
+ */
+function sampling(): { env: Record<string, string>; label: string } {
+  const ratio = process.env.TRACING_RATIO
+  if (ratio === undefined || ratio === '') return { env: { OTEL_TRACES_SAMPLER: 'always_on' }, label: 'every request sampled' }
+  if (!/^0?\.[0-9]+$/.test(ratio) || Number(ratio) === 0) throw new Error(`TRACING_RATIO must be a ratio between 0 and 1, such as 0.1, got "${ratio}"`)
+  return { env: { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio }, label: `${Number(ratio) * 100}% of traces sampled` }
+}
+
+function tracingOn(sinkUrl: string, sampler: Record<string, string>): Record<string, string> {
   return {
     ...TRACING_OFF,
     OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl,
     OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
-    OTEL_TRACES_SAMPLER: 'always_on',
+    ...sampler,
     OTEL_SERVICE_NAME: 'petstore-orders-bench',
   }
 }
@@ -116,7 +128,7 @@ class Sink {
 
 /**
  * The cost of tracing: the project's server with OpenTelemetry on (every request sampled,
- * `OTEL_TRACES_SAMPLER=always_on`, exported over OTLP/HTTP protobuf by the SDK's batch processor to
+ * `OTEL_TRACES_SAMPLER=always_on`, or the share TRACING_RATIO names; exported over OTLP/HTTP protobuf by the SDK's batch processor to
  * lib/otlp-sink.ts, a child on 127.0.0.1 that counts and drops) against the same server with it off,
  * on the same database under the same load, in paired rounds (lib/report.ts): (a) small GETs, the
  * authenticated 100-order v1 list of small-requests.ts and a v2 single order (a database read each),
@@ -128,14 +140,15 @@ export async function tracing(context: StoreContext): Promise<void> {
   const getRounds = positiveInteger('TRACING_ROUNDS') ?? GET_ROUNDS
   const placeRounds = positiveInteger('TRACING_ROUNDS') ?? PLACE_ROUNDS
   const seconds = positiveInteger('TRACING_SECONDS')
+  const sampled = sampling()
   const database = await createDatabase(context.kind)
-  const section = context.report.section('Tracing on (every request sampled, OTLP to a local sink), against off', context.label, 'tracing off')
+  const section = context.report.section(`Tracing on (${sampled.label}, OTLP to a local sink), against off`, context.label, 'tracing off')
   const sink = new Sink(await startServerChild('OTLP sink', 'lib/otlp-sink.ts', {}))
   try {
     const { secret } = await seed(database, ORDERS, { pets: PETS, key: true })
     const headers = bearer(secret!)
     const offEnv = { DATABASE_URL: database.url, ...PROJECT_ENV, ...TRACING_OFF }
-    const onEnv = { DATABASE_URL: database.url, ...PROJECT_ENV, ...tracingOn(sink.url) }
+    const onEnv = { DATABASE_URL: database.url, ...PROJECT_ENV, ...tracingOn(sink.url, sampled.env) }
 
     // (a) Small GETs: one untraced and one traced server, kept running through the rounds.
     const getSeconds = seconds ?? GET_SECONDS
@@ -286,11 +299,11 @@ export async function tracing(context: StoreContext): Promise<void> {
     )
     const perRound = (runs: Run[]): string => runs.map((run) => Math.round(run.perSecond)).join(', ')
     section.notes.push(
-      `Tracing on: OTEL_EXPORTER_OTLP_ENDPOINT=<sink>, OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, OTEL_TRACES_SAMPLER=always_on, OTEL_SERVICE_NAME=petstore-orders-bench, the batch processor's defaults; off: every OTEL_* variable the config reads empty. Both on one fresh database of ${ORDERS} orders.`,
+      `Tracing on: OTEL_EXPORTER_OTLP_ENDPOINT=<sink>, OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, ${Object.entries(sampled.env).map(([name, value]) => `${name}=${value}`).join(', ')}, OTEL_SERVICE_NAME=petstore-orders-bench, the batch processor's defaults; off: every OTEL_* variable the config reads empty. Both on one fresh database of ${ORDERS} orders.`,
       `GETs: ${getRounds} rounds of one ${getSeconds}-second run per server and path (after ${GET_WARMUP_SECONDS} s of warm-up each), off first in even rounds; after each traced run the sink is let go quiet (no export for 400 ms). ` +
         `Per round (req/s): v1 list on ${perRound(list.on)}, off ${perRound(list.off)}, ratios ${fmt.roundList(listRatio)}; v2 order on ${perRound(order.on)}, off ${perRound(order.off)}, ratios ${fmt.roundList(orderRatio)}.`,
       `Places: each run on a fresh server, ${fmt.count(WARMUP_PLACES)} warm-up places, then up to ${fmt.count(PLACES)} or ${seconds ?? PLACE_MAX_SECONDS} s, then a graceful stop. Per round (places/s): on ${perRound(places.project)}, off ${perRound(places.baseline)}, ratios ${fmt.roundList(placeRatio)}.`,
-      'The sink counts the spans of each protobuf export without decoding them; fewer spans than requests would mean the batch processor dropped some (its queue holds 2,048).',
+      'The sink counts the spans of each protobuf export without decoding them; with every request sampled, fewer spans than requests would mean the batch processor dropped some (its queue holds 2,048).',
     )
     if (seconds !== undefined || positiveInteger('TRACING_ROUNDS') !== undefined) section.notes.push('Shortened by TRACING_ROUNDS / TRACING_SECONDS: a smoke run, not figures to record.')
   } finally {

@@ -1,0 +1,133 @@
+/**
+ * What the OpenTelemetry SDK itself costs per traced request, without HTTP or a database: the
+ * service's own tracing setup (src/tracing/sdk.ts: batch processor, OTLP/HTTP protobuf exporter,
+ * AsyncLocalStorage context) making the spans of a small GET — a SERVER span with the request's
+ * attributes and, active under it, one CLIENT span for its store call — in a loop, against the same
+ * loop with no SDK loaded (the API's no-op), and with the SDK loaded but nothing sampled. Each
+ * variant runs in a fresh child process (the SDK registers globally), in paired rounds; exports go
+ * to bench/lib/otlp-sink.ts in a process of its own and are included (the last at shutdown). The
+ * figure is CPU time per request, the loop's own share included: compare it with the server's CPU
+ * per request in comparison 11.
+ *
+ *   node --import tsx bench/profile-spans.ts [rounds] [requests]
+ */
+import { fork, type ChildProcess } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { median } from './lib/report.js'
+
+type Variant = 'no SDK' | 'SDK, nothing sampled' | 'SDK, every request sampled'
+const VARIANTS: readonly Variant[] = ['no SDK', 'SDK, nothing sampled', 'SDK, every request sampled']
+const SELF = fileURLToPath(import.meta.url)
+
+if (process.env.PROFILE_SPANS_VARIANT !== undefined) await child(process.env.PROFILE_SPANS_VARIANT as Variant, Number(process.env.PROFILE_SPANS_REQUESTS))
+else await main(Number(process.argv[2] ?? 5), Number(process.argv[3] ?? 50_000))
+
+async function main(rounds: number, requests: number): Promise<void> {
+  const sink = fork(fileURLToPath(new URL('./lib/otlp-sink.ts', import.meta.url)), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+  try {
+    const { url } = await message<{ url: string }>(sink, 'ready')
+    const perRequest = new Map<Variant, number[]>(VARIANTS.map((variant) => [variant, []]))
+    for (let round = 0; round < rounds; round++) {
+      // Alternate the order, so that neither variant always runs first.
+      for (const variant of round % 2 === 0 ? VARIANTS : [...VARIANTS].reverse()) {
+        const worker = fork(SELF, [], {
+          execArgv: ['--import', 'tsx'],
+          env: {
+            ...process.env,
+            PROFILE_SPANS_VARIANT: variant,
+            PROFILE_SPANS_REQUESTS: String(requests),
+            OTEL_EXPORTER_OTLP_ENDPOINT: url,
+            OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+            OTEL_TRACES_SAMPLER: variant === 'SDK, nothing sampled' ? 'always_off' : 'always_on',
+          },
+          stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        })
+        const before = await spansAt(sink)
+        perRequest.get(variant)!.push((await message<{ us: number }>(worker, 'done')).us)
+        // Every span of a sampled run reached the sink (none dropped by a full queue), and none else.
+        const exported = (await spansAt(sink)) - before
+        const expected = variant === 'SDK, every request sampled' ? 2 * (requests + warmup(requests)) : 0
+        if (exported !== expected) throw new Error(`${variant}: the sink received ${exported} spans, not ${expected}`)
+      }
+    }
+    const none = median(perRequest.get('no SDK')!)
+    console.log(`${requests.toLocaleString('en')} requests of 2 spans each, ${rounds} rounds (CPU µs per request: median, then each round)`)
+    for (const [variant, us] of perRequest) {
+      const extra = variant === 'no SDK' ? '' : `; +${(median(us) - none).toFixed(1)} µs over no SDK`
+      console.log(`  ${variant.padEnd(27)} ${median(us).toFixed(1).padStart(6)} µs (${us.map((value) => value.toFixed(1)).join(', ')})${extra}`)
+    }
+  } finally {
+    sink.kill('SIGTERM')
+  }
+}
+
+/** One variant: warm up, then `requests` requests' spans, measured with the SDK's last export. */
+async function child(variant: Variant, requests: number): Promise<void> {
+  const { context, propagation, ROOT_CONTEXT, SpanKind, trace } = await import('@opentelemetry/api')
+  let shutdown = async (): Promise<void> => {}
+  if (variant !== 'no SDK') {
+    const { startTracing } = await import('../src/tracing/sdk.js')
+    const { default: pino } = await import('pino')
+    const tracing = await startTracing({ protocol: 'http/protobuf' }, pino({ level: 'warn' }))
+    shutdown = () => tracing.shutdown()
+  }
+  const tracer = trace.getTracer('petstore-orders')
+  const headers = { host: '127.0.0.1', accept: 'application/json' }
+  const request = (): void => {
+    // As src/tracing/server-spans.ts and store-spans.ts do for one request with one store call.
+    const parent = propagation.extract(ROOT_CONTEXT, headers)
+    const server = tracer.startSpan(
+      'GET /v2/store/orders/{orderId}',
+      { kind: SpanKind.SERVER, attributes: { 'http.request.method': 'GET', 'url.path': '/v2/store/orders/42', 'http.route': '/v2/store/orders/{orderId}' } },
+      parent,
+    )
+    context.with(trace.setSpan(parent, server), () => {
+      const store = tracer.startSpan('orders.find', { kind: SpanKind.CLIENT, attributes: { 'db.system': 'sqlite', 'db.system.name': 'sqlite', 'db.operation.name': 'orders.find' } })
+      context.with(trace.setSpan(context.active(), store), () => store.end())
+    })
+    server.setAttribute('http.response.status_code', 200)
+    server.end()
+  }
+  // 100 requests every 10 ms, 10,000 a second as a busy server answers small GETs, with the event
+  // loop free between them for the batch processor's timer and exports: its queue (2,048) never
+  // fills, and every span is exported.
+  const run = async (count: number): Promise<void> => {
+    for (let done = 0; done < count; done += 100) {
+      for (let i = 0; i < 100; i++) request()
+      await sleep(10)
+    }
+  }
+  await run(warmup(requests))
+  const before = process.cpuUsage()
+  await run(requests)
+  await shutdown()
+  const used = process.cpuUsage(before)
+  process.send!({ type: 'done', us: (used.user + used.system) / requests })
+  process.disconnect()
+}
+
+function warmup(requests: number): number {
+  return Math.min(requests, 10_000)
+}
+
+async function spansAt(sink: ChildProcess): Promise<number> {
+  const reply = message<{ spans: number }>(sink, 'stats')
+  sink.send({ type: 'stats' })
+  return (await reply).spans
+}
+
+function message<T>(from: ChildProcess, type: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const onMessage = (received: { type: string; message?: string } & T): void => {
+      if (received.type === type) done(() => resolve(received))
+      else if (received.type === 'error') done(() => reject(new Error(received.message)))
+    }
+    const onExit = (code: number | null): void => done(() => reject(new Error(`${type}: the child exited (${code}) first`)))
+    const done = (settle: () => void): void => {
+      from.off('message', onMessage).off('exit', onExit)
+      settle()
+    }
+    from.on('message', onMessage).on('exit', onExit)
+  })
+}
