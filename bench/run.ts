@@ -8,7 +8,7 @@
  *   BENCH_STRICT=1 npm run bench         exit 1 when a target is missed (errors always exit 1)
  *   SOAK_SECONDS=30 npm run bench -- --only soak   a shorter soak (default 180 s; SOAK_ORDERS, default 20000)
  *   TRACING_ROUNDS=1 TRACING_SECONDS=1 npm run bench -- --only tracing   a smoke run of the tracing comparison
- *   TRACING_RATIO=0.1 npm run bench -- --only tracing   the tracing comparison with 10% of traces sampled
+ *   TRACING_RATIO=0.1 npm run bench -- --only tracing   the tracing comparison with 10% of traces sampled (0: none)
  *
  * Every server under test is a child process on 127.0.0.1 running compiled JavaScript under plain
  * node; the load comes from this process (autocannon) and from a separate downloader process. A
@@ -62,7 +62,7 @@ function parseArguments(argv: string[]): string[] {
     if (arg === '--only') only.push(...(argv[++i] ?? '').split(','))
     else if (arg.startsWith('--only=')) only.push(...arg.slice('--only='.length).split(','))
     else if (arg === '--help' || arg === '-h') {
-      console.log(`usage: npm run bench [-- --only <${Object.keys(SUITES).join('|')}>[,…]]\nenv: BENCH_ORDERS (default 1000000), BENCH_POSTGRES=0, BENCH_STRICT=1, SOAK_SECONDS (default 180), SOAK_ORDERS (default 20000), TRACING_ROUNDS and TRACING_SECONDS (a short tracing run), TRACING_RATIO (sample that share of traces, not every request)`)
+      console.log(`usage: npm run bench [-- --only <${Object.keys(SUITES).join('|')}>[,…]]\nenv: BENCH_ORDERS (default 1000000), BENCH_POSTGRES=0, BENCH_STRICT=1, SOAK_SECONDS (default 180), SOAK_ORDERS (default 20000), TRACING_ROUNDS and TRACING_SECONDS (a short tracing run), TRACING_RATIO (sample that share of traces, not every request; 0: none)`)
       process.exit(0)
     } else throw new Error(`unknown argument "${arg}" (try --help)`)
   }

@@ -40,15 +40,17 @@ const TRACING_OFF: Record<string, string> = {
 }
 
 /**
- * What is sampled: every request (`always_on`, what the ≥ 0.85× target is judged on) unless TRACING_RATIO (0 < r < 1)
- * asks for the share of traces an operator would keep (`parentbased_traceidratio`): the cost at
- * that rate, for docs/production.md's sampling advice.
+ * What is sampled: every request (`always_on`, what the ≥ 0.85× target is judged on) unless
+ * TRACING_RATIO asks for the share of traces an operator would keep (`parentbased_traceidratio`),
+ * or 0 for none (`always_off`: what tracing costs before any span is recorded), for
+ * docs/production.md's account of the cost.
  */
-function sampling(): { env: Record<string, string>; label: string } {
+function sampling(): { env: Record<string, string>; label: string; none: boolean } {
   const ratio = process.env.TRACING_RATIO
-  if (ratio === undefined || ratio === '') return { env: { OTEL_TRACES_SAMPLER: 'always_on' }, label: 'every request sampled' }
-  if (!/^0?\.[0-9]+$/.test(ratio) || Number(ratio) === 0) throw new Error(`TRACING_RATIO must be a ratio between 0 and 1, such as 0.1, got "${ratio}"`)
-  return { env: { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio }, label: `${Number(ratio) * 100}% of traces sampled` }
+  if (ratio === undefined || ratio === '') return { env: { OTEL_TRACES_SAMPLER: 'always_on' }, label: 'every request sampled', none: false }
+  if (!/^(0|0?\.[0-9]+)$/.test(ratio)) throw new Error(`TRACING_RATIO must be 0 or a ratio below 1, such as 0.1, got "${ratio}"`)
+  if (Number(ratio) === 0) return { env: { OTEL_TRACES_SAMPLER: 'always_off' }, label: 'nothing sampled', none: true }
+  return { env: { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio }, label: `${Number(ratio) * 100}% of traces sampled`, none: false }
 }
 
 function tracingOn(sinkUrl: string, sampler: Record<string, string>): Record<string, string> {
@@ -110,8 +112,11 @@ class Sink {
     }
   }
 
-  /** The counts since `before`; throws when nothing was exported: a traced run must send its spans. */
-  since(before: SinkStats, after: SinkStats, answered: number, what: string): Exported {
+  /**
+   * The counts since `before`; throws when nothing was exported, as a traced run must send its
+   * spans, or, when nothing is sampled (`none`), when anything was.
+   */
+  since(before: SinkStats, after: SinkStats, answered: number, what: string, none: boolean): Exported {
     const exported = {
       requests: after.requests - before.requests,
       bytes: after.bytes - before.bytes,
@@ -119,7 +124,9 @@ class Sink {
       uncounted: after.uncounted - before.uncounted,
       answered,
     }
-    if (exported.bytes === 0 || exported.requests === 0) {
+    if (none) {
+      if (exported.requests > 0) throw new Error(`${what}: the server sampling nothing exported ${exported.spans} spans in ${exported.requests} requests to the OTLP sink`)
+    } else if (exported.bytes === 0 || exported.requests === 0) {
       throw new Error(`${what}: the traced server exported nothing to the OTLP sink (${exported.requests} requests, ${exported.bytes} bytes) while answering ${answered} requests`)
     }
     return exported
@@ -192,7 +199,7 @@ export async function tracing(context: StoreContext): Promise<void> {
       }
       // A graceful stop exports the spans still held: the sink then has them all.
       await on.server.child.stop()
-      getsExported = sink.since(sinkBefore, await sink.stats(), answered, 'small GETs')
+      getsExported = sink.since(sinkBefore, await sink.stats(), answered, 'small GETs', sampled.none)
     } finally {
       await on.server?.child.stop()
       await off.child.stop()
@@ -214,7 +221,7 @@ export async function tracing(context: StoreContext): Promise<void> {
         const run = { ...result, cpu: measured.cores, serverUs: (measured.cpuSeconds.server! * 1e6) / result.requests }
         if (!traced) return run
         await sink.quiet()
-        return { ...run, exported: sink.since(before, await sink.stats(), warmup.requests + result.requests, 'places') }
+        return { ...run, exported: sink.since(before, await sink.stats(), warmup.requests + result.requests, 'places', sampled.none) }
       } finally {
         await server.child.stop()
       }
