@@ -224,6 +224,26 @@ forEachStore('traces', (kind: StoreKind) => {
         assert.match(line()!, new RegExp(`"span_id":"${request.spanId}"`))
       })
 
+      it('a caller that did not sample: its request exports nothing, and its log line names no trace', async () => {
+        const caller = callerContext()
+        const requestId = `unsampled-${caller.traceId}`
+        const headers = { traceparent: caller.traceparent.replace(/-01$/, '-00'), 'x-request-id': requestId }
+        const id = await place({})
+        assert.equal((await api('GET', `/v2/store/orders/${id}`, undefined, headers)).status, 200)
+        // A sampled request after it: its span is exported in the same batch or a later one.
+        const marker = callerContext()
+        assert.equal((await api('GET', `/v2/store/orders/${id}`, undefined, { traceparent: marker.traceparent })).status, 200)
+        const spans = await otlp.waitFor((all) => inTrace(all, marker.traceId).some((span) => span.kind === SERVER))
+        assert.deepEqual(inTrace(spans, caller.traceId), [], 'the caller decided not to sample: nothing of its trace is exported')
+        const line = (): string | undefined =>
+          server
+            .output()
+            .split('\n')
+            .find((text) => text.includes(`"reqId":"${requestId}"`) && text.includes('"msg":"request"'))
+        await within(20_000, 'the unsampled request\'s log line', () => line() !== undefined)
+        assert.doesNotMatch(line()!, /"trace_id"|"span_id"/)
+      })
+
       it('a ping joins the trace of the request that sent it', async () => {
         const caller = callerContext()
         const before = hooks.deliveries.length
