@@ -112,18 +112,22 @@ forEachStore('traces', (kind: StoreKind) => {
         return /"id":(\d+)/.exec(placed.text)![1]!
       }
 
-      /**
-       * The first `count` deliveries of order `orderId`'s order.created event, as they arrive; fails
-       * naming what came when they have not within 30 s (the OTLP receiver's wait, too).
-       */
+      /** The deliveries of order `orderId`'s order.created event so far, once there are `count`; fails after 30 s (the OTLP receiver's wait, too). */
       async function deliveriesOf(orderId: string, count = 1): Promise<Delivery[]> {
-        const deadline = performance.now() + 30_000
-        for (;;) {
-          const found = hooks.deliveries.filter((candidate) => candidate.body.includes(`"order":{"id":${orderId},`))
-          if (found.length >= count) return found
-          if (performance.now() > deadline) assert.fail(`${found.length} of ${count} deliveries of order ${orderId} within 30 s; ${hooks.deliveries.length} deliveries in all`)
-          await new Promise((resolve) => setTimeout(resolve, 10))
-        }
+        const found = (): Delivery[] => hooks.deliveries.filter((candidate) => candidate.body.includes(`"order":{"id":${orderId},`))
+        await within(30_000, `${count} deliveries of order ${orderId}`, () => found().length >= count, 10)
+        return found()
+      }
+
+      /** The server's "request" log line that holds `text`, once written (lines are flushed every 250 ms). */
+      async function requestLine(text: string, what: string): Promise<string> {
+        const line = (): string | undefined =>
+          server
+            .output()
+            .split('\n')
+            .find((candidate) => candidate.includes(text) && candidate.includes('"msg":"request"'))
+        await within(20_000, what, () => line() !== undefined)
+        return line()!
       }
 
       it('a request: a SERVER span named for its route, with the HTTP attributes, continuing the caller\'s traceparent', async () => {
@@ -214,14 +218,9 @@ forEachStore('traces', (kind: StoreKind) => {
         const request = inTrace(spans, caller.traceId).find((span) => span.kind === SERVER)
         assert.ok(request, 'the place\'s own span is in the trace')
         assert.ok(descends(spans, attempt, request.spanId), 'the attempt descends from the place\'s span')
-        // The log line of the place names its trace and span (log lines are written every 250 ms).
-        const line = (): string | undefined =>
-          server
-            .output()
-            .split('\n')
-            .find((text) => text.includes(`"trace_id":"${caller.traceId}"`) && text.includes('"msg":"request"'))
-        await within(20_000, 'the request\'s log line, carrying its trace_id', () => line() !== undefined)
-        assert.match(line()!, new RegExp(`"span_id":"${request.spanId}"`))
+        // The log line of the place names its trace and span.
+        const line = await requestLine(`"trace_id":"${caller.traceId}"`, 'the request\'s log line, carrying its trace_id')
+        assert.match(line, new RegExp(`"span_id":"${request.spanId}"`))
       })
 
       it('a caller that did not sample: its request exports nothing, and its log line names no trace', async () => {
@@ -235,13 +234,8 @@ forEachStore('traces', (kind: StoreKind) => {
         assert.equal((await api('GET', `/v2/store/orders/${id}`, undefined, { traceparent: marker.traceparent })).status, 200)
         const spans = await otlp.waitFor((all) => inTrace(all, marker.traceId).some((span) => span.kind === SERVER))
         assert.deepEqual(inTrace(spans, caller.traceId), [], 'the caller decided not to sample: nothing of its trace is exported')
-        const line = (): string | undefined =>
-          server
-            .output()
-            .split('\n')
-            .find((text) => text.includes(`"reqId":"${requestId}"`) && text.includes('"msg":"request"'))
-        await within(20_000, 'the unsampled request\'s log line', () => line() !== undefined)
-        assert.doesNotMatch(line()!, /"trace_id"|"span_id"/)
+        const line = await requestLine(`"reqId":"${requestId}"`, 'the unsampled request\'s log line')
+        assert.doesNotMatch(line, /"trace_id"|"span_id"/)
       })
 
       it('a ping joins the trace of the request that sent it', async () => {
