@@ -3,8 +3,6 @@ import { randomBytes } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
 import { containerEngine, containerSkipReason, ensureImage, healthStatus, waitForHttp, type Engine } from './support/containers.js'
 import { place } from './support/place.js'
-import { createTestDatabase, postgresSkipReason, type TestDatabase } from './support/postgres.js'
-import { REDIS_URL, redisSkipReason } from './support/redis.js'
 import { freePort } from './support/server-process.js'
 
 // The container image, built from this tree by `npm run image` (once per test run), run as a user
@@ -30,14 +28,13 @@ after(async () => {
 })
 
 /** A container of the image, detached, with its port 8080 published on 127.0.0.1; the args follow the image. */
-async function start(options: { volume?: string; env?: Record<string, string>; network?: 'host'; args?: string[] } = {}): Promise<{ name: string; origin: string }> {
+async function start(options: { volume?: string; env?: Record<string, string>; args?: string[] } = {}): Promise<{ name: string; origin: string }> {
   const name = `petstore-test-${run}-${containers.length}`
   containers.push(name)
   const port = await freePort()
   const env = Object.entries(options.env ?? {}).flatMap(([key, value]) => ['--env', `${key}=${value}`])
-  const network = options.network === 'host' ? ['--network', 'host', '--env', `PORT=${port}`] : ['--publish', `127.0.0.1:${port}:8080`]
   const volume = options.volume === undefined ? [] : ['--volume', `${options.volume}:/var/lib/petstore-orders`]
-  await engine.ok(['run', '--detach', '--name', name, ...engine.runArgs, ...network, ...volume, ...env, image, ...(options.args ?? [])])
+  await engine.ok(['run', '--detach', '--name', name, ...engine.runArgs, '--publish', `127.0.0.1:${port}:8080`, ...volume, ...env, image, ...(options.args ?? [])])
   const origin = `http://127.0.0.1:${port}`
   await waitForHttp(engine, name, `${origin}/healthz`)
   return { name, origin }
@@ -172,43 +169,5 @@ describe('the container image', { skip }, () => {
 
     const again = await start({ volume: data })
     assert.equal(await getOrder(again.origin, key, placed.body.id), 200)
-  })
-})
-
-describe('two containers of the image on one PostgreSQL and one Redis', { skip }, () => {
-  let database: TestDatabase | undefined
-  let reason: string | undefined
-  before(async () => {
-    if (skip !== false) return
-    reason = (await postgresSkipReason()) ?? (await redisSkipReason())
-    if (reason === undefined) database = await createTestDatabase()
-  })
-  after(async () => database?.drop())
-
-  it('serve the same orders and the same event feed, whichever is asked', async (t) => {
-    if (reason !== undefined) return t.skip(reason)
-    // Host networking: the test's PostgreSQL and Redis listen on this machine's loopback only.
-    const env = { DATABASE_URL: database!.url, REDIS_URL, LOG_LEVEL: 'warn' }
-    const migrate = await engine.run(['run', '--rm', ...engine.runArgs, '--network', 'host', '--env', `DATABASE_URL=${database!.url}`, image, 'migrate'])
-    assert.equal(migrate.code, 0, migrate.stderr)
-    assert.match(migrate.stdout, /applied migration|up to date/)
-    const one = await start({ env, network: 'host' })
-    const two = await start({ env, network: 'host' })
-    const key = await createKey(one.name)
-
-    const placed = await place(one.origin, key, '{"petId":9,"quantity":3}')
-    assert.equal(placed.status, 201, placed.text)
-    assert.equal(await getOrder(two.origin, key, placed.body.id), 200)
-    const cancelled = await fetch(`${two.origin}/v1/store/orders/${placed.body.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } })
-    assert.equal(cancelled.status, 204)
-    const again = await fetch(`${one.origin}/v1/store/orders/${placed.body.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } })
-    assert.equal(again.status, 404)
-
-    const feed = async (origin: string): Promise<string> =>
-      (await fetch(`${origin}/v2/store/order-events`, { headers: { authorization: `Bearer ${key}` } })).text()
-    const [fromOne, fromTwo] = [await feed(one.origin), await feed(two.origin)]
-    assert.equal(fromOne, fromTwo)
-    const types = (JSON.parse(fromOne) as { data: { type: string }[] }).data.map((event) => event.type)
-    assert.deepEqual(types, ['order.created', 'order.cancelled'])
   })
 })
