@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 
 // The container engine the image tests use: podman or a running docker, whichever is here
-// (CONTAINER_ENGINE=podman|docker chooses; PODMAN_RUNTIME=runc passes --runtime to podman, as
+// (CONTAINER_ENGINE=podman|docker chooses, =none neither; PODMAN_RUNTIME=runc passes --runtime to podman, as
 // scripts/image.sh does). Without one, those tests are skipped with the reason printed, unless
 // REQUIRE_CONTAINER=1 (CI), which makes it a failure.
 
@@ -36,13 +36,15 @@ let found: { engine: Engine | undefined; reason: string | undefined } | undefine
 
 function detect(): { engine: Engine | undefined; reason: string | undefined } {
   const wanted = process.env.CONTAINER_ENGINE
-  const candidates: readonly ('podman' | 'docker')[] = wanted === 'podman' || wanted === 'docker' ? [wanted] : ['podman', 'docker']
+  // CONTAINER_ENGINE=none (or anything but the two) chooses neither.
+  const candidates: readonly ('podman' | 'docker')[] = wanted === undefined || wanted === '' ? ['podman', 'docker'] : wanted === 'podman' || wanted === 'docker' ? [wanted] : []
   for (const name of candidates) {
     // docker's client answers --version without an engine: `info` asks the engine itself.
     const probe = spawnSync(name, name === 'docker' ? ['info'] : ['--version'], { stdio: 'ignore', timeout: 30_000 })
     if (probe.status === 0) return { engine: makeEngine(name), reason: undefined }
   }
-  return { engine: undefined, reason: `no container engine: neither podman nor a running docker was found${wanted === undefined ? '' : ` (CONTAINER_ENGINE=${wanted})`}` }
+  const chosen = wanted === undefined || wanted === '' ? '' : ` (CONTAINER_ENGINE=${wanted})`
+  return { engine: undefined, reason: `no container engine: neither podman nor a running docker was found${chosen}` }
 }
 
 function makeEngine(name: 'podman' | 'docker'): Engine {
