@@ -61,7 +61,7 @@ async function withStore<T>(database: TestDatabaseHandle, work: (store: Store) =
 
 const hasScript = spawnSync('script', ['--version']).status === 0
 
-const COMMANDS = ['serve', 'migrate', 'healthcheck', 'keys create', 'keys list', 'keys revoke', 'orders import', 'orders ship', 'orders complete', 'pets import', 'seed', 'events tail']
+const COMMANDS = ['serve', 'migrate', 'backup', 'healthcheck', 'keys create', 'keys list', 'keys revoke', 'orders import', 'orders ship', 'orders complete', 'pets import', 'seed', 'events tail']
 
 describe('petstore-orders: help and usage (no database touched)', () => {
   // A database that must never come to exist: usage errors do not open it.

@@ -67,6 +67,9 @@ export class SwappedStore implements Store {
   ping(): Promise<void> {
     return this.store.ping()
   }
+  backupTo(path: string): Promise<void> {
+    return this.store.backupTo(path)
+  }
   cursorSecret(): Promise<Buffer> {
     return this.store.cursorSecret()
   }

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { ConfigError } from '../config.js'
 import { redactUrl } from '../redact-url.js'
 import { CommandError, oneLine, parseCommandArgs, PROGRAM, UsageError, type Command, type Io } from './command.js'
+import { backup } from './commands/backup.js'
 import { eventsTail } from './commands/events.js'
 import { healthcheck } from './commands/healthcheck.js'
 import { keysCreate, keysList, keysRevoke } from './commands/keys.js'
@@ -22,7 +23,7 @@ import {
   webhooksRotate,
 } from './commands/webhooks.js'
 
-export const COMMANDS: Command[] = [serve, migrate, healthcheck, keysCreate, keysList, keysRevoke, ordersImport, ordersShip, ordersComplete, petsImport, seed, eventsTail,
+export const COMMANDS: Command[] = [serve, migrate, backup, healthcheck, keysCreate, keysList, keysRevoke, ordersImport, ordersShip, ordersComplete, petsImport, seed, eventsTail,
   webhooksAdd, webhooksList, webhooksRemove, webhooksReplay, webhooksPing, webhooksAttempts, webhooksRotate, webhooksEnable, webhooksDisable]
 
 const GROUPS: Record<string, string> = {

@@ -136,6 +136,11 @@ export interface Store {
   ping(): Promise<void>
   /** The secret that signs v2 list cursors: made by a migration, shared by every instance. */
   cursorSecret(): Promise<Buffer>
+  /**
+   * A consistent copy of the database as a new file at `path` (mode 0600), made while others keep
+   * writing; an existing `path` is refused, never overwritten. SQLite only: PostgreSQL's is pg_dump.
+   */
+  backupTo(path: string): Promise<void>
   close(): Promise<void>
   readonly orders: OrdersRepository
   readonly apiKeys: ApiKeysRepository

@@ -63,6 +63,10 @@ export class PostgresStore implements Store {
     return readCursorSecret((sql, params) => this.database.read(sql, params))
   }
 
+  async backupTo(): Promise<void> {
+    throw new Error('a PostgreSQL database is backed up with its own tools: pg_dump (docs/deploy.md, Backups)')
+  }
+
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.orders.close()

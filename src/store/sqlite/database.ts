@@ -1,5 +1,6 @@
-import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs'
-import { dirname, resolve } from 'node:path'
+import { randomBytes } from 'node:crypto'
+import { closeSync, existsSync, linkSync, mkdirSync, openSync, rmSync } from 'node:fs'
+import { basename, dirname, join, resolve } from 'node:path'
 import Database from 'better-sqlite3'
 import { oncePerTurn } from '../../once-per-turn.js'
 import { pendingMigrations, StoreUnavailableError } from '../store.js'
@@ -162,6 +163,23 @@ export class SqliteDatabase {
     } catch (error) {
       if (this.db.inTransaction) this.db.exec('ROLLBACK')
       throw error
+    }
+  }
+
+  /**
+   * `VACUUM INTO` a new file: one read snapshot, taken while other connections (a serving process)
+   * keep writing, compacted. Written beside `path` into an empty file made first with mode 0600 (the
+   * orders are nobody else's business), then linked to `path`, which fails if `path` exists: a
+   * backup never replaces a file, and nothing half-written is ever found under its name.
+   */
+  backupTo(path: string): void {
+    const partial = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString('hex')}.partial`)
+    try {
+      closeSync(openSync(partial, 'wx', 0o600))
+      classified(() => this.db.prepare('VACUUM INTO ?').run(partial))
+      linkSync(partial, path)
+    } finally {
+      rmSync(partial, { force: true })
     }
   }
 

@@ -43,6 +43,10 @@ export class SqliteStore implements Store {
     return classified(() => readCursorSecret(this.database.db))
   }
 
+  async backupTo(path: string): Promise<void> {
+    this.database.backupTo(path)
+  }
+
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
