@@ -56,6 +56,32 @@ describe('healthcheck when nothing healthy answers', () => {
     }
   })
 
+  it('with --wait, asks again until the answer is 200: a server still starting (503 twice) is waited for', async () => {
+    const port = await freePort()
+    let asked = 0
+    const starting = createServer((_request, response) => (++asked <= 2 ? response.writeHead(503).end() : response.writeHead(200).end('{"status":"ok"}')))
+    await new Promise<void>((resolve) => starting.listen(port, '127.0.0.1', resolve))
+    try {
+      const result = await cli(['healthcheck', '--ready', '--wait', '60'], { PORT: String(port) })
+      assertOk(result)
+      assert.equal(result.stdout, `http://127.0.0.1:${port}/readyz: ok\n`)
+      assert.equal(asked, 3)
+    } finally {
+      starting.close()
+    }
+  })
+
+  it('with --wait, gives up once the seconds have passed, naming the last problem', async () => {
+    const port = await freePort()
+    assertOneLineError(await cli(['healthcheck', '--wait', '1'], { PORT: String(port) }), 1, /ECONNREFUSED \(still, after 1 s\)$/)
+  })
+
+  it('refuses a --wait that is not 1 to 600 seconds', async () => {
+    for (const wait of ['0', '601', '1.5', 'soon']) {
+      assertOneLineError(await cli(['healthcheck', '--wait', wait], {}), 2, /--wait must be a whole number of seconds from 1 to 600/)
+    }
+  })
+
   it('refuses PORT=0, whose port only the server knows', async () => {
     assertOneLineError(await cli(['healthcheck'], { PORT: '0' }), 1, /PORT is 0/)
   })
