@@ -126,7 +126,7 @@ describe('petstore-orders: help and usage (no database touched)', () => {
 
   test('usage errors: one line naming the problem, exit 2', async () => {
     const cases: [string[], RegExp][] = [
-      [['frobnicate'], /^petstore-orders: unknown command "frobnicate" \(commands: serve, migrate, keys, orders, pets, seed, events, webhooks\)/],
+      [['frobnicate'], /^petstore-orders: unknown command "frobnicate" \(commands: serve, migrate, backup, healthcheck, keys, orders, pets, seed, events, webhooks\)/],
       [['--frobnicate'], /unknown option --frobnicate/],
       [['keys', 'rotate'], /unknown keys command "rotate" \(keys commands: create, list, revoke\)/],
       [['keys', 'create', '--name', 'x', '--bogus'], /unknown option --bogus; see 'petstore-orders keys create --help'/],
