@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { after, before, it } from 'node:test'
@@ -15,7 +15,8 @@ import { freePort } from './support/server-process.js'
 // a user's machine, and only that:
 // - `docker` is podman here (a shim: `docker compose` is docker-compose, `docker build` adds
 //   --format docker, `docker run` the limits this host allows; test/support/containers.ts);
-// - `npm install -g` installs into a temporary prefix, from npm's cache;
+// - `npm install -g --prefix /usr/local` installs into a temporary prefix instead, and `sudo` runs
+//   its command as the test's own user;
 // - the host port 8080 is a free port (the doc's `127.0.0.1:8080`), and DATABASE_URL and REDIS_URL
 //   are this test's PostgreSQL database and Redis;
 // - a block preceded by `<!-- not run here: WHY -->` is not run, and WHY is printed.
@@ -87,6 +88,7 @@ it('runs every command block of docs/deploy.md as written, in order', { skip, ti
   copyTree(tree)
   const shims = join(scratch, 'bin')
   writeDockerShim(shims, engine)
+  writeSudoShim(shims)
   const prefix = join(scratch, 'prefix')
 
   const script = ['set -euo pipefail']
@@ -95,7 +97,8 @@ it('runs every command block of docs/deploy.md as written, in order', { skip, ti
       t.diagnostic(`docs/deploy.md line ${block.line}: not run here: ${block.notRunHere}`)
       continue
     }
-    script.push(`echo "::block ${block.line}" >&2`, block.text.replaceAll('127.0.0.1:8080', `127.0.0.1:${port}`))
+    const text = block.text.replaceAll('127.0.0.1:8080', `127.0.0.1:${port}`).replaceAll('--prefix /usr/local', `--prefix ${prefix}`)
+    script.push(`echo "::block ${block.line}" >&2`, text)
   }
   const result = await bash(script.join('\n'), tree, {
     PATH: `${shims}:${join(prefix, 'bin')}:${process.env.PATH}`,
@@ -112,7 +115,11 @@ it('runs every command block of docs/deploy.md as written, in order', { skip, ti
   t.diagnostic(result.stdout.slice(-2000))
 })
 
-/** The tree as git knows it (tracked and untracked files, not what git ignores), node_modules linked. */
+/**
+ * The tree as git knows it (tracked and untracked files, not what git ignores), and a copy of its
+ * node_modules: `npm pack` bundles the dependencies, and a link would put paths outside the package
+ * into the tarball.
+ */
 function copyTree(to: string): void {
   mkdirSync(to, { recursive: true })
   const files = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: ROOT }).toString().split('\0').filter(Boolean)
@@ -129,7 +136,7 @@ function copyTree(to: string): void {
   for (const executable of ['scripts/image.sh', 'scripts/stand-in-base-images.sh', 'scripts/with-node.sh', 'scripts/node24.sh', 'bin/petstore-orders.js']) {
     chmodSync(join(to, executable), 0o755)
   }
-  symlinkSync(join(ROOT, 'node_modules'), join(to, 'node_modules'))
+  execFileSync('cp', ['-a', join(ROOT, 'node_modules'), join(to, 'node_modules')])
 }
 
 /** `docker` as this machine has it: podman (docker-compose for `docker compose`); docker itself needs none. */
@@ -146,6 +153,11 @@ case "$1" in
 esac
 `
   writeFileSync(join(dir, 'docker'), shim, { mode: 0o755 })
+}
+
+/** `sudo COMMAND` runs COMMAND as the test's own user. */
+function writeSudoShim(dir: string): void {
+  writeFileSync(join(dir, 'sudo'), '#!/usr/bin/env bash\nexec "$@"\n', { mode: 0o755 })
 }
 
 function bash(script: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {

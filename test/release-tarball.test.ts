@@ -21,7 +21,7 @@ const ROOT = fileURLToPath(new URL('../', import.meta.url))
 const MANIFEST = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string; dependencies: Record<string, string> }
 const UNIT = 'deploy/systemd/petstore-orders.service'
 const ENV_EXAMPLE = 'deploy/systemd/petstore-orders.env'
-const INSTALLED_COMMAND = '/usr/local/bin/petstore-orders' // where the unit expects it (docs/release.md)
+const INSTALLED_COMMAND = '/usr/local/bin/petstore-orders' // where the unit expects it (docs/deploy.md)
 
 /** The package's own files, all of them: the built service, the page script /docs serves, the client, the unit. */
 const SHIPPED = [
@@ -106,7 +106,7 @@ before(async () => {
   symlinkSync(onPath('npm'), join(bareBin, 'npm'))
   symlinkSync(onPath('sh'), join(bareBin, 'sh'))
 
-  // The command docs/release.md gives, as on a fresh host: a HOME of its own (no ~/.npmrc, an empty
+  // The command docs/deploy.md gives, as on a fresh host: a HOME of its own (no ~/.npmrc, an empty
   // npm cache) and --offline, so that anything the tarball does not hold fails the install instead
   // of coming from the registry. --ignore-scripts as documented: nothing needs one (checked below).
   const home = join(work, 'home')

@@ -96,7 +96,8 @@ export async function spawnServer(databaseUrl: string, env: Record<string, strin
     child.on('exit', (code, signal) => resolve({ code, signal })),
   )
   const origin = `http://127.0.0.1:${port}`
-  const deadline = Date.now() + 30_000 // a start takes a second or two; a loaded machine may take many more
+  // A start takes a second or two; a loaded machine (an image build beside the tests) may take much more.
+  const deadline = Date.now() + 120_000
   for (;;) {
     if (child.exitCode !== null) throw new Error(`the server exited at start: ${output}`)
     try {
@@ -106,7 +107,7 @@ export async function spawnServer(databaseUrl: string, env: Record<string, strin
     }
     if (Date.now() > deadline) {
       child.kill('SIGKILL')
-      throw new Error(`the server did not start in 30 s: ${output}`)
+      throw new Error(`the server did not start in 120 s: ${output}`)
     }
     await sleep(50)
   }
