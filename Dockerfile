@@ -63,7 +63,7 @@ RUN apt-get update \
 
 COPY --from=node-base /usr/local/bin/node /usr/local/bin/node
 WORKDIR /opt/petstore-orders
-COPY package.json ./
+COPY package.json LICENSE ./
 COPY bin bin
 COPY src/http/assets src/http/assets
 COPY --from=deps /app/node_modules node_modules
