@@ -73,6 +73,67 @@ export class ConfigError extends Error {
 type Env = Record<string, string | undefined>
 
 /**
+ * Every environment variable this service reads, in one list: the readers below take only these
+ * names, and test/readme-configuration.test.ts holds the README's Configuration table to it. The
+ * OpenTelemetry variables are those read here; the SDK reads its others itself.
+ */
+export const SETTINGS = [
+  'DATABASE_URL',
+  'DATABASE_POOL_SIZE',
+  'HOST',
+  'PORT',
+  'LOG_LEVEL',
+  'PUBLIC_BASE_URL',
+  'STAGING_BASE_URL',
+  'KEY_CACHE_TTL_MS',
+  'LIST_CACHE_MAX_BYTES',
+  'LIST_DATABASE_STREAMS',
+  'LIST_SEND_TIMEOUT_MS',
+  'LIST_MAX_RESPONSES',
+  'PETS_DEPRECATED_AT',
+  'PETS_SUNSET_AT',
+  'PETS_DEPRECATION_LINK',
+  'SHUTDOWN_TIMEOUT_MS',
+  'HTTP_HEADERS_TIMEOUT_MS',
+  'HTTP_REQUEST_TIMEOUT_MS',
+  'HTTP_KEEP_ALIVE_TIMEOUT_MS',
+  'HTTP_IDLE_TIMEOUT_MS',
+  'HTTP_MAX_HEADER_SIZE',
+  'HTTP_MAX_CONNECTIONS',
+  'RATE_LIMIT_PER_KEY',
+  'RATE_LIMIT_AUTH_FAILURES',
+  'REDIS_URL',
+  'RATE_LIMIT_REDIS_PREFIX',
+  'EVENTS_RETENTION_DAYS',
+  'EVENTS_MAX_WAITING',
+  'IDEMPOTENCY_KEY_TTL_HOURS',
+  'WEBHOOK_TIMEOUT_MS',
+  'WEBHOOK_RETRY_SCHEDULE',
+  'WEBHOOK_ALLOW_PRIVATE_NETWORKS',
+  'WEBHOOK_MAX_ENDPOINTS',
+  'WEBHOOK_CONCURRENCY',
+  'TRUST_PROXY',
+  'OTEL_EXPORTER_OTLP_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_PROTOCOL',
+  'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL',
+  'OTEL_TRACES_EXPORTER',
+  'OTEL_SDK_DISABLED',
+  'PETSTORE_DEBUG',
+] as const
+
+export type Setting = (typeof SETTINGS)[number]
+
+/**
+ * Names that once were settings, or were documented as such, and the setting to use instead: a
+ * server given one refuses to start rather than ignore it.
+ */
+export const RETIRED_SETTINGS: Readonly<Record<string, Setting>> = { RATE_LIMIT_REDIS_URL: 'REDIS_URL' }
+
+/** Every variable name this service reads. */
+export const KNOWN_VARIABLES: ReadonlySet<string> = new Set<string>(SETTINGS)
+
+/**
  * The problem with a variable whose value may hold a secret (DATABASE_URL, REDIS_URL: a password):
  * such a value is never shown, not even redacted, since no redaction can be sure where a password
  * with a space or a quote in it ends.
@@ -84,6 +145,10 @@ const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const
 export const DEFAULT_SQLITE_PATH = './data/petstore.db'
 
 export function loadConfig(env: Env = process.env): Config {
+  // Refused rather than ignored: a RATE_LIMIT_REDIS_URL ignored would count per instance.
+  for (const [retired, instead] of Object.entries(RETIRED_SETTINGS)) {
+    if ((env[retired] ?? '') !== '') throw new ConfigError(retired, `is not read: set ${instead} instead`)
+  }
   const http: Config['http'] = {
     headersTimeoutMs: integer(env, 'HTTP_HEADERS_TIMEOUT_MS', 10_000, 1, 600_000),
     requestTimeoutMs: integer(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 1, 3_600_000),
@@ -136,7 +201,7 @@ export function tracingConfig(env: Env = process.env): TracingConfig | undefined
   if (exporter !== '' && exporter !== 'otlp') {
     throw new ConfigError('OTEL_TRACES_EXPORTER', `must be otlp or none (traces are exported over OTLP only), got "${exporter}"`)
   }
-  for (const name of ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_EXPORTER_OTLP_ENDPOINT']) {
+  for (const name of ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_EXPORTER_OTLP_ENDPOINT'] as const) {
     const value = env[name] ?? ''
     if (value !== '' && !/^https?:$/.test(URL.canParse(value) ? new URL(value).protocol : '')) {
       throw new ConfigError(name, `must be an http:// or https:// URL, got "${value}"`)
@@ -145,7 +210,7 @@ export function tracingConfig(env: Env = process.env): TracingConfig | undefined
   const named = (env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? '') !== '' || (env.OTEL_EXPORTER_OTLP_ENDPOINT ?? '') !== ''
   if (exporter === '' && !named) return undefined
   // The signal's own variable wins over the general one, as in every OpenTelemetry SDK.
-  const variable = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? '') !== '' ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL'
+  const variable: Setting = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? '') !== '' ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL'
   const protocol = env[variable] ?? ''
   if (protocol === '') return { protocol: 'http/protobuf' }
   if (!(OTLP_PROTOCOLS as readonly string[]).includes(protocol)) {
@@ -164,6 +229,11 @@ export function loadWebhooksConfig(env: Env = process.env): Config['webhooks'] {
     // Delivery slots per instance: by default as many as the default cap on endpoints.
     concurrency: integer(env, 'WEBHOOK_CONCURRENCY', 100, 1, 10_000),
   }
+}
+
+/** PETSTORE_DEBUG=1: a CLI error that was not expected also prints its stack trace. */
+export function debugging(env: Env = process.env): boolean {
+  return env.PETSTORE_DEBUG === '1'
 }
 
 /** DATABASE_URL: unset → the embedded SQLite file; postgres:// → PostgreSQL; sqlite:PATH → that file. */
@@ -211,11 +281,11 @@ function eventsConfig(env: Env, maxConnections: number): Config['events'] {
   return { retentionDays: integer(env, 'EVENTS_RETENTION_DAYS', 30, 1, 36_500), maxWaiting }
 }
 
-function string(env: Env, name: string, fallback: string): string {
+function string(env: Env, name: Setting, fallback: string): string {
   return env[name] || fallback // unset or empty
 }
 
-function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+function integer(env: Env, name: Setting, fallback: number, min: number, max: number): number {
   const value = env[name]
   if (value === undefined || value === '') return fallback
   if (!/^[0-9]+$/.test(value) || Number(value) < min || Number(value) > max) {
@@ -224,7 +294,7 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   return Number(value)
 }
 
-function boolean(env: Env, name: string, fallback: boolean): boolean {
+function boolean(env: Env, name: Setting, fallback: boolean): boolean {
   const value = env[name]
   if (value === undefined || value === '') return fallback
   if (value !== 'true' && value !== 'false') throw new ConfigError(name, `must be true or false, got "${value}"`)
@@ -234,7 +304,7 @@ function boolean(env: Env, name: string, fallback: boolean): boolean {
 const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
 
 /** Comma-separated durations such as `5s,5m,2h` (units ms, s, m, h, d), each from 1 ms to 7 days, 1 to 50 of them. */
-function durations(env: Env, name: string, fallback: string): number[] {
+function durations(env: Env, name: Setting, fallback: string): number[] {
   const value = string(env, name, fallback)
   const parts = value.split(',').map((part) => part.trim())
   const parsed = parts.map((part) => {
@@ -247,7 +317,7 @@ function durations(env: Env, name: string, fallback: string): number[] {
   return parsed
 }
 
-function oneOf<T extends string>(env: Env, name: string, values: readonly T[], fallback: T): T {
+function oneOf<T extends string>(env: Env, name: Setting, values: readonly T[], fallback: T): T {
   const value = env[name]
   if (value === undefined || value === '') return fallback
   if (!(values as readonly string[]).includes(value)) {
@@ -256,7 +326,7 @@ function oneOf<T extends string>(env: Env, name: string, values: readonly T[], f
   return value as T
 }
 
-function baseUrl(env: Env, name: string, fallback: string): string {
+function baseUrl(env: Env, name: Setting, fallback: string): string {
   const value = string(env, name, fallback).replace(/\/+$/, '')
   if (!URL.canParse(value)) throw new ConfigError(name, `is not a valid URL: "${value}"`)
   const url = new URL(value)
@@ -266,7 +336,7 @@ function baseUrl(env: Env, name: string, fallback: string): string {
   return value
 }
 
-function date(env: Env, name: string, fallback: string): Date {
+function date(env: Env, name: Setting, fallback: string): Date {
   const value = string(env, name, fallback)
   const parsed = new Date(value)
   if (!/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2}))?$/.test(value) || Number.isNaN(parsed.getTime())) {
@@ -285,8 +355,6 @@ function petsDeprecation(env: Env): Config['pets'] {
 }
 
 function redisUrl(env: Env): string | undefined {
-  // The name some docs once gave it: refused rather than ignored, which would count per instance.
-  if ((env.RATE_LIMIT_REDIS_URL ?? '') !== '') throw new ConfigError('RATE_LIMIT_REDIS_URL', 'is not read: set REDIS_URL instead')
   const value = env.REDIS_URL
   if (value === undefined || value === '') return undefined
   if (!URL.canParse(value)) throw new ConfigError('REDIS_URL', SECRET_NOT_SHOWN)

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import { ConfigError } from '../config.js'
+import { ConfigError, debugging } from '../config.js'
 import { redactUrl } from '../redact-url.js'
 import { CommandError, oneLine, parseCommandArgs, PROGRAM, UsageError, type Command, type Io } from './command.js'
 import { eventsTail } from './commands/events.js'
@@ -194,7 +194,7 @@ export async function runCli(argv: string[], io: Io): Promise<number> {
       return 1
     }
     io.stderr.write(`${PROGRAM}: ${oneLine(message) || 'failed'}\n`)
-    if (io.env.PETSTORE_DEBUG === '1' && error instanceof Error && error.stack !== undefined) io.stderr.write(`${redactUrl(error.stack)}\n`)
+    if (debugging(io.env) && error instanceof Error && error.stack !== undefined) io.stderr.write(`${redactUrl(error.stack)}\n`)
     return 1
   }
 }
