@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
+import { fileProblem } from './file-problem.js'
 import { redactUrl } from './redact-url.js'
 
 /**
@@ -58,6 +60,11 @@ export interface Config {
 export interface TracingConfig {
   /** OTLP over HTTP, as protobuf (the default) or JSON. */
   protocol: (typeof OTLP_PROTOCOLS)[number]
+  /**
+   * The exporter's header variables that were given as files (NAME_FILE), under the names the SDK
+   * reads: the SDK reads the variables themselves, not their files.
+   */
+  headersFromFiles: Partial<Record<HeadersSetting, string>>
 }
 
 export type DatabaseConfig = { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string; poolSize: number }
@@ -117,6 +124,8 @@ export const SETTINGS = [
   'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
   'OTEL_EXPORTER_OTLP_PROTOCOL',
   'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL',
+  'OTEL_EXPORTER_OTLP_HEADERS',
+  'OTEL_EXPORTER_OTLP_TRACES_HEADERS',
   'OTEL_TRACES_EXPORTER',
   'OTEL_SDK_DISABLED',
   'PETSTORE_DEBUG',
@@ -125,13 +134,56 @@ export const SETTINGS = [
 export type Setting = (typeof SETTINGS)[number]
 
 /**
+ * The settings that may hold a secret (a password, a collector's API key). Each may instead be
+ * given as NAME_FILE, naming a file that holds the value, as Docker and Kubernetes mount secrets.
+ */
+export const SECRET_SETTINGS = ['DATABASE_URL', 'REDIS_URL', 'OTEL_EXPORTER_OTLP_HEADERS', 'OTEL_EXPORTER_OTLP_TRACES_HEADERS'] as const satisfies readonly Setting[]
+
+export type SecretSetting = (typeof SECRET_SETTINGS)[number]
+type HeadersSetting = Extract<SecretSetting, `${string}_HEADERS`>
+
+/**
  * Names that once were settings, or were documented as such, and the setting to use instead: a
  * server given one refuses to start rather than ignore it.
  */
 export const RETIRED_SETTINGS: Readonly<Record<string, Setting>> = { RATE_LIMIT_REDIS_URL: 'REDIS_URL' }
 
-/** Every variable name this service reads. */
-export const KNOWN_VARIABLES: ReadonlySet<string> = new Set<string>(SETTINGS)
+/** Every variable name this service reads: the settings, and the secrets' NAME_FILE forms. */
+export const KNOWN_VARIABLES: ReadonlySet<string> = new Set<string>([...SETTINGS, ...SECRET_SETTINGS.map((name) => `${name}_FILE`)])
+
+/**
+ * The variable that sets a secret setting: NAME_FILE, NAME, or undefined when neither is set (an
+ * empty value is unset, as for every setting).
+ */
+export function secretSource(env: Env, name: SecretSetting): string | undefined {
+  if ((env[`${name}_FILE`] ?? '') !== '') return `${name}_FILE`
+  return (env[name] ?? '') !== '' ? name : undefined
+}
+
+/**
+ * A secret setting's value, from NAME or from the file NAME_FILE names, never both; undefined when
+ * neither is set. A file's content is taken without the whitespace at either end (the newline that
+ * `echo` ends a file with, a Windows line end, a byte-order mark): no value of these settings may
+ * begin or end with whitespace. An empty file is refused: a secret mounted empty is a mistake.
+ * Neither the value nor any part of the file is ever shown; the path is. `source` is what an error
+ * about the value names.
+ */
+function secret(env: Env, name: SecretSetting): { value: string; source: string } | undefined {
+  const fileVariable = secretSource(env, name)
+  if (fileVariable === undefined) return undefined
+  if (fileVariable === name) return { value: env[name]!, source: name }
+  if ((env[name] ?? '') !== '') throw new ConfigError(fileVariable, `cannot be set with ${name}: set one or the other`)
+  const path = env[fileVariable]!
+  let content: string
+  try {
+    content = readFileSync(path, 'utf8')
+  } catch (error) {
+    throw new ConfigError(fileVariable, `cannot read ${path}: ${fileProblem(error)}`)
+  }
+  const value = content.trim()
+  if (value === '') throw new ConfigError(fileVariable, `${path} is empty`)
+  return { value, source: `${name} (read from ${fileVariable})` }
+}
 
 /**
  * The problem with a variable whose value may hold a secret (DATABASE_URL, REDIS_URL: a password):
@@ -194,6 +246,12 @@ export function loadConfig(env: Env = process.env): Config {
  * variable such as OTEL_SERVICE_NAME alone turns nothing on: a service that sends nowhere loads no SDK.
  */
 export function tracingConfig(env: Env = process.env): TracingConfig | undefined {
+  // Read whether tracing is on or not: a header file that cannot be read is wrong either way.
+  const headersFromFiles: TracingConfig['headersFromFiles'] = {}
+  for (const name of ['OTEL_EXPORTER_OTLP_HEADERS', 'OTEL_EXPORTER_OTLP_TRACES_HEADERS'] as const) {
+    const headers = secret(env, name)
+    if (headers !== undefined && headers.source !== name) headersFromFiles[name] = headers.value
+  }
   // The specification's boolean: true in any case, anything else false.
   if ((env.OTEL_SDK_DISABLED ?? '').toLowerCase() === 'true') return undefined
   const exporter = env.OTEL_TRACES_EXPORTER ?? ''
@@ -212,11 +270,11 @@ export function tracingConfig(env: Env = process.env): TracingConfig | undefined
   // The signal's own variable wins over the general one, as in every OpenTelemetry SDK.
   const variable: Setting = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? '') !== '' ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL'
   const protocol = env[variable] ?? ''
-  if (protocol === '') return { protocol: 'http/protobuf' }
+  if (protocol === '') return { protocol: 'http/protobuf', headersFromFiles }
   if (!(OTLP_PROTOCOLS as readonly string[]).includes(protocol)) {
     throw new ConfigError(variable, `must be http/protobuf or http/json (grpc is not supported), got "${protocol}"`)
   }
-  return { protocol: protocol as TracingConfig['protocol'] }
+  return { protocol: protocol as TracingConfig['protocol'], headersFromFiles }
 }
 
 /** The WEBHOOK_* variables alone: the CLI's webhook commands apply the same URL policy and limit as the API. */
@@ -238,18 +296,19 @@ export function debugging(env: Env = process.env): boolean {
 
 /** DATABASE_URL: unset → the embedded SQLite file; postgres:// → PostgreSQL; sqlite:PATH → that file. */
 export function loadDatabaseConfig(env: Env = process.env): DatabaseConfig {
-  const url = env.DATABASE_URL
-  if (url === undefined || url === '') return { kind: 'sqlite', path: DEFAULT_SQLITE_PATH }
+  const database = secret(env, 'DATABASE_URL')
+  if (database === undefined) return { kind: 'sqlite', path: DEFAULT_SQLITE_PATH }
+  const { value: url, source } = database
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
-    if (!URL.canParse(url)) throw new ConfigError('DATABASE_URL', SECRET_NOT_SHOWN)
+    if (!URL.canParse(url)) throw new ConfigError(source, SECRET_NOT_SHOWN)
     return { kind: 'postgres', url, poolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1000) }
   }
   if (url.startsWith('sqlite:')) {
     const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '')
-    if (path === '' || path === ':memory:') throw new ConfigError('DATABASE_URL', 'sqlite: needs a file path')
+    if (path === '' || path === ':memory:') throw new ConfigError(source, 'sqlite: needs a file path')
     return { kind: 'sqlite', path }
   }
-  throw new ConfigError('DATABASE_URL', 'must be a postgres://, postgresql:// or sqlite: URL (unset: the embedded SQLite file)')
+  throw new ConfigError(source, 'must be a postgres://, postgresql:// or sqlite: URL (unset: the embedded SQLite file)')
 }
 
 /**
@@ -355,11 +414,12 @@ function petsDeprecation(env: Env): Config['pets'] {
 }
 
 function redisUrl(env: Env): string | undefined {
-  const value = env.REDIS_URL
-  if (value === undefined || value === '') return undefined
-  if (!URL.canParse(value)) throw new ConfigError('REDIS_URL', SECRET_NOT_SHOWN)
+  const redis = secret(env, 'REDIS_URL')
+  if (redis === undefined) return undefined
+  const { value, source } = redis
+  if (!URL.canParse(value)) throw new ConfigError(source, SECRET_NOT_SHOWN)
   const url = new URL(value)
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new ConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL')
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new ConfigError(source, 'must be a redis:// or rediss:// URL')
   return value
 }
 

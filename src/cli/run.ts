@@ -37,6 +37,9 @@ const ENVIRONMENT = `Environment:
                  a SQLite file; unset: the SQLite file ./data/petstore.db. Every command
                  migrates the schema first. A SQLite file that does not exist is created
                  by serve, migrate, seed and the imports, and refused by the others.
+  DATABASE_URL_FILE
+                 instead of DATABASE_URL: a file holding its value (a Docker or Kubernetes
+                 secret); whitespace at either end is left out. Never both.
   PETSTORE_DEBUG set to 1: an unexpected error also prints its stack trace.`
 
 const EXIT_STATUS = `Exit status: 0 done; 1 failed (nothing half-done is left behind); 2 the command line is wrong.

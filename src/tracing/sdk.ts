@@ -37,6 +37,9 @@ export async function startTracing(config: TracingConfig, log: pino.Logger): Pro
     },
     { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true },
   )
+  // Header variables given as files reach the SDK as the variables it reads, parsed by its own
+  // rules; in this process's environment only, and never written anywhere.
+  Object.assign(process.env, config.headersFromFiles)
   const provider = new NodeTracerProvider({
     resource: defaultResource()
       .merge(resourceFromAttributes({ 'service.name': 'petstore-orders', 'service.version': packageVersion() }))
