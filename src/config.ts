@@ -42,8 +42,9 @@ export interface Config {
   trustProxy: false | string[]
   shutdownTimeoutMs: number
   /**
-   * OpenTelemetry traces, off (undefined) unless the standard OTEL_* variables ask for them. Only
-   * the protocol is ours to check; every other setting is the SDK's own, read from the environment.
+   * OpenTelemetry traces, off (undefined) unless the standard OTEL_* variables ask for them. The
+   * protocol and the endpoint are ours to read; every other setting is the SDK's own, read from the
+   * environment.
    */
   tracing: TracingConfig | undefined
   http: {
@@ -60,6 +61,12 @@ export interface Config {
 export interface TracingConfig {
   /** OTLP over HTTP, as protobuf (the default) or JSON. */
   protocol: (typeof OTLP_PROTOCOLS)[number]
+  /**
+   * The URL traces are posted to, read as the SDK would read it and given to the exporter, so that
+   * the start line names the URL in use: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it is, else
+   * OTEL_EXPORTER_OTLP_ENDPOINT with `/v1/traces` appended, else the SDK's default.
+   */
+  endpoint: string
   /**
    * The exporter's header variables that were given as files (NAME_FILE), under the names the SDK
    * reads: the SDK reads the variables themselves, not their files.
@@ -194,6 +201,8 @@ const SECRET_NOT_SHOWN = 'is not a valid URL (its value is not shown: it may hol
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const
+/** Where the OpenTelemetry SDK sends traces when no endpoint is named. */
+const DEFAULT_OTLP_TRACES_ENDPOINT = 'http://localhost:4318/v1/traces'
 export const DEFAULT_SQLITE_PATH = './data/petstore.db'
 
 export function loadConfig(env: Env = process.env): Config {
@@ -265,16 +274,19 @@ export function tracingConfig(env: Env = process.env): TracingConfig | undefined
       throw new ConfigError(name, `must be an http:// or https:// URL, got "${value}"`)
     }
   }
-  const named = (env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? '') !== '' || (env.OTEL_EXPORTER_OTLP_ENDPOINT ?? '') !== ''
-  if (exporter === '' && !named) return undefined
+  const tracesEndpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? ''
+  const baseEndpoint = env.OTEL_EXPORTER_OTLP_ENDPOINT ?? ''
+  if (exporter === '' && tracesEndpoint === '' && baseEndpoint === '') return undefined
+  const endpoint =
+    tracesEndpoint !== '' ? new URL(tracesEndpoint).href : baseEndpoint !== '' ? `${baseEndpoint.replace(/\/?$/, '/')}v1/traces` : DEFAULT_OTLP_TRACES_ENDPOINT
   // The signal's own variable wins over the general one, as in every OpenTelemetry SDK.
   const variable: Setting = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? '') !== '' ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL'
   const protocol = env[variable] ?? ''
-  if (protocol === '') return { protocol: 'http/protobuf', headersFromFiles }
+  if (protocol === '') return { protocol: 'http/protobuf', endpoint, headersFromFiles }
   if (!(OTLP_PROTOCOLS as readonly string[]).includes(protocol)) {
     throw new ConfigError(variable, `must be http/protobuf or http/json (grpc is not supported), got "${protocol}"`)
   }
-  return { protocol: protocol as TracingConfig['protocol'], headersFromFiles }
+  return { protocol: protocol as TracingConfig['protocol'], endpoint, headersFromFiles }
 }
 
 /** The WEBHOOK_* variables alone: the CLI's webhook commands apply the same URL policy and limit as the API. */

@@ -1,8 +1,10 @@
+import type { AddressInfo } from 'node:net'
 import pino from 'pino'
 import { buildApp } from './app.js'
 import type { Config } from './config.js'
 import type { ApiApp } from './http/api-app.js'
 import { EventPruner } from './pruning/event-pruner.js'
+import { withoutCredentials } from './redact-url.js'
 import { IdempotencyKeyPruner } from './pruning/idempotency-key-pruner.js'
 import { openStore } from './store/open-store.js'
 import { traceLogFields } from './tracing/log-fields.js'
@@ -111,8 +113,18 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     await tracing?.shutdown()
     throw error
   }
-  options.onListening?.(url)
   const running = app
+  // One line that says what this instance is doing; the password of a URL never appears in it.
+  logger.info(
+    {
+      store: store.location,
+      listen: running.addresses().map(hostAndPort).join(', '),
+      tracing: config.tracing === undefined ? 'off' : `${config.tracing.protocol} to ${withoutCredentials(config.tracing.endpoint)}`,
+      webhookConcurrency: config.webhooks.concurrency,
+    },
+    'started',
+  )
+  options.onListening?.(url)
   // Retention of the order event feed, in the serving process only (the CLI never prunes).
   const pruner = new EventPruner(store.events, {
     retentionDays: config.events.retentionDays,
@@ -170,6 +182,12 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       destination.flush(() => resolve()),
     )
   return { app: running, url, close, flushLogs }
+}
+
+/** An address a server listens on, as `HOST:PORT` (`[::1]:8080` for IPv6), or a socket's path. */
+function hostAndPort(address: AddressInfo | string): string {
+  if (typeof address === 'string') return address
+  return address.family === 'IPv6' ? `[${address.address}]:${address.port}` : `${address.address}:${address.port}`
 }
 
 /** `petstore-orders serve`: run until SIGTERM or SIGINT, then shut down gracefully and exit 0. */

@@ -4,10 +4,23 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
-import { redactUrl } from '../src/redact-url.js'
+import { redactUrl, withoutCredentials } from '../src/redact-url.js'
 import { BIN } from './support/server-process.js'
 
 const SECRET = 's3cret-Pa55'
+
+describe('withoutCredentials: where a URL points, and nothing that may be a credential', () => {
+  for (const [input, expected] of [
+    ['https://collector:s3cret-Pa55@otel.example:4318/v1/traces', 'https://otel.example:4318/v1/traces'],
+    ['https://otel.example/v1/traces?api-key=s3cret-Pa55#frag', 'https://otel.example/v1/traces'],
+    ['http://localhost:4318/v1/traces', 'http://localhost:4318/v1/traces'],
+    ['http://[::1]:4318/otlp/v1/traces', 'http://[::1]:4318/otlp/v1/traces'],
+  ] as const) {
+    it(`${input} → ${expected}`, () => {
+      assert.equal(withoutCredentials(input), expected)
+    })
+  }
+})
 
 describe('redactUrl', () => {
   for (const [input, expected] of [

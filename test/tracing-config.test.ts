@@ -31,6 +31,16 @@ describe('tracing: on only when the OTEL_* variables ask for it', () => {
     )
   })
 
+  it('sends to the URL the SDK would read: the traces endpoint as written, else /v1/traces under the general one, else its default', () => {
+    assert.equal(tracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })?.endpoint, 'http://collector:4318/v1/traces')
+    assert.equal(tracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/otlp/' })?.endpoint, 'http://collector:4318/otlp/v1/traces')
+    assert.equal(
+      tracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://traces.example/custom' })?.endpoint,
+      'https://traces.example/custom',
+    )
+    assert.equal(tracingConfig({ OTEL_TRACES_EXPORTER: 'otlp' })?.endpoint, 'http://localhost:4318/v1/traces')
+  })
+
   it('is off when OTEL_SDK_DISABLED is true (in any case) or the exporter is none', () => {
     assert.equal(tracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'TRUE' }), undefined)
     assert.equal(tracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'none' }), undefined)
