@@ -88,7 +88,8 @@ type Env = Record<string, string | undefined>
 
 /**
  * Every environment variable this service reads, in one list: the readers below take only these
- * names, and test/readme-configuration.test.ts holds the README's Configuration table to it. The
+ * names, the warning about unknown variables (unknown-variables.ts) knows them from here, and
+ * test/readme-configuration.test.ts holds the README's Configuration table to it. The
  * OpenTelemetry variables are those read here; the SDK reads its others itself.
  */
 export const SETTINGS = [

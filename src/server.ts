@@ -4,13 +4,14 @@ import { buildApp } from './app.js'
 import type { Config } from './config.js'
 import type { ApiApp } from './http/api-app.js'
 import { EventPruner } from './pruning/event-pruner.js'
-import { withoutCredentials } from './redact-url.js'
 import { IdempotencyKeyPruner } from './pruning/idempotency-key-pruner.js'
+import { withoutCredentials } from './redact-url.js'
 import { openStore } from './store/open-store.js'
 import { traceLogFields } from './tracing/log-fields.js'
 import { traceStoreOperations } from './tracing/store-spans.js'
 import type { Tracing } from './tracing/sdk.js'
 import type { Store } from './store/store.js'
+import { unknownVariableWarning, type UnknownVariable } from './unknown-variables.js'
 import { Deliverer } from './webhooks/delivery.js'
 import { WebhookDispatcher } from './webhooks/dispatcher.js'
 import { DeliveryPacer } from './webhooks/pacer.js'
@@ -32,6 +33,8 @@ export interface RunningServer {
 }
 
 export interface ServerOptions {
+  /** Variables that look like settings but are not: a warning each in the log, first thing. */
+  unknownVariables?: UnknownVariable[]
   onListening?: (url: string) => void
   /** Runs on the migrated store before the server listens (`serve --demo` seeds it there). */
   prepare?: (store: Store) => Promise<void>
@@ -88,6 +91,7 @@ export function serverLogger(level: Config['logLevel'], destination: LogDestinat
 export async function startServer(config: Config, options: ServerOptions = {}): Promise<RunningServer> {
   const destination = logDestination()
   const logger = serverLogger(config.logLevel, destination, config.tracing !== undefined)
+  for (const unknown of options.unknownVariables ?? []) logger.warn({ variable: unknown.name }, unknownVariableWarning(unknown))
   // Before the store opens: pg is patched as it is first loaded. Loaded only when on.
   let tracing: Tracing | undefined
   if (config.tracing !== undefined) tracing = await (await import('./tracing/sdk.js')).startTracing(config.tracing, logger)

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs'
 import { ConfigError, debugging } from '../config.js'
 import { redactUrl } from '../redact-url.js'
-import { CommandError, oneLine, parseCommandArgs, PROGRAM, UsageError, type Command, type Io } from './command.js'
+import { unknownVariables, unknownVariableWarning } from '../unknown-variables.js'
+import { CommandError, oneLine, parseCommandArgs, printable, PROGRAM, UsageError, type Command, type Io } from './command.js'
 import { eventsTail } from './commands/events.js'
 import { keysCreate, keysList, keysRevoke } from './commands/keys.js'
 import { migrate } from './commands/migrate.js'
@@ -40,7 +41,9 @@ const ENVIRONMENT = `Environment:
   DATABASE_URL_FILE
                  instead of DATABASE_URL: a file holding its value (a Docker or Kubernetes
                  secret); whitespace at either end is left out. Never both.
-  PETSTORE_DEBUG set to 1: an unexpected error also prints its stack trace.`
+  PETSTORE_DEBUG set to 1: an unexpected error also prints its stack trace.
+  A variable that looks like a setting but is not one (DATABSE_URL, database_url) is named
+  in a "${PROGRAM}: warning: …" line on stderr before the command starts (serve: in its log).`
 
 const EXIT_STATUS = `Exit status: 0 done; 1 failed (nothing half-done is left behind); 2 the command line is wrong.
 Errors are one line on stderr: "${PROGRAM}: <what is wrong>".`
@@ -172,7 +175,12 @@ async function dispatch(argv: string[], io: Io): Promise<number> {
     return 0
   }
   try {
-    await command.run(parseCommandArgs(command, argv.slice(used)), io)
+    const input = parseCommandArgs(command, argv.slice(used))
+    // Before anything is done: a mistyped variable may be why the command then fails.
+    if (command.logsWarnings !== true) {
+      for (const unknown of unknownVariables(io.env)) io.stderr.write(`${PROGRAM}: warning: ${printable(unknownVariableWarning(unknown))}\n`)
+    }
+    await command.run(input, io)
   } catch (error) {
     if (error instanceof UsageError) error.command ??= command.name.join(' ')
     throw error
