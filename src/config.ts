@@ -194,11 +194,12 @@ function secret(env: Env, name: SecretSetting): { value: string; source: string 
 }
 
 /**
- * The problem with a variable whose value may hold a secret (DATABASE_URL, REDIS_URL: a password):
- * such a value is never shown, not even redacted, since no redaction can be sure where a password
- * with a space or a quote in it ends.
+ * Said after the problem with a variable whose value may hold a secret (DATABASE_URL, REDIS_URL: a
+ * password): such a value is never shown, not even redacted, since no redaction can be sure where a
+ * password with a space or a quote in it ends.
  */
-const SECRET_NOT_SHOWN = 'is not a valid URL (its value is not shown: it may hold a password)'
+const NOT_SHOWN = '(its value is not shown: it may hold a password)'
+const SECRET_NOT_SHOWN = `is not a valid URL ${NOT_SHOWN}`
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const
@@ -285,7 +286,10 @@ export function tracingConfig(env: Env = process.env): TracingConfig | undefined
   const protocol = env[variable] ?? ''
   if (protocol === '') return { protocol: 'http/protobuf', endpoint, headersFromFiles }
   if (!(OTLP_PROTOCOLS as readonly string[]).includes(protocol)) {
-    throw new ConfigError(variable, `must be http/protobuf or http/json (grpc is not supported), got "${protocol}"`)
+    // `json` or `HTTP/JSON` for http/json: the one meant, said.
+    const meant = OTLP_PROTOCOLS.find((known) => known === protocol.toLowerCase() || known === `http/${protocol.toLowerCase()}`)
+    const hint = meant === undefined ? '' : `; did you mean ${meant}?`
+    throw new ConfigError(variable, `must be http/protobuf or http/json (grpc is not supported), got "${protocol}"${hint}`)
   }
   return { protocol: protocol as TracingConfig['protocol'], endpoint, headersFromFiles }
 }
@@ -430,9 +434,11 @@ function redisUrl(env: Env): string | undefined {
   const redis = secret(env, 'REDIS_URL')
   if (redis === undefined) return undefined
   const { value, source } = redis
-  if (!URL.canParse(value)) throw new ConfigError(source, SECRET_NOT_SHOWN)
-  const url = new URL(value)
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new ConfigError(source, 'must be a redis:// or rediss:// URL')
+  // `localhost:6379` parses as a URL of the scheme `localhost:`: the form is what to say.
+  const scheme = URL.canParse(value) ? new URL(value).protocol : undefined
+  if (scheme !== 'redis:' && scheme !== 'rediss:') {
+    throw new ConfigError(source, `must be a URL of the form redis://HOST:6379, or rediss://HOST:6379 for TLS ${NOT_SHOWN}`)
+  }
   return value
 }
 

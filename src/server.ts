@@ -4,6 +4,7 @@ import { buildApp } from './app.js'
 import type { Config } from './config.js'
 import type { ApiApp } from './http/api-app.js'
 import { EventPruner } from './pruning/event-pruner.js'
+import { checkListenAddress, listenError } from './listen-address.js'
 import { IdempotencyKeyPruner } from './pruning/idempotency-key-pruner.js'
 import { withoutCredentials } from './redact-url.js'
 import { openStore } from './store/open-store.js'
@@ -89,6 +90,7 @@ export function serverLogger(level: Config['logLevel'], destination: LogDestinat
 
 /** Owns the process side of the service: logger, store, listening socket, signals. */
 export async function startServer(config: Config, options: ServerOptions = {}): Promise<RunningServer> {
+  await checkListenAddress(config.host, config.port)
   const destination = logDestination()
   const logger = serverLogger(config.logLevel, destination, config.tracing !== undefined)
   for (const unknown of options.unknownVariables ?? []) logger.warn({ variable: unknown.name }, unknownVariableWarning(unknown))
@@ -108,7 +110,9 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     if (applied.length > 0) logger.info({ applied }, 'database migrated')
     await options.prepare?.(store)
     app = await buildApp({ config, store, logger, processMetrics: true, deliverer, traced: tracing !== undefined })
-    url = await app.listen({ host: config.host, port: config.port })
+    url = await app.listen({ host: config.host, port: config.port }).catch((error: unknown) => {
+      throw listenError(error, config.host, config.port)
+    })
   } catch (error) {
     // An open pool or Redis connection would keep the process alive after the failure.
     await app?.close()

@@ -113,7 +113,7 @@ describe('a secret given as a file', () => {
     const unparsable = await cli(['keys', 'list'], { DATABASE_URL_FILE: secretFile(`postgres://admin:${password}@[db/petstore\n`), PETSTORE_DEBUG: '1' }, dir)
     assertOneLineError(unparsable, 1, /^petstore-orders: DATABASE_URL \(read from DATABASE_URL_FILE\): is not a valid URL \(its value is not shown/)
     const redis = await cli(['serve'], { ...serveEnv, REDIS_URL_FILE: secretFile(`redis://:${password}@[cache\n`) })
-    assertOneLineError(redis, 1, /^petstore-orders: REDIS_URL \(read from REDIS_URL_FILE\): is not a valid URL \(its value is not shown/)
+    assertOneLineError(redis, 1, /^petstore-orders: REDIS_URL \(read from REDIS_URL_FILE\): must be a URL of the form redis:\/\/HOST:6379, .*\(its value is not shown/)
     for (const result of [database, unparsable, redis]) {
       assert.ok(!result.stderr.includes(password) && !result.stderr.includes('admin'), result.stderr)
     }
