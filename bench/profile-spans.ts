@@ -68,8 +68,10 @@ async function child(variant: Variant, requests: number): Promise<void> {
   let shutdown = async (): Promise<void> => {}
   if (variant !== 'no SDK') {
     const { startTracing } = await import('../src/tracing/sdk.js')
+    const { tracingConfig } = await import('../src/config.js')
     const { default: pino } = await import('pino')
-    const tracing = await startTracing({ protocol: 'http/protobuf' }, pino({ level: 'warn' }))
+    // The OTEL_* variables the parent set, read as the server reads them.
+    const tracing = await startTracing(tracingConfig()!, pino({ level: 'warn' }))
     shutdown = () => tracing.shutdown()
   }
   const tracer = trace.getTracer('petstore-orders')

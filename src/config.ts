@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
+import { fileProblem } from './file-problem.js'
 import { redactUrl } from './redact-url.js'
 
 /**
@@ -40,8 +42,9 @@ export interface Config {
   trustProxy: false | string[]
   shutdownTimeoutMs: number
   /**
-   * OpenTelemetry traces, off (undefined) unless the standard OTEL_* variables ask for them. Only
-   * the protocol is ours to check; every other setting is the SDK's own, read from the environment.
+   * OpenTelemetry traces, off (undefined) unless the standard OTEL_* variables ask for them. The
+   * protocol and the endpoint are ours to read; every other setting is the SDK's own, read from the
+   * environment.
    */
   tracing: TracingConfig | undefined
   http: {
@@ -58,6 +61,17 @@ export interface Config {
 export interface TracingConfig {
   /** OTLP over HTTP, as protobuf (the default) or JSON. */
   protocol: (typeof OTLP_PROTOCOLS)[number]
+  /**
+   * The URL traces are posted to, read as the SDK would read it and given to the exporter, so that
+   * the start line names the URL in use: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it is, else
+   * OTEL_EXPORTER_OTLP_ENDPOINT with `/v1/traces` appended, else the SDK's default.
+   */
+  endpoint: string
+  /**
+   * The exporter's header variables that were given as files (NAME_FILE), under the names the SDK
+   * reads: the SDK reads the variables themselves, not their files.
+   */
+  headersFromFiles: Partial<Record<HeadersSetting, string>>
 }
 
 export type DatabaseConfig = { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string; poolSize: number }
@@ -73,17 +87,131 @@ export class ConfigError extends Error {
 type Env = Record<string, string | undefined>
 
 /**
- * The problem with a variable whose value may hold a secret (DATABASE_URL, REDIS_URL: a password):
- * such a value is never shown, not even redacted, since no redaction can be sure where a password
- * with a space or a quote in it ends.
+ * Every environment variable this service reads, in one list: the readers below take only these
+ * names, the warning about unknown variables (unknown-variables.ts) knows them from here, and
+ * test/readme-configuration.test.ts holds the README's Configuration table to it. The
+ * OpenTelemetry variables are those read here; the SDK reads its others itself.
  */
-const SECRET_NOT_SHOWN = 'is not a valid URL (its value is not shown: it may hold a password)'
+export const SETTINGS = [
+  'DATABASE_URL',
+  'DATABASE_POOL_SIZE',
+  'HOST',
+  'PORT',
+  'LOG_LEVEL',
+  'PUBLIC_BASE_URL',
+  'STAGING_BASE_URL',
+  'KEY_CACHE_TTL_MS',
+  'LIST_CACHE_MAX_BYTES',
+  'LIST_DATABASE_STREAMS',
+  'LIST_SEND_TIMEOUT_MS',
+  'LIST_MAX_RESPONSES',
+  'PETS_DEPRECATED_AT',
+  'PETS_SUNSET_AT',
+  'PETS_DEPRECATION_LINK',
+  'SHUTDOWN_TIMEOUT_MS',
+  'HTTP_HEADERS_TIMEOUT_MS',
+  'HTTP_REQUEST_TIMEOUT_MS',
+  'HTTP_KEEP_ALIVE_TIMEOUT_MS',
+  'HTTP_IDLE_TIMEOUT_MS',
+  'HTTP_MAX_HEADER_SIZE',
+  'HTTP_MAX_CONNECTIONS',
+  'RATE_LIMIT_PER_KEY',
+  'RATE_LIMIT_AUTH_FAILURES',
+  'REDIS_URL',
+  'RATE_LIMIT_REDIS_PREFIX',
+  'EVENTS_RETENTION_DAYS',
+  'EVENTS_MAX_WAITING',
+  'IDEMPOTENCY_KEY_TTL_HOURS',
+  'WEBHOOK_TIMEOUT_MS',
+  'WEBHOOK_RETRY_SCHEDULE',
+  'WEBHOOK_ALLOW_PRIVATE_NETWORKS',
+  'WEBHOOK_MAX_ENDPOINTS',
+  'WEBHOOK_CONCURRENCY',
+  'TRUST_PROXY',
+  'OTEL_EXPORTER_OTLP_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_PROTOCOL',
+  'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL',
+  'OTEL_EXPORTER_OTLP_HEADERS',
+  'OTEL_EXPORTER_OTLP_TRACES_HEADERS',
+  'OTEL_TRACES_EXPORTER',
+  'OTEL_SDK_DISABLED',
+  'PETSTORE_DEBUG',
+] as const
+
+export type Setting = (typeof SETTINGS)[number]
+
+/**
+ * The settings that may hold a secret (a password, a collector's API key). Each may instead be
+ * given as NAME_FILE, naming a file that holds the value, as Docker and Kubernetes mount secrets.
+ */
+export const SECRET_SETTINGS = ['DATABASE_URL', 'REDIS_URL', 'OTEL_EXPORTER_OTLP_HEADERS', 'OTEL_EXPORTER_OTLP_TRACES_HEADERS'] as const satisfies readonly Setting[]
+
+export type SecretSetting = (typeof SECRET_SETTINGS)[number]
+type HeadersSetting = Extract<SecretSetting, `${string}_HEADERS`>
+
+/**
+ * Names that once were settings, or were documented as such, and the setting to use instead: a
+ * server given one refuses to start rather than ignore it.
+ */
+export const RETIRED_SETTINGS: Readonly<Record<string, Setting>> = { RATE_LIMIT_REDIS_URL: 'REDIS_URL' }
+
+/** Every variable name this service reads: the settings, and the secrets' NAME_FILE forms. */
+export const KNOWN_VARIABLES: ReadonlySet<string> = new Set<string>([...SETTINGS, ...SECRET_SETTINGS.map((name) => `${name}_FILE`)])
+
+/**
+ * The variable that sets a secret setting: NAME_FILE, NAME, or undefined when neither is set (an
+ * empty value is unset, as for every setting).
+ */
+export function secretSource(env: Env, name: SecretSetting): string | undefined {
+  if ((env[`${name}_FILE`] ?? '') !== '') return `${name}_FILE`
+  return (env[name] ?? '') !== '' ? name : undefined
+}
+
+/**
+ * A secret setting's value, from NAME or from the file NAME_FILE names, never both; undefined when
+ * neither is set. A file's content is taken without the whitespace at either end (the newline that
+ * `echo` ends a file with, a Windows line end, a byte-order mark): no value of these settings may
+ * begin or end with whitespace. An empty file is refused: a secret mounted empty is a mistake.
+ * Neither the value nor any part of the file is ever shown; the path is. `source` is what an error
+ * about the value names.
+ */
+function secret(env: Env, name: SecretSetting): { value: string; source: string } | undefined {
+  const fileVariable = secretSource(env, name)
+  if (fileVariable === undefined) return undefined
+  if (fileVariable === name) return { value: env[name]!, source: name }
+  if ((env[name] ?? '') !== '') throw new ConfigError(fileVariable, `cannot be set with ${name}: set one or the other`)
+  const path = env[fileVariable]!
+  let content: string
+  try {
+    content = readFileSync(path, 'utf8')
+  } catch (error) {
+    throw new ConfigError(fileVariable, `cannot read ${path}: ${fileProblem(error)}`)
+  }
+  const value = content.trim()
+  if (value === '') throw new ConfigError(fileVariable, `${path} is empty`)
+  return { value, source: `${name} (read from ${fileVariable})` }
+}
+
+/**
+ * Said after the problem with a variable whose value may hold a secret (DATABASE_URL, REDIS_URL: a
+ * password): such a value is never shown, not even redacted, since no redaction can be sure where a
+ * password with a space or a quote in it ends.
+ */
+const NOT_SHOWN = '(its value is not shown: it may hold a password)'
+const SECRET_NOT_SHOWN = `is not a valid URL ${NOT_SHOWN}`
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const
+/** Where the OpenTelemetry SDK sends traces when no endpoint is named. */
+const DEFAULT_OTLP_TRACES_ENDPOINT = 'http://localhost:4318/v1/traces'
 export const DEFAULT_SQLITE_PATH = './data/petstore.db'
 
 export function loadConfig(env: Env = process.env): Config {
+  // Refused rather than ignored: a RATE_LIMIT_REDIS_URL ignored would count per instance.
+  for (const [retired, instead] of Object.entries(RETIRED_SETTINGS)) {
+    if ((env[retired] ?? '') !== '') throw new ConfigError(retired, `is not read: set ${instead} instead`)
+  }
   const http: Config['http'] = {
     headersTimeoutMs: integer(env, 'HTTP_HEADERS_TIMEOUT_MS', 10_000, 1, 600_000),
     requestTimeoutMs: integer(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 1, 3_600_000),
@@ -129,6 +257,12 @@ export function loadConfig(env: Env = process.env): Config {
  * variable such as OTEL_SERVICE_NAME alone turns nothing on: a service that sends nowhere loads no SDK.
  */
 export function tracingConfig(env: Env = process.env): TracingConfig | undefined {
+  // Read whether tracing is on or not: a header file that cannot be read is wrong either way.
+  const headersFromFiles: TracingConfig['headersFromFiles'] = {}
+  for (const name of ['OTEL_EXPORTER_OTLP_HEADERS', 'OTEL_EXPORTER_OTLP_TRACES_HEADERS'] as const) {
+    const headers = secret(env, name)
+    if (headers !== undefined && headers.source !== name) headersFromFiles[name] = headers.value
+  }
   // The specification's boolean: true in any case, anything else false.
   if ((env.OTEL_SDK_DISABLED ?? '').toLowerCase() === 'true') return undefined
   const exporter = env.OTEL_TRACES_EXPORTER ?? ''
@@ -136,22 +270,28 @@ export function tracingConfig(env: Env = process.env): TracingConfig | undefined
   if (exporter !== '' && exporter !== 'otlp') {
     throw new ConfigError('OTEL_TRACES_EXPORTER', `must be otlp or none (traces are exported over OTLP only), got "${exporter}"`)
   }
-  for (const name of ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_EXPORTER_OTLP_ENDPOINT']) {
+  for (const name of ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_EXPORTER_OTLP_ENDPOINT'] as const) {
     const value = env[name] ?? ''
     if (value !== '' && !/^https?:$/.test(URL.canParse(value) ? new URL(value).protocol : '')) {
       throw new ConfigError(name, `must be an http:// or https:// URL, got "${value}"`)
     }
   }
-  const named = (env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? '') !== '' || (env.OTEL_EXPORTER_OTLP_ENDPOINT ?? '') !== ''
-  if (exporter === '' && !named) return undefined
+  const tracesEndpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? ''
+  const baseEndpoint = env.OTEL_EXPORTER_OTLP_ENDPOINT ?? ''
+  if (exporter === '' && tracesEndpoint === '' && baseEndpoint === '') return undefined
+  const endpoint =
+    tracesEndpoint !== '' ? new URL(tracesEndpoint).href : baseEndpoint !== '' ? `${baseEndpoint.replace(/\/?$/, '/')}v1/traces` : DEFAULT_OTLP_TRACES_ENDPOINT
   // The signal's own variable wins over the general one, as in every OpenTelemetry SDK.
-  const variable = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? '') !== '' ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL'
+  const variable: Setting = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? '') !== '' ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL'
   const protocol = env[variable] ?? ''
-  if (protocol === '') return { protocol: 'http/protobuf' }
+  if (protocol === '') return { protocol: 'http/protobuf', endpoint, headersFromFiles }
   if (!(OTLP_PROTOCOLS as readonly string[]).includes(protocol)) {
-    throw new ConfigError(variable, `must be http/protobuf or http/json (grpc is not supported), got "${protocol}"`)
+    // `json` or `HTTP/JSON` for http/json: the one meant, said.
+    const meant = OTLP_PROTOCOLS.find((known) => known === protocol.toLowerCase() || known === `http/${protocol.toLowerCase()}`)
+    const hint = meant === undefined ? '' : `; did you mean ${meant}?`
+    throw new ConfigError(variable, `must be http/protobuf or http/json (grpc is not supported), got "${protocol}"${hint}`)
   }
-  return { protocol: protocol as TracingConfig['protocol'] }
+  return { protocol: protocol as TracingConfig['protocol'], endpoint, headersFromFiles }
 }
 
 /** The WEBHOOK_* variables alone: the CLI's webhook commands apply the same URL policy and limit as the API. */
@@ -166,20 +306,26 @@ export function loadWebhooksConfig(env: Env = process.env): Config['webhooks'] {
   }
 }
 
+/** PETSTORE_DEBUG=1: a CLI error that was not expected also prints its stack trace. */
+export function debugging(env: Env = process.env): boolean {
+  return env.PETSTORE_DEBUG === '1'
+}
+
 /** DATABASE_URL: unset → the embedded SQLite file; postgres:// → PostgreSQL; sqlite:PATH → that file. */
 export function loadDatabaseConfig(env: Env = process.env): DatabaseConfig {
-  const url = env.DATABASE_URL
-  if (url === undefined || url === '') return { kind: 'sqlite', path: DEFAULT_SQLITE_PATH }
+  const database = secret(env, 'DATABASE_URL')
+  if (database === undefined) return { kind: 'sqlite', path: DEFAULT_SQLITE_PATH }
+  const { value: url, source } = database
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
-    if (!URL.canParse(url)) throw new ConfigError('DATABASE_URL', SECRET_NOT_SHOWN)
+    if (!URL.canParse(url)) throw new ConfigError(source, SECRET_NOT_SHOWN)
     return { kind: 'postgres', url, poolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1000) }
   }
   if (url.startsWith('sqlite:')) {
     const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '')
-    if (path === '' || path === ':memory:') throw new ConfigError('DATABASE_URL', 'sqlite: needs a file path')
+    if (path === '' || path === ':memory:') throw new ConfigError(source, 'sqlite: needs a file path')
     return { kind: 'sqlite', path }
   }
-  throw new ConfigError('DATABASE_URL', 'must be a postgres://, postgresql:// or sqlite: URL (unset: the embedded SQLite file)')
+  throw new ConfigError(source, 'must be a postgres://, postgresql:// or sqlite: URL (unset: the embedded SQLite file)')
 }
 
 /**
@@ -211,11 +357,11 @@ function eventsConfig(env: Env, maxConnections: number): Config['events'] {
   return { retentionDays: integer(env, 'EVENTS_RETENTION_DAYS', 30, 1, 36_500), maxWaiting }
 }
 
-function string(env: Env, name: string, fallback: string): string {
+function string(env: Env, name: Setting, fallback: string): string {
   return env[name] || fallback // unset or empty
 }
 
-function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+function integer(env: Env, name: Setting, fallback: number, min: number, max: number): number {
   const value = env[name]
   if (value === undefined || value === '') return fallback
   if (!/^[0-9]+$/.test(value) || Number(value) < min || Number(value) > max) {
@@ -224,7 +370,7 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   return Number(value)
 }
 
-function boolean(env: Env, name: string, fallback: boolean): boolean {
+function boolean(env: Env, name: Setting, fallback: boolean): boolean {
   const value = env[name]
   if (value === undefined || value === '') return fallback
   if (value !== 'true' && value !== 'false') throw new ConfigError(name, `must be true or false, got "${value}"`)
@@ -234,7 +380,7 @@ function boolean(env: Env, name: string, fallback: boolean): boolean {
 const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
 
 /** Comma-separated durations such as `5s,5m,2h` (units ms, s, m, h, d), each from 1 ms to 7 days, 1 to 50 of them. */
-function durations(env: Env, name: string, fallback: string): number[] {
+function durations(env: Env, name: Setting, fallback: string): number[] {
   const value = string(env, name, fallback)
   const parts = value.split(',').map((part) => part.trim())
   const parsed = parts.map((part) => {
@@ -247,7 +393,7 @@ function durations(env: Env, name: string, fallback: string): number[] {
   return parsed
 }
 
-function oneOf<T extends string>(env: Env, name: string, values: readonly T[], fallback: T): T {
+function oneOf<T extends string>(env: Env, name: Setting, values: readonly T[], fallback: T): T {
   const value = env[name]
   if (value === undefined || value === '') return fallback
   if (!(values as readonly string[]).includes(value)) {
@@ -256,7 +402,7 @@ function oneOf<T extends string>(env: Env, name: string, values: readonly T[], f
   return value as T
 }
 
-function baseUrl(env: Env, name: string, fallback: string): string {
+function baseUrl(env: Env, name: Setting, fallback: string): string {
   const value = string(env, name, fallback).replace(/\/+$/, '')
   if (!URL.canParse(value)) throw new ConfigError(name, `is not a valid URL: "${value}"`)
   const url = new URL(value)
@@ -266,7 +412,7 @@ function baseUrl(env: Env, name: string, fallback: string): string {
   return value
 }
 
-function date(env: Env, name: string, fallback: string): Date {
+function date(env: Env, name: Setting, fallback: string): Date {
   const value = string(env, name, fallback)
   const parsed = new Date(value)
   if (!/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2}))?$/.test(value) || Number.isNaN(parsed.getTime())) {
@@ -285,13 +431,14 @@ function petsDeprecation(env: Env): Config['pets'] {
 }
 
 function redisUrl(env: Env): string | undefined {
-  // The name some docs once gave it: refused rather than ignored, which would count per instance.
-  if ((env.RATE_LIMIT_REDIS_URL ?? '') !== '') throw new ConfigError('RATE_LIMIT_REDIS_URL', 'is not read: set REDIS_URL instead')
-  const value = env.REDIS_URL
-  if (value === undefined || value === '') return undefined
-  if (!URL.canParse(value)) throw new ConfigError('REDIS_URL', SECRET_NOT_SHOWN)
-  const url = new URL(value)
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new ConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL')
+  const redis = secret(env, 'REDIS_URL')
+  if (redis === undefined) return undefined
+  const { value, source } = redis
+  // `localhost:6379` parses as a URL of the scheme `localhost:`: the form is what to say.
+  const scheme = URL.canParse(value) ? new URL(value).protocol : undefined
+  if (scheme !== 'redis:' && scheme !== 'rediss:') {
+    throw new ConfigError(source, `must be a URL of the form redis://HOST:6379, or rediss://HOST:6379 for TLS ${NOT_SHOWN}`)
+  }
   return value
 }
 

@@ -22,3 +22,12 @@ export function redactUrl(text: string): string {
     })
     .replace(SECRET_PARAM, `$1${REDACTED}`)
 }
+
+/**
+ * A URL to name where something goes, with nothing of it that may be a credential: its user,
+ * password, query and fragment are left out (an OTLP endpoint's query may carry a collector's key).
+ */
+export function withoutCredentials(url: string): string {
+  const parsed = new URL(url)
+  return `${parsed.protocol}//${parsed.host}${parsed.pathname}`
+}

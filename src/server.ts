@@ -1,14 +1,18 @@
+import type { AddressInfo } from 'node:net'
 import pino from 'pino'
 import { buildApp } from './app.js'
 import type { Config } from './config.js'
 import type { ApiApp } from './http/api-app.js'
 import { EventPruner } from './pruning/event-pruner.js'
+import { checkListenAddress, listenError } from './listen-address.js'
 import { IdempotencyKeyPruner } from './pruning/idempotency-key-pruner.js'
+import { withoutCredentials } from './redact-url.js'
 import { openStore } from './store/open-store.js'
 import { traceLogFields } from './tracing/log-fields.js'
 import { traceStoreOperations } from './tracing/store-spans.js'
 import type { Tracing } from './tracing/sdk.js'
 import type { Store } from './store/store.js'
+import { unknownVariableWarning, type UnknownVariable } from './unknown-variables.js'
 import { Deliverer } from './webhooks/delivery.js'
 import { WebhookDispatcher } from './webhooks/dispatcher.js'
 import { DeliveryPacer } from './webhooks/pacer.js'
@@ -30,6 +34,8 @@ export interface RunningServer {
 }
 
 export interface ServerOptions {
+  /** Variables that look like settings but are not: a warning each in the log, first thing. */
+  unknownVariables?: UnknownVariable[]
   onListening?: (url: string) => void
   /** Runs on the migrated store before the server listens (`serve --demo` seeds it there). */
   prepare?: (store: Store) => Promise<void>
@@ -84,8 +90,10 @@ export function serverLogger(level: Config['logLevel'], destination: LogDestinat
 
 /** Owns the process side of the service: logger, store, listening socket, signals. */
 export async function startServer(config: Config, options: ServerOptions = {}): Promise<RunningServer> {
+  await checkListenAddress(config.host, config.port)
   const destination = logDestination()
   const logger = serverLogger(config.logLevel, destination, config.tracing !== undefined)
+  for (const unknown of options.unknownVariables ?? []) logger.warn({ variable: unknown.name }, unknownVariableWarning(unknown))
   // Before the store opens: pg is patched as it is first loaded. Loaded only when on.
   let tracing: Tracing | undefined
   if (config.tracing !== undefined) tracing = await (await import('./tracing/sdk.js')).startTracing(config.tracing, logger)
@@ -102,7 +110,9 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     if (applied.length > 0) logger.info({ applied }, 'database migrated')
     await options.prepare?.(store)
     app = await buildApp({ config, store, logger, processMetrics: true, deliverer, traced: tracing !== undefined })
-    url = await app.listen({ host: config.host, port: config.port })
+    url = await app.listen({ host: config.host, port: config.port }).catch((error: unknown) => {
+      throw listenError(error, config.host, config.port)
+    })
   } catch (error) {
     // An open pool or Redis connection would keep the process alive after the failure.
     await app?.close()
@@ -111,8 +121,18 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     await tracing?.shutdown()
     throw error
   }
-  options.onListening?.(url)
   const running = app
+  // One line that says what this instance is doing; the password of a URL never appears in it.
+  logger.info(
+    {
+      store: store.location,
+      listen: running.addresses().map(hostAndPort).join(', '),
+      tracing: config.tracing === undefined ? 'off' : `${config.tracing.protocol} to ${withoutCredentials(config.tracing.endpoint)}`,
+      webhookConcurrency: config.webhooks.concurrency,
+    },
+    'started',
+  )
+  options.onListening?.(url)
   // Retention of the order event feed, in the serving process only (the CLI never prunes).
   const pruner = new EventPruner(store.events, {
     retentionDays: config.events.retentionDays,
@@ -170,6 +190,12 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       destination.flush(() => resolve()),
     )
   return { app: running, url, close, flushLogs }
+}
+
+/** An address a server listens on, as `HOST:PORT` (`[::1]:8080` for IPv6), or a socket's path. */
+function hostAndPort(address: AddressInfo | string): string {
+  if (typeof address === 'string') return address
+  return address.family === 'IPv6' ? `[${address.address}]:${address.port}` : `${address.address}:${address.port}`
 }
 
 /** `petstore-orders serve`: run until SIGTERM or SIGINT, then shut down gracefully and exit 0. */

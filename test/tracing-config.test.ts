@@ -20,21 +20,31 @@ describe('tracing: on only when the OTEL_* variables ask for it', () => {
   })
 
   it('is on when an OTLP endpoint is named, or the exporter is otlp; protobuf unless told JSON', () => {
-    assert.deepEqual(tracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }), { protocol: 'http/protobuf' })
-    assert.deepEqual(tracingConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://collector/v1/traces' }), { protocol: 'http/protobuf' })
-    assert.deepEqual(tracingConfig({ OTEL_TRACES_EXPORTER: 'otlp' }), { protocol: 'http/protobuf' })
-    assert.deepEqual(tracingConfig({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }), { protocol: 'http/json' })
+    assert.equal(tracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })?.protocol, 'http/protobuf')
+    assert.equal(tracingConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://collector/v1/traces' })?.protocol, 'http/protobuf')
+    assert.equal(tracingConfig({ OTEL_TRACES_EXPORTER: 'otlp' })?.protocol, 'http/protobuf')
+    assert.equal(tracingConfig({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' })?.protocol, 'http/json')
     // The signal's own variable wins over the general one.
-    assert.deepEqual(
-      tracingConfig({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' }),
-      { protocol: 'http/protobuf' },
+    assert.equal(
+      tracingConfig({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' })?.protocol,
+      'http/protobuf',
     )
+  })
+
+  it('sends to the URL the SDK would read: the traces endpoint as written, else /v1/traces under the general one, else its default', () => {
+    assert.equal(tracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })?.endpoint, 'http://collector:4318/v1/traces')
+    assert.equal(tracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/otlp/' })?.endpoint, 'http://collector:4318/otlp/v1/traces')
+    assert.equal(
+      tracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://traces.example/custom' })?.endpoint,
+      'https://traces.example/custom',
+    )
+    assert.equal(tracingConfig({ OTEL_TRACES_EXPORTER: 'otlp' })?.endpoint, 'http://localhost:4318/v1/traces')
   })
 
   it('is off when OTEL_SDK_DISABLED is true (in any case) or the exporter is none', () => {
     assert.equal(tracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'TRUE' }), undefined)
     assert.equal(tracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'none' }), undefined)
-    assert.deepEqual(tracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'no' }), { protocol: 'http/protobuf' })
+    assert.equal(tracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'no' })?.protocol, 'http/protobuf')
   })
 
   it('refuses what it cannot do, naming the variable', () => {

@@ -29,6 +29,7 @@ export function openWriter(path: string, busyTimeoutMs: number, synchronous: 'FU
 /** The project's store, with its orders' cancel or place replaced; `closeSwapped` closes what replaces it. */
 export class SwappedStore implements Store {
   readonly kind: Store['kind']
+  readonly location: string
   readonly orders: OrdersRepository
   readonly apiKeys: ApiKeysRepository
   readonly pets: PetsRepository
@@ -41,6 +42,7 @@ export class SwappedStore implements Store {
     private readonly closeSwapped: () => void | Promise<void>,
   ) {
     this.kind = store.kind
+    this.location = store.location
     this.events = store.events
     this.webhooks = store.webhooks
     const orders = store.orders

@@ -55,6 +55,8 @@ export interface Command {
   options?: OptionSpec
   /** Names of the positional arguments, all required, e.g. `['ID']`; none when left out. */
   positionals?: { name: string; describe: string }[]
+  /** Logs its warnings (unknown variables) in its own JSON log, not on stderr: serve. */
+  logsWarnings?: boolean
   run(input: { values: OptionValues; positionals: string[] }, io: Io): Promise<void>
 }
 

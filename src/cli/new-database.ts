@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
-import type { DatabaseConfig } from '../config.js'
+import { secretSource, type DatabaseConfig } from '../config.js'
 
 /**
  * The SQLite file that opening `database` would create, or undefined (it exists, or the database is
@@ -28,5 +28,6 @@ export function databaseMissingMessage(env: Record<string, string | undefined>, 
 }
 
 function whence(env: Record<string, string | undefined>): string {
-  return env.DATABASE_URL === undefined || env.DATABASE_URL === '' ? 'DATABASE_URL is unset' : 'named by DATABASE_URL'
+  const source = secretSource(env, 'DATABASE_URL')
+  return source === undefined ? 'DATABASE_URL is unset' : `named by ${source}`
 }

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs'
-import { ConfigError } from '../config.js'
+import { ConfigError, debugging } from '../config.js'
 import { redactUrl } from '../redact-url.js'
-import { CommandError, oneLine, parseCommandArgs, PROGRAM, UsageError, type Command, type Io } from './command.js'
+import { unknownVariables, unknownVariableWarning } from '../unknown-variables.js'
+import { CommandError, oneLine, parseCommandArgs, printable, PROGRAM, UsageError, type Command, type Io } from './command.js'
 import { backup } from './commands/backup.js'
 import { eventsTail } from './commands/events.js'
 import { healthcheck } from './commands/healthcheck.js'
@@ -37,9 +38,15 @@ const GROUPS: Record<string, string> = {
 const ENVIRONMENT = `Environment:
   DATABASE_URL   the database: postgres://… or postgresql://… for PostgreSQL, sqlite:PATH for
                  a SQLite file; unset: the SQLite file ./data/petstore.db. Every command
-                 migrates the schema first. A SQLite file that does not exist is created
-                 by serve, migrate, seed and the imports, and refused by the others.
-  PETSTORE_DEBUG set to 1: an unexpected error also prints its stack trace.`
+                 but healthcheck opens it, and all but healthcheck and backup migrate its
+                 schema first. A SQLite file that does not exist is created by serve,
+                 migrate, seed and the imports, and refused by the others.
+  DATABASE_URL_FILE
+                 instead of DATABASE_URL: a file holding its value (a Docker or Kubernetes
+                 secret); whitespace at either end is left out. Never both.
+  PETSTORE_DEBUG set to 1: an unexpected error also prints its stack trace.
+  A variable that looks like a setting but is not one (DATABSE_URL, database_url) is named
+  in a "${PROGRAM}: warning: …" line on stderr before the command starts (serve: in its log).`
 
 const EXIT_STATUS = `Exit status: 0 done; 1 failed (nothing half-done is left behind); 2 the command line is wrong.
 Errors are one line on stderr: "${PROGRAM}: <what is wrong>".`
@@ -171,7 +178,12 @@ async function dispatch(argv: string[], io: Io): Promise<number> {
     return 0
   }
   try {
-    await command.run(parseCommandArgs(command, argv.slice(used)), io)
+    const input = parseCommandArgs(command, argv.slice(used))
+    // Before anything is done: a mistyped variable may be why the command then fails.
+    if (command.logsWarnings !== true) {
+      for (const unknown of unknownVariables(io.env)) io.stderr.write(`${PROGRAM}: warning: ${printable(unknownVariableWarning(unknown))}\n`)
+    }
+    await command.run(input, io)
   } catch (error) {
     if (error instanceof UsageError) error.command ??= command.name.join(' ')
     throw error
@@ -196,7 +208,7 @@ export async function runCli(argv: string[], io: Io): Promise<number> {
       return 1
     }
     io.stderr.write(`${PROGRAM}: ${oneLine(message) || 'failed'}\n`)
-    if (io.env.PETSTORE_DEBUG === '1' && error instanceof Error && error.stack !== undefined) io.stderr.write(`${redactUrl(error.stack)}\n`)
+    if (debugging(io.env) && error instanceof Error && error.stack !== undefined) io.stderr.write(`${redactUrl(error.stack)}\n`)
     return 1
   }
 }

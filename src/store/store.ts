@@ -130,6 +130,8 @@ export interface PetsRepository {
  */
 export interface Store {
   readonly kind: 'sqlite' | 'postgres'
+  /** Where the data is, as the start line names it: `sqlite /absolute/path.db` or `postgres HOST:PORT/DATABASE`, never a user or password. */
+  readonly location: string
   /** Applies pending migrations; returns the versions it applied. Refuses a schema newer than the code. */
   migrate(): Promise<number[]>
   /** Throws when the database cannot answer. */

@@ -18,8 +18,8 @@ export interface Tracing {
 
 /**
  * Starts the OpenTelemetry SDK, loaded only when tracing is on (this module is imported
- * dynamically). Everything but the protocol is the SDK's own configuration, read from the
- * environment: the exporter's OTEL_EXPORTER_OTLP_* (endpoint, headers, timeout, compression), the
+ * dynamically). Everything but the protocol and the endpoint is the SDK's own configuration, read
+ * from the environment: the exporter's OTEL_EXPORTER_OTLP_* (headers, timeout, compression), the
  * sampler's OTEL_TRACES_SAMPLER(_ARG), the batch processor's OTEL_BSP_*, and OTEL_SERVICE_NAME and
  * OTEL_RESOURCE_ATTRIBUTES over our own service.name. Must run before pg is first loaded: its
  * instrumentation patches the module as it is required.
@@ -37,11 +37,14 @@ export async function startTracing(config: TracingConfig, log: pino.Logger): Pro
     },
     { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true },
   )
+  // Header variables given as files reach the SDK as the variables it reads, parsed by its own
+  // rules; in this process's environment only, and never written anywhere.
+  Object.assign(process.env, config.headersFromFiles)
   const provider = new NodeTracerProvider({
     resource: defaultResource()
       .merge(resourceFromAttributes({ 'service.name': 'petstore-orders', 'service.version': packageVersion() }))
       .merge(detectResources({ detectors: [envDetector] })),
-    spanProcessors: [new BatchSpanProcessor(await exporter(config.protocol))],
+    spanProcessors: [new BatchSpanProcessor(await exporter(config))],
   })
   // The global tracer provider, W3C trace context and baggage propagation, AsyncLocalStorage context.
   provider.register()
@@ -60,9 +63,10 @@ export async function startTracing(config: TracingConfig, log: pino.Logger): Pro
   }
 }
 
-async function exporter(protocol: TracingConfig['protocol']): Promise<SpanExporter> {
-  if (protocol === 'http/json') return new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter()
-  return new (await import('@opentelemetry/exporter-trace-otlp-proto')).OTLPTraceExporter()
+/** The OTLP/HTTP exporter, to the endpoint the configuration read (and the start line names). */
+async function exporter({ protocol, endpoint }: TracingConfig): Promise<SpanExporter> {
+  if (protocol === 'http/json') return new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter({ url: endpoint })
+  return new (await import('@opentelemetry/exporter-trace-otlp-proto')).OTLPTraceExporter({ url: endpoint })
 }
 
 function packageVersion(): string {

@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { isAbsolute, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -49,6 +49,8 @@ export interface ReceivedRequest {
   contentType: string
   /** The Content-Encoding header, when there was one. */
   encoding?: string
+  /** Every header as sent, names in lowercase (the exporter's own, from OTEL_EXPORTER_OTLP_HEADERS). */
+  headers: IncomingHttpHeaders
   /** The status the receiver answered with. */
   status: number
 }
@@ -329,6 +331,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       method: req.method ?? '',
       path: new URL(req.url ?? '/', 'http://receiver').pathname,
       contentType: req.headers['content-type'] ?? '',
+      headers: req.headers,
       status: 0,
     }
     if (req.headers['content-encoding'] !== undefined) record.encoding = req.headers['content-encoding']

@@ -2,6 +2,7 @@ import { constants, createReadStream, type ReadStream } from 'node:fs'
 import { access, stat } from 'node:fs/promises'
 import { ConfigError, loadDatabaseConfig } from '../../config.js'
 import { ImportFileError, locateOrder, type ImportSource } from '../../domain/import-records.js'
+import { fileProblem } from '../../file-problem.js'
 import { ImportConflictError, type Store } from '../../store/store.js'
 import { CommandError, oneLine, PROGRAM, withStore, type Io } from '../command.js'
 import { formatCount, percent, Progress } from '../progress.js'
@@ -15,10 +16,7 @@ async function checkReadableFile(file: string): Promise<number> {
     return info.isFile() ? info.size : 0
   } catch (error) {
     if (error instanceof CommandError) throw error
-    const code = (error as NodeJS.ErrnoException).code
-    const reason =
-      code === 'ENOENT' ? 'no such file' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : oneLine((error as Error).message)
-    throw new CommandError(`cannot read ${file}: ${reason}`)
+    throw new CommandError(`cannot read ${file}: ${fileProblem(error)}`)
   }
 }
 

@@ -1,4 +1,5 @@
 import { loadConfig } from '../../config.js'
+import { unknownVariables } from '../../unknown-variables.js'
 import { demoKeyPath } from '../../demo/demo-key-file.js'
 import { DEMO_ORDERS, prepareDemo, type DemoPreparation } from '../../demo/prepare-demo.js'
 import { PROGRAM, oneLine, sayNotice, type Command } from '../command.js'
@@ -11,6 +12,7 @@ export const serve: Command = {
   synopsis: 'serve [--demo]',
   summary: 'run the HTTP API',
   options: { demo: { type: 'boolean' } },
+  logsWarnings: true,
   help: `Usage: ${PROGRAM} serve [--demo]
 
 Runs the HTTP API until SIGTERM or SIGINT, then stops accepting connections, finishes the
@@ -35,10 +37,12 @@ Examples:
   ${PROGRAM} serve --demo`,
   async run({ values }, io) {
     const config = loadConfig(io.env)
+    const unknown = unknownVariables(io.env)
     const { serve: runServer } = await import('../../server.js') // the HTTP stack, only when serving
     const toCreate = databaseToCreate(config.database)
     if (values.demo !== true) {
       await runServer(config, {
+        unknownVariables: unknown,
         prepare: async () => sayNotice(io, databaseCreatedNotice(io.env, toCreate)),
         // For a person at a terminal, one line on stderr; the JSON log on stdout is for machines.
         onListening: (url) => {
@@ -51,6 +55,7 @@ Examples:
     let demo: DemoPreparation | undefined
     const keyFile = demoKeyPath(config.database)
     await runServer(config, {
+      unknownVariables: unknown,
       prepare: async (store) => {
         sayNotice(io, databaseCreatedNotice(io.env, toCreate))
         const progress = new Progress(io.stderr)

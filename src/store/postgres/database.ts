@@ -34,6 +34,8 @@ export class PostgresDatabase {
   private readonly poolSize: number
   /** Where the pool connects (host:port), named by unavailability errors. */
   readonly server: string
+  /** The database's name on that server. */
+  readonly name: string
   /** dataVersion() from memory (LISTEN/NOTIFY on one more connection, outside the pool). */
   readonly versions: VersionWatcher
   private closing: Promise<void> | undefined
@@ -70,6 +72,7 @@ export class PostgresDatabase {
     // and the PG* environment variables, as the pool will. No connection is made.
     const target = new pg.Client({ connectionString: url })
     this.server = `${target.host}:${target.port}`
+    this.name = target.database ?? ''
   }
 
   /** Connections of the pool: for metrics and tests. */

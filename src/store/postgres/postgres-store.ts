@@ -22,6 +22,7 @@ export const WEBHOOKS_POOL_SIZE = 4
  */
 export class PostgresStore implements Store {
   readonly kind = 'postgres'
+  readonly location: string
   readonly orders: PostgresOrdersRepository
   readonly apiKeys: PostgresApiKeysRepository
   readonly pets: PostgresPetsRepository
@@ -33,6 +34,7 @@ export class PostgresStore implements Store {
 
   constructor(url: string, options: PostgresStoreOptions = {}) {
     this.database = new PostgresDatabase(url, options)
+    this.location = `postgres ${this.database.server}/${this.database.name}`
     this.orders = new PostgresOrdersRepository(this.database)
     this.apiKeys = new PostgresApiKeysRepository(this.database)
     this.pets = new PostgresPetsRepository(this.database)

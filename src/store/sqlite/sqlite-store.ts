@@ -1,3 +1,4 @@
+import { resolve } from 'node:path'
 import type { Store } from '../store.js'
 import { SqliteApiKeysRepository } from './api-keys-repository.js'
 import { classified, SqliteDatabase, type SqliteStoreOptions } from './database.js'
@@ -13,6 +14,7 @@ export type { SqliteStoreOptions } from './database.js'
 export class SqliteStore implements Store {
   readonly kind = 'sqlite'
   readonly path: string
+  readonly location: string
   readonly orders: SqliteOrdersRepository
   readonly apiKeys: SqliteApiKeysRepository
   readonly pets: SqlitePetsRepository
@@ -23,6 +25,7 @@ export class SqliteStore implements Store {
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.path = path
+    this.location = `sqlite ${resolve(path)}`
     this.database = new SqliteDatabase(path, options)
     this.orders = new SqliteOrdersRepository(this.database)
     this.apiKeys = new SqliteApiKeysRepository(this.database)
