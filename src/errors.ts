@@ -44,6 +44,10 @@ export const ERRORS = {
     status: 409,
     message: 'As many webhook endpoints exist as WEBHOOK_MAX_ENDPOINTS allows; delete one before creating another.',
   },
+  ping_in_flight: {
+    status: 409,
+    message: 'A ping to this webhook endpoint is still in flight; send another once it is answered (within WEBHOOK_TIMEOUT_MS).',
+  },
   gone: { status: 410, message: 'This operation has reached its sunset date and is no longer available.' },
   events_expired: {
     status: 410,
@@ -81,6 +85,7 @@ export const V2_ONLY_ERROR_CODES: readonly ErrorCode[] = [
   'invalid_webhook_url',
   'webhook_endpoint_not_found',
   'webhook_endpoint_limit',
+  'ping_in_flight',
 ]
 
 /** The codes v1 can answer with, as its document lists them. */

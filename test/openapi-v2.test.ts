@@ -363,7 +363,7 @@ describe('OpenAPI document of v2', () => {
       rotateWebhookSecret: ['/webhook-endpoints/{endpointId}/rotate-secret', 'post', ['200', '400', '401', '403', '404', '415', 'default']],
       replayWebhookEndpoint: ['/webhook-endpoints/{endpointId}/replay', 'post', ['202', '400', '401', '403', '404', '410', '415', 'default']],
       listWebhookAttempts: ['/webhook-endpoints/{endpointId}/attempts', 'get', ['200', '400', '401', '403', '404', 'default']],
-      pingWebhookEndpoint: ['/webhook-endpoints/{endpointId}/ping', 'post', ['200', '400', '401', '403', '404', '415', 'default']],
+      pingWebhookEndpoint: ['/webhook-endpoints/{endpointId}/ping', 'post', ['200', '400', '401', '403', '404', '409', '415', 'default']],
     }
     for (const [id, [path, method, statuses]] of Object.entries(expected)) {
       const found = operations.get(id)
@@ -397,6 +397,7 @@ describe('OpenAPI document of v2', () => {
     // A ping carries no order: webhooks:manage alone.
     const ping = operations.get('pingWebhookEndpoint')!.op
     assert.doesNotMatch(ping.responses['403']!.description ?? '', /orders:read/)
+    assert.deepEqual(Object.keys(ping.responses['409']!.content!['application/json']!.examples!), ['ping_in_flight'])
     assert.deepEqual(ping.responses['200']!.content!['application/json']!.schema, { $ref: '#/components/schemas/WebhookPingResult' })
     assert.deepEqual(doc.components.schemas.WebhookPingResult!.required, ['durationMs'])
     assert.deepEqual(Object.keys(doc.components.schemas.WebhookPingResult!.properties), ['status', 'error', 'durationMs'])

@@ -202,6 +202,55 @@ forEachStore('v2 pingWebhookEndpoint', (kind) => {
     })
   })
 
+  it('is 409 ping_in_flight while another ping to the endpoint is claimed, sending nothing; a claim whose time is over is taken over', async () => {
+    await withReceiver(async (hook) => {
+      const endpoint = await create(hook.url)
+      const id = BigInt(endpoint.id)
+      // A claim as another instance's ping in flight leaves it.
+      const now = new Date()
+      assert.equal(await server.store.webhooks.claimPing(id, 'ping_elsewhere', now, new Date(now.getTime() + 600_000)), 'claimed')
+      const refused = await fetch(`${server.origin}/v2/webhook-endpoints/${endpoint.id}/ping`, { method: 'POST', headers: bearer(manage) })
+      const body = await expectError(refused, 409, 'ping_in_flight')
+      assert.match(body.message as string, /still in flight/)
+      assert.equal(hook.deliveries.length, 0)
+      // The same claim whose time is over, as an instance that died mid-ping leaves it.
+      await server.store.webhooks.releasePing(id, 'ping_elsewhere')
+      assert.equal(await server.store.webhooks.claimPing(id, 'ping_dead', new Date(now.getTime() - 60_000), new Date(now.getTime() - 1)), 'claimed')
+      assert.equal((await ping(endpoint.id)).status, 200)
+      assert.equal(hook.deliveries.length, 1)
+      // Released once answered: claimed again at once, by anyone.
+      assert.equal(await server.store.webhooks.claimPing(id, 'ping_after', new Date(), new Date(Date.now() + 1000)), 'claimed')
+      assert.equal(await server.store.webhooks.claimPing(id, 'ping_other', new Date(), new Date(Date.now() + 1000)), 'in_flight')
+      await server.store.webhooks.releasePing(id, 'ping_other') // not its claim: nothing
+      assert.equal(await server.store.webhooks.claimPing(id, 'ping_other', new Date(), new Date(Date.now() + 1000)), 'in_flight')
+      await server.store.webhooks.releasePing(id, 'ping_after')
+      assert.equal(await server.store.webhooks.claimPing(9223372036854775807n, 'ping_none', new Date(), new Date()), undefined)
+      // A claim goes with its endpoint.
+      assert.equal(await server.store.webhooks.claimPing(id, 'ping_last', new Date(), new Date(Date.now() + 600_000)), 'claimed')
+      assert.equal(await server.store.webhooks.remove(id), true)
+      assert.equal((await ping(endpoint.id)).status, 404)
+    })
+  })
+
+  it("counts each ping against its API key's rate limit: past it, 429 rate_limited and nothing sent", async () => {
+    const limited = await startTestServer(kind, { env: { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', RATE_LIMIT_PER_KEY: '3' } })
+    const key = await limited.createKey({ scopes: ['webhooks:manage'] })
+    await withReceiver(async (hook) => {
+      const created = await limited.store.webhooks.create({ url: hook.url, eventTypes: ['order.created'], description: null, secret: `whsec_${Buffer.alloc(32, 2).toString('base64')}` }, 100)
+      assert.ok(created !== 'too_many')
+      const url = `${limited.origin}/v2/webhook-endpoints/${created.id}/ping`
+      for (let i = 0; i < 3; i++) {
+        const answer = await fetch(url, { method: 'POST', headers: bearer(key) })
+        assert.equal(answer.status, 200, await answer.text())
+        assert.match(answer.headers.get('ratelimit') ?? '', new RegExp(`^"per-key";r=${2 - i};t=\\d+$`))
+      }
+      const refused = await fetch(url, { method: 'POST', headers: bearer(key) })
+      await expectError(refused, 429, 'rate_limited')
+      assert.ok(Number(refused.headers.get('retry-after')) >= 1)
+      assert.equal(hook.deliveries.length, 3, 'the refused ping was not sent')
+    })
+  })
+
   it('is 404 for an unknown endpoint, 400 for a bad id, body or query, 415 for a body not JSON, 403 without webhooks:manage, 401 without a key', async () => {
     await withReceiver(async (hook) => {
       const endpoint = await create(hook.url)

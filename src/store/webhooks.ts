@@ -45,6 +45,15 @@ export interface WebhooksRepository {
    * delivery reads them when it is sent). Undefined: no such endpoint.
    */
   signingSecrets(id: bigint, now: Date): Promise<WebhookSecrets | undefined>
+  /**
+   * Claims the endpoint's one ping in flight for `token` until `until`: 'claimed', or 'in_flight'
+   * while another claim holds it past `now` (one whose time is over, left by an instance that died,
+   * is taken over); undefined when there is no such endpoint. One statement: of any number of claims
+   * at once, on any number of instances, one wins.
+   */
+  claimPing(id: bigint, token: string, now: Date, until: Date): Promise<'claimed' | 'in_flight' | undefined>
+  /** Ends the claim `token` holds (nothing when it was taken over or the endpoint removed). */
+  releasePing(id: bigint, token: string): Promise<void>
 
   /**
    * Leases to `owner`, until now + `leaseMs`, at most `limit` endpoints that are enabled, due

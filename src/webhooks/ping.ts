@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { ApiError } from '../errors.js'
 import type { WebhookPingResult } from '../schemas/webhook-endpoint.js'
 import type { WebhooksRepository } from '../store/webhooks.js'
 import type { DeliveryRequest, DeliveryResult } from './delivery.js'
@@ -24,17 +25,33 @@ export function pingBody(endpointId: bigint, now: Date): string {
 }
 
 /**
+ * How long a ping's claim outlives its delivery's timeout: the claim's own round trip and a late
+ * timer. A ping ends within its timeout, so only an instance that died leaves a claim to expire.
+ */
+export const PING_CLAIM_MARGIN_MS = 1000
+
+/** 409 `ping_in_flight`: the endpoint's one ping in flight is another request's (on any instance). */
+export function pingInFlight(): ApiError {
+  return new ApiError('ping_in_flight')
+}
+
+/**
  * Sends the endpoint one `webhook.ping` now, for the API and the CLI alike: to its URL and signed
  * with its secrets as they are at this moment (the previous one too, within its 24 hours), its own
  * `webhook-id`, whether the endpoint is enabled or not. Outside the feed, it changes nothing: not the
  * position, not the status (a 410 disables nothing), not the attempts, not the delivery metrics; it
  * may arrive while a feed delivery to the endpoint is in flight. Undefined: no such endpoint.
+ *
+ * At most one ping per endpoint is in flight, across every instance and the CLI: it is claimed in
+ * the database (its `webhook-id` the claim's token) until `timeoutMs` (the delivery's own) and
+ * PING_CLAIM_MARGIN_MS from the claim, and released once answered. Another ping meanwhile throws
+ * 409 `ping_in_flight`, at once: it does not wait for the first, whose answer is not its own.
  */
 export async function pingWebhookEndpoint(
   webhooks: WebhooksRepository,
   deliver: Deliver,
   id: bigint,
-  { now = new Date(), signal }: { now?: Date; signal?: AbortSignal } = {},
+  { timeoutMs, now = new Date(), signal }: { timeoutMs: number; now?: Date; signal?: AbortSignal },
 ): Promise<PingResult | undefined> {
   const endpoint = await webhooks.find(id)
   if (endpoint === undefined) return undefined
@@ -44,10 +61,20 @@ export async function pingWebhookEndpoint(
   // 96 random bits, in a form no feed event's id (decimal) can take.
   const webhookId = `ping_${randomBytes(12).toString('hex')}`
   const signed = deliveryHeaders(secrets, webhookId, body, now)
-  const { result } = await traceDelivery({ name: 'webhook ping', url: endpoint.url, endpointId: id, eventId: webhookId }, (traceHeaders) =>
-    deliver({ url: endpoint.url, body, headers: { ...signed, ...traceHeaders } }, signal),
-  )
-  return { status: result.status, error: result.error, durationMs: result.durationMs }
+  // Claimed last, just before the delivery starts its timeout, so the claim covers all of it.
+  const claimedAt = new Date()
+  const claim = await webhooks.claimPing(id, webhookId, claimedAt, new Date(claimedAt.getTime() + timeoutMs + PING_CLAIM_MARGIN_MS))
+  if (claim === undefined) return undefined // deleted meanwhile
+  if (claim === 'in_flight') throw pingInFlight()
+  try {
+    const { result } = await traceDelivery({ name: 'webhook ping', url: endpoint.url, endpointId: id, eventId: webhookId }, (traceHeaders) =>
+      deliver({ url: endpoint.url, body, headers: { ...signed, ...traceHeaders } }, signal),
+    )
+    return { status: result.status, error: result.error, durationMs: result.durationMs }
+  } finally {
+    // A release that fails (the database gone) leaves the claim to expire at its time.
+    await webhooks.releasePing(id, webhookId).catch(() => {})
+  }
 }
 
 /** How a delivery went (a ping's, an attempt's) as the API shows it: unknown values omitted, never null. */

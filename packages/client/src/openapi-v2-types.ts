@@ -256,7 +256,7 @@ export interface paths {
         put?: never;
         /**
          * Send a webhook endpoint a test delivery
-         * @description Sends the endpoint one signed delivery now, of type `webhook.ping`, outside the feed, and answers how it went: the status of the response when one came, a short error when it was not a 2xx, and how long it took (200 whatever the receiver answered). The body is `{"type": "webhook.ping", "timestamp": <now>, "data": {"endpointId": "<id>"}}`, with the headers of every delivery: its own `webhook-id`, `ping_` and 24 hex characters (never a feed id), signed with the current secret and, for 24 hours after a rotation, the previous one. It goes to the endpoint's URL, enabled or disabled, by the rules of every delivery (the URL policy at connection, WEBHOOK_TIMEOUT_MS, at most 64 KB of the response read, redirects not followed), and changes nothing: not the position, not the status (a 410 disables nothing), not the attempts. It may arrive while an event is being delivered to the endpoint. It carries no order, so `webhooks:manage` alone allows it. No body. Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it.
+         * @description Sends the endpoint one signed delivery now, of type `webhook.ping`, outside the feed, and answers how it went: the status of the response when one came, a short error when it was not a 2xx, and how long it took (200 whatever the receiver answered). The body is `{"type": "webhook.ping", "timestamp": <now>, "data": {"endpointId": "<id>"}}`, with the headers of every delivery: its own `webhook-id`, `ping_` and 24 hex characters (never a feed id), signed with the current secret and, for 24 hours after a rotation, the previous one. It goes to the endpoint's URL, enabled or disabled, by the rules of every delivery (the URL policy at connection, WEBHOOK_TIMEOUT_MS, at most 64 KB of the response read, redirects not followed), and changes nothing: not the position, not the status (a 410 disables nothing), not the attempts. It may arrive while an event is being delivered to the endpoint. It carries no order, so `webhooks:manage` alone allows it. No body. One ping per endpoint is in flight at a time, whichever instance sends it: another meanwhile is answered 409 at once. Each ping counts against the API key's rate limit as any request does. Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it.
          */
         post: operations["pingWebhookEndpoint"];
         delete?: never;
@@ -375,7 +375,7 @@ export interface components {
              * @description Machine-readable error code
              * @enum {string}
              */
-            code: "bad_request" | "invalid_order_id" | "invalid_pet_id" | "invalid_endpoint_id" | "invalid_body" | "invalid_parameter" | "invalid_idempotency_key" | "invalid_cursor" | "invalid_webhook_url" | "unauthorized" | "insufficient_scope" | "not_found" | "order_not_found" | "pet_not_found" | "webhook_endpoint_not_found" | "method_not_allowed" | "request_timeout" | "order_already_shipped" | "order_cancelled" | "order_not_shipped" | "idempotency_key_in_use" | "order_ids_exhausted" | "webhook_endpoint_limit" | "gone" | "events_expired" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "headers_too_large" | "internal_error" | "service_unavailable";
+            code: "bad_request" | "invalid_order_id" | "invalid_pet_id" | "invalid_endpoint_id" | "invalid_body" | "invalid_parameter" | "invalid_idempotency_key" | "invalid_cursor" | "invalid_webhook_url" | "unauthorized" | "insufficient_scope" | "not_found" | "order_not_found" | "pet_not_found" | "webhook_endpoint_not_found" | "method_not_allowed" | "request_timeout" | "order_already_shipped" | "order_cancelled" | "order_not_shipped" | "idempotency_key_in_use" | "order_ids_exhausted" | "webhook_endpoint_limit" | "ping_in_flight" | "gone" | "events_expired" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "headers_too_large" | "internal_error" | "service_unavailable";
             /** @description Human-readable description of the error */
             message: string;
             /** @description The HTTP status code */
@@ -2336,6 +2336,18 @@ export interface operations {
             };
             /** @description No webhook endpoint has this id (`webhook_endpoint_not_found`) */
             404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A ping to this endpoint, sent by another request (on any instance) or the CLI, is still in flight (`ping_in_flight`): nothing was sent; ping again once it is answered (within WEBHOOK_TIMEOUT_MS) */
+            409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];

@@ -152,7 +152,8 @@ export interface PetstoreV2Client {
   /**
    * Sends the endpoint one signed `webhook.ping` delivery now, outside the feed (POST …/ping), and
    * resolves with how it went: `status` when a response came, `error` when it was not a 2xx, and
-   * `durationMs`. The endpoint is left as it was (position, status, attempts).
+   * `durationMs`. The endpoint is left as it was (position, status, attempts). One ping per endpoint is
+   * in flight at a time: 409 `ping_in_flight` while another (from any client or instance) is.
    */
   pingWebhookEndpoint(id: bigint | string, options?: RequestOptions): Promise<WebhookPingResult>
 }

@@ -211,7 +211,8 @@ was: its position, its status (a 410 disables nothing) and its attempts. The WEB
 apply as they do to the server's deliveries (WEBHOOK_TIMEOUT_MS, WEBHOOK_ALLOW_PRIVATE_NETWORKS).
 
 Exit status 0 once the ping was sent, whatever the receiver answered (read the line printed, or
---json); 1 when there is no such endpoint.
+--json); 1 when there is no such endpoint, or when a ping to it (from the API on any server, or
+another run of this command) is still in flight: one ping per endpoint at a time.
 
 Options:
   --json       print the result as the API answers it: {"status"?, "error"?, "durationMs"}
@@ -227,7 +228,11 @@ Examples:
     const deliverer = new Deliverer({ timeoutMs: config.timeoutMs, allowPrivateNetworks: config.allowPrivateNetworks })
     let result
     try {
-      result = await withStore(io, (store) => pingWebhookEndpoint(store.webhooks, (request, signal) => deliverer.deliver(request, signal), id))
+      result = await withStore(io, (store) =>
+        pingWebhookEndpoint(store.webhooks, (request, signal) => deliverer.deliver(request, signal), id, { timeoutMs: config.timeoutMs }),
+      )
+    } catch (error) {
+      throw asCommandError(error) // another ping in flight: one line, exit 1
     } finally {
       deliverer.close()
     }

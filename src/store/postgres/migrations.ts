@@ -231,6 +231,20 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
     // exclusive lock is held for a moment whatever the size of the table.
     sql: 'ALTER TABLE order_events ADD COLUMN traceparent text, ADD COLUMN tracestate text',
   },
+  {
+    version: 14,
+    name: 'webhooks: the one ping in flight per endpoint, claimed until its delivery must have ended',
+    // A table of its own, not columns of the endpoint: a ping changes nothing of the endpoint, and
+    // the dispatchers' lease pass (FOR UPDATE SKIP LOCKED) never skips a row a ping holds locked.
+    // The claim goes with its endpoint.
+    sql: `
+      CREATE TABLE webhook_ping_claims (
+        endpoint_id bigint PRIMARY KEY REFERENCES webhook_endpoints (id) ON DELETE CASCADE,
+        token text NOT NULL,
+        claimed_until timestamptz NOT NULL
+      )
+    `,
+  },
 ]
 
 /** Created before anything else, under the migration lock. */

@@ -24,6 +24,21 @@ import type { Connection } from './connection.js'
 import { utc } from './order-pages.js'
 import { WRITE_TIME } from './write-sql.js'
 
+// One statement: whether the endpoint exists, and whether this claim won. A claim whose time is
+// over is taken over; a live one is left as it is. Two claims at once: the second waits for the
+// first's row, then finds it live (ON CONFLICT re-checks the WHERE on the committed row).
+const CLAIM_PING = `
+  WITH endpoint AS (SELECT id FROM webhook_endpoints WHERE id = $1),
+    claimed AS (
+      INSERT INTO webhook_ping_claims (endpoint_id, token, claimed_until) SELECT id, $2, $3 FROM endpoint
+      ON CONFLICT (endpoint_id) DO UPDATE SET token = excluded.token, claimed_until = excluded.claimed_until
+        WHERE webhook_ping_claims.claimed_until <= $4
+      RETURNING endpoint_id)
+  SELECT EXISTS (SELECT 1 FROM endpoint) AS found, EXISTS (SELECT 1 FROM claimed) AS claimed`
+
+/** PostgreSQL's foreign_key_violation: here, the endpoint removed while its ping was claimed. */
+const FOREIGN_KEY_VIOLATION = '23503'
+
 /** The columns of an endpoint, of `table`'s row. */
 const endpointColumns = (table: string): string =>
   `${table}.id, ${table}.url, ${table}.event_types, ${table}.description, ${table}.enabled, ${table}.disabled_reason, ${table}.position,
@@ -307,5 +322,20 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
     )
     const row = rows[0]
     return row === undefined ? undefined : signingSecretsAt(row.secret, row.previous_secret, row.previous_until, now)
+  }
+
+  async claimPing(id: bigint, token: string, now: Date, until: Date): Promise<'claimed' | 'in_flight' | undefined> {
+    try {
+      const { rows } = await this.database.write<{ found: boolean; claimed: boolean }>(CLAIM_PING, [int8(id), token, until.toISOString(), now.toISOString()])
+      const { found, claimed } = rows[0]!
+      return !found ? undefined : claimed ? 'claimed' : 'in_flight'
+    } catch (error) {
+      if ((error as { code?: string }).code === FOREIGN_KEY_VIOLATION) return undefined
+      throw error
+    }
+  }
+
+  async releasePing(id: bigint, token: string): Promise<void> {
+    await this.database.write('DELETE FROM webhook_ping_claims WHERE endpoint_id = $1 AND token = $2', [int8(id), token])
   }
 }

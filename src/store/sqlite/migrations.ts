@@ -183,4 +183,17 @@ export const SQLITE_MIGRATIONS: Migration[] = [
       ALTER TABLE order_events ADD COLUMN tracestate TEXT;
     `,
   },
+  {
+    version: 8,
+    name: 'webhooks: the one ping in flight per endpoint, claimed until its delivery must have ended',
+    // A table of its own, not columns of the endpoint: a ping changes nothing of the endpoint, and
+    // the dispatchers' lease pass never meets a claim. The claim goes with its endpoint.
+    sql: `
+      CREATE TABLE webhook_ping_claims (
+        endpoint_id INTEGER PRIMARY KEY REFERENCES webhook_endpoints (id) ON DELETE CASCADE,
+        token TEXT NOT NULL,
+        claimed_until TEXT NOT NULL
+      );
+    `,
+  },
 ]

@@ -57,6 +57,13 @@ const NEXT = `
 // works from (a replay moves it, and the holder's late writes must not undo that).
 const HELD = 'id = ? AND lease_owner = ? AND lease_until > ? AND position = ?'
 
+// A claim whose time is over is taken over; a live one is left as it is (no row returned).
+const CLAIM_PING = `
+  INSERT INTO webhook_ping_claims (endpoint_id, token, claimed_until) VALUES (@id, @token, @until)
+  ON CONFLICT (endpoint_id) DO UPDATE SET token = excluded.token, claimed_until = excluded.claimed_until
+    WHERE webhook_ping_claims.claimed_until <= @now
+  RETURNING endpoint_id`
+
 const INSERT_ATTEMPT = `INSERT INTO webhook_attempts (endpoint_id, event_position, attempted_at, status, error, duration_ms)
   VALUES (?, ?, ?, ?, ?, ?)`
 const TRIM_ATTEMPTS = `DELETE FROM webhook_attempts WHERE endpoint_id = @id AND id <= (
@@ -323,5 +330,18 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
           | undefined,
     )
     return row === undefined ? undefined : signingSecretsAt(row.secret, row.previous_secret, row.previous_until, now)
+  }
+
+  async claimPing(id: bigint, token: string, now: Date, until: Date): Promise<'claimed' | 'in_flight' | undefined> {
+    // The write transaction is exclusive: the endpoint cannot go between the check and the claim.
+    return this.database.immediate(() => {
+      if (this.statement('SELECT 1 FROM webhook_endpoints WHERE id = ?').get(id) === undefined) return undefined
+      const claimed = this.statement(CLAIM_PING).get({ id, token, until: until.toISOString(), now: now.toISOString() })
+      return claimed === undefined ? 'in_flight' : 'claimed'
+    })
+  }
+
+  async releasePing(id: bigint, token: string): Promise<void> {
+    this.database.immediate(() => this.statement('DELETE FROM webhook_ping_claims WHERE endpoint_id = ? AND token = ?').run(id, token))
   }
 }

@@ -165,6 +165,8 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
           'connection, WEBHOOK_TIMEOUT_MS, at most 64 KB of the response read, redirects not followed), and changes ' +
           'nothing: not the position, not the status (a 410 disables nothing), not the attempts. It may arrive while an ' +
           "event is being delivered to the endpoint. It carries no order, so `webhooks:manage` alone allows it. No body. " +
+          'One ping per endpoint is in flight at a time, whichever instance sends it: another meanwhile is answered 409 at ' +
+          'once. Each ping counts against the API key\'s rate limit as any request does. ' +
           BETA,
         params: EndpointIdParams,
         querystring: NoQuery,
@@ -172,6 +174,11 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
         response: {
           200: { $ref: 'WebhookPingResult#', description: 'How the test delivery went' },
           ...noBodyActionErrors(),
+          ...errorResponses({
+            409:
+              'A ping to this endpoint, sent by another request (on any instance) or the CLI, is still in flight ' +
+              '(`ping_in_flight`): nothing was sent; ping again once it is answered (within WEBHOOK_TIMEOUT_MS)',
+          }),
         },
       },
     },
@@ -183,7 +190,10 @@ export function webhookEndpointActionsRoutes(app: ApiApp, deliverer: { deliver: 
       reply.raw.once('close', abort)
       let result
       try {
-        result = await pingWebhookEndpoint(store.webhooks, (delivery, signal) => deliverer.deliver(delivery, signal), endpointId, { signal: gone.signal })
+        result = await pingWebhookEndpoint(store.webhooks, (delivery, signal) => deliverer.deliver(delivery, signal), endpointId, {
+          timeoutMs: app.config.webhooks.timeoutMs,
+          signal: gone.signal,
+        })
       } finally {
         reply.raw.off('close', abort)
       }
