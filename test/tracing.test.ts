@@ -257,6 +257,41 @@ forEachStore('traces', (kind: StoreKind) => {
         assert.ok(descends(spans, attempt, request.spanId))
       })
 
+      it("a ping passes on the trace context alone: traceparent, a tracestate within W3C's limits, never the caller's baggage", async () => {
+        const caller = callerContext()
+        // 40 members of 24 characters: past both limits (32 members, 512 characters).
+        const members = Array.from({ length: 40 }, (_, i) => `v${String(i).padStart(2, '0')}=${'x'.repeat(20)}`)
+        const before = hooks.deliveries.length
+        const pinged = await api('POST', `/v2/webhook-endpoints/${endpointId}/ping`, undefined, {
+          traceparent: caller.traceparent,
+          tracestate: members.join(','),
+          baggage: 'user.id=baggage-secret-42,tenant=acme',
+        })
+        assert.equal(pinged.status, 200, pinged.text)
+        const ping = hooks.deliveries.slice(before).find((delivery) => delivery.id.startsWith('ping_'))
+        assert.ok(ping, 'the ping arrived')
+        assert.equal(parseTraceparent(ping.headers.traceparent).traceId, caller.traceId)
+        const tracestate = ping.headers.tracestate ?? ''
+        assert.ok(tracestate.length > 0 && tracestate.length <= 512, `tracestate of ${tracestate.length} characters`)
+        const kept = tracestate.split(',')
+        assert.ok(kept.length <= 32, `${kept.length} members`)
+        assert.deepEqual(kept, members.slice(0, kept.length), 'the first members, in order: what is over is dropped from the end')
+        assert.equal(ping.headers.baggage, undefined, 'no baggage header')
+        assert.doesNotMatch(JSON.stringify(ping.headers), /baggage-secret-42|tenant/)
+        assert.deepEqual(Object.keys(ping.headers).sort(), [
+          'connection',
+          'content-length',
+          'content-type',
+          'host',
+          'traceparent',
+          'tracestate',
+          'user-agent',
+          'webhook-id',
+          'webhook-signature',
+          'webhook-timestamp',
+        ])
+      })
+
       it('a retry is another attempt in the same trace; an event written outside a request starts a trace of its own', async () => {
         let calls = 0
         hooks.answer = (_delivery, _req, res) => {

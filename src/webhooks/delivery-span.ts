@@ -6,7 +6,7 @@ import {
   ATTR_SERVER_ADDRESS,
   ATTR_SERVER_PORT,
 } from '@opentelemetry/semantic-conventions'
-import type { TraceContext } from '../tracing/trace-context.js'
+import { traceContextOf, type TraceContext } from '../tracing/trace-context.js'
 import type { DeliveryResult } from './delivery.js'
 
 const tracer = trace.getTracer('petstore-orders')
@@ -28,7 +28,7 @@ export interface DeliveryTrace {
 
 /**
  * One attempt as a CLIENT span, whose context `send` puts on the request as `traceparent` (and
- * `tracestate`): a receiver that traces continues the trace of the change that caused the event. The
+ * `tracestate`), and nothing else of the context (traceContextOf): a receiver that traces continues the trace of the change that caused the event. The
  * headers are not signed (Standard Webhooks signs the id, the timestamp and the body), so adding
  * them changes no signature. Its attributes hold no URL (it may carry credentials), body or secret:
  * the server's host and port, the endpoint, the event, the status or the attempt's error phrase.
@@ -55,8 +55,8 @@ export async function traceDelivery(
     }
   }
   const active = trace.setSpan(parent, span)
-  const headers: Record<string, string> = {}
-  propagation.inject(active, headers)
+  // The trace context alone (never the caller's baggage), tracestate within the W3C limits.
+  const headers: Record<string, string> = { ...traceContextOf(active) }
   let result: DeliveryResult
   try {
     result = await context.with(active, () => send(headers))
