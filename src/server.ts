@@ -5,6 +5,7 @@ import type { Config } from './config.js'
 import type { ApiApp } from './http/api-app.js'
 import { EventPruner } from './pruning/event-pruner.js'
 import { checkListenAddress, listenError } from './listen-address.js'
+import { queryValuesRedacted } from './log-redaction.js'
 import { IdempotencyKeyPruner } from './pruning/idempotency-key-pruner.js'
 import { withoutCredentials } from './redact-url.js'
 import { openStore } from './store/open-store.js'
@@ -83,6 +84,8 @@ export function serverLogger(level: Config['logLevel'], destination: LogDestinat
       ...(traced ? { mixin: traceLogFields } : {}),
       // Fastify's request serializer does not log headers; this keeps keys out even if a future one does.
       redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
+      // Nor a query string's values, wherever a URL appears in a line.
+      ...queryValuesRedacted,
     },
     destination,
   )

@@ -1,3 +1,4 @@
+import { looksLikeApiKey } from '../domain/api-keys.js'
 import { parseDateTime } from '../domain/date-time.js'
 import { parseInt64 } from '../domain/int64.js'
 import { ApiError } from '../errors.js'
@@ -34,7 +35,7 @@ export function strictQueryValidator(schema: QuerySchema): (query: unknown) => {
     const value: Record<string, unknown> = {}
     for (const [name, given] of Object.entries(raw)) {
       const parse = parsers.get(name)
-      if (parse === undefined) return refuse(`Unknown query parameter "${shorten(name)}".`)
+      if (parse === undefined) return refuse(looksLikeApiKey(name) ? KEY_IN_QUERY : `Unknown query parameter "${shorten(name)}".`)
       if (typeof given !== 'string') return refuse(`The query parameter "${name}" is given more than once.`)
       const parsed = parse(given)
       if ('problem' in parsed) return refuse(parsed.problem)
@@ -46,6 +47,9 @@ export function strictQueryValidator(schema: QuerySchema): (query: unknown) => {
     return { value }
   }
 }
+
+/** A key sent as a query parameter's name (`?pso_…`) is never repeated, in the answer or the log: where it goes is. */
+const KEY_IN_QUERY = 'An API key was sent in the query string, where it is not read (nor repeated); send it as "Authorization: Bearer <API_KEY>".'
 
 function refuse(message: string): { error: ApiError } {
   return { error: new ApiError('invalid_parameter', message) }
