@@ -6,6 +6,26 @@ export const POSTGRES_ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://p
 
 export type TestDatabase = { url: string; drop(): Promise<void> }
 
+const DEFAULT_DATABASE_PREFIX = 'petstore_test_'
+// An unquoted SQL identifier's start, in lower case (PostgreSQL folds the names to it), short enough
+// that the pid and 8 hex digits after it stay within PostgreSQL's 63 bytes.
+const DATABASE_PREFIX = /^[a-z_][a-z0-9_]{0,39}$/
+
+/**
+ * What the name of every database the tests create starts with: TEST_DATABASE_PREFIX, or
+ * `petstore_test_`. Anything else than a lower-case identifier's start of at most 40 characters is
+ * refused, naming the variable, before any database is created.
+ */
+export function testDatabasePrefix(env: NodeJS.ProcessEnv = process.env): string {
+  const prefix = env.TEST_DATABASE_PREFIX === undefined || env.TEST_DATABASE_PREFIX === '' ? DEFAULT_DATABASE_PREFIX : env.TEST_DATABASE_PREFIX
+  if (!DATABASE_PREFIX.test(prefix)) {
+    throw new Error(
+      `TEST_DATABASE_PREFIX must be 1 to 40 lower-case letters, digits and underscores, not starting with a digit (default ${DEFAULT_DATABASE_PREFIX}); got ${JSON.stringify(prefix)}`,
+    )
+  }
+  return prefix
+}
+
 let reachable: Promise<string | undefined> | undefined
 
 /** Undefined when PostgreSQL answers, else the reason it cannot be used. */
@@ -44,9 +64,12 @@ export async function postgresSkipReason(): Promise<string | undefined> {
   return reason
 }
 
-/** A fresh, empty database; `drop()` removes it (and ends any connection left to it). */
+/**
+ * A fresh, empty database on the server of TEST_POSTGRES_URL, named `<TEST_DATABASE_PREFIX><pid>_<8 hex>`;
+ * `drop()` removes it (and ends any connection left to it).
+ */
 export async function createTestDatabase(): Promise<TestDatabase> {
-  const name = `petstore_test_${process.pid}_${randomBytes(4).toString('hex')}`
+  const name = `${testDatabasePrefix()}${process.pid}_${randomBytes(4).toString('hex')}`
   const admin = new pg.Client({ connectionString: POSTGRES_ADMIN_URL })
   await admin.connect()
   try {
