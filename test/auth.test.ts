@@ -43,6 +43,25 @@ forEachStore('API keys', (kind) => {
     }
   })
 
+  it('tells a key cut short, or otherwise not of a key\'s shape, what a key looks like, never repeating it', async () => {
+    const cases: [string, string][] = [
+      [key.slice(0, 20), 'The API key is malformed: a key is pso_ followed by 40 letters and digits, 44 characters in all; this one has 20.'],
+      [key.slice(0, 40), 'The API key is not known: a key is pso_ followed by 40 letters and digits, 44 characters in all; this one has 40.'],
+      [`${key}XY`, 'The API key is not known: a key is pso_ followed by 40 letters and digits, 44 characters in all; this one has 46.'],
+      [`sk_${key.slice(4)}`, 'The API key is malformed: a key is pso_ followed by 40 letters and digits, 44 characters in all; this one does not start with pso_.'],
+      [`${key.slice(0, 43)}-`, 'The API key is malformed: a key is pso_ followed by 40 letters and digits, 44 characters in all; this one has other characters.'],
+      [generateApiKey().secret, 'The API key is not known.'],
+    ]
+    for (const [token, message] of cases) {
+      const response = await list(bearer(token))
+      const challenge = response.headers.get('www-authenticate') ?? ''
+      const body = await expectError(response, 401, 'unauthorized')
+      assert.equal(body.message, message, token)
+      assert.equal(challenge, `Bearer realm="petstore", error="invalid_token", error_description="${message}"`)
+      assert.ok(!JSON.stringify(body).includes(token.slice(4, 20)), 'the key is not repeated')
+    }
+  })
+
   it('refuses an expired key', async () => {
     const expired = await server.createKey({ expiresAt: new Date(Date.now() - 1000) })
     const response = await list(bearer(expired))

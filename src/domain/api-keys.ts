@@ -47,6 +47,20 @@ export function looksLikeApiKey(token: string): boolean {
   return KEY_FORMAT.test(token)
 }
 
+/** What a key looks like, for a message to someone whose key was refused: the prefix and the length, never the key. */
+export const API_KEY_SHAPE = `a key is ${KEY_PREFIX} followed by ${SECRET_LENGTH} letters and digits, ${KEY_PREFIX.length + SECRET_LENGTH} characters in all`
+
+/**
+ * Why `token` cannot be a key this service made, in words that repeat nothing of it (its length
+ * only): undefined when it has a made key's shape. A key cut short by a copy is the usual case.
+ */
+export function keyShapeProblem(token: string): string | undefined {
+  if (!token.startsWith(KEY_PREFIX)) return `${API_KEY_SHAPE}; this one does not start with ${KEY_PREFIX}`
+  if (token.length !== KEY_PREFIX.length + SECRET_LENGTH) return `${API_KEY_SHAPE}; this one has ${token.length}`
+  if (!/^pso_[0-9A-Za-z]+$/.test(token)) return `${API_KEY_SHAPE}; this one has other characters`
+  return undefined
+}
+
 /** Not revoked, and not expired at `nowMs` (milliseconds since the epoch). */
 export function isActive(key: ApiKey, nowMs: number): boolean {
   return key.revokedAt === null && (key.expiresAt === null || key.expiresAt.getTime() > nowMs)

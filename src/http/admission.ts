@@ -38,7 +38,7 @@ export function admission(authenticator: Authenticator, limiter: RateLimiter): (
       }
       return then(counted, () =>
         then(authenticator.isFresh(known) ? known : authenticator.lookup(token), (key) => {
-          request.apiKey = authenticator.admit(key, scopes)
+          request.apiKey = authenticator.admit(key, scopes, token)
         }),
       )
     }
@@ -46,7 +46,7 @@ export function admission(authenticator: Authenticator, limiter: RateLimiter): (
       .lookup(token, () => limiter.countAttempt(clientAddress(request)))
       .then((key) =>
         then(key === undefined ? undefined : limiter.countKey(key.counter, reply), () => {
-          request.apiKey = authenticator.admit(key, scopes)
+          request.apiKey = authenticator.admit(key, scopes, token)
         }),
       )
   }

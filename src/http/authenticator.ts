@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks'
-import { hashApiKey, isActive, looksLikeApiKey, type ApiKey, type Scope } from '../domain/api-keys.js'
+import { API_KEY_SHAPE, hashApiKey, isActive, keyShapeProblem, looksLikeApiKey, type ApiKey, type Scope } from '../domain/api-keys.js'
 import { ApiError } from '../errors.js'
 import type { MaybePromise } from '../maybe-async.js'
 import { keyCounter } from './rate-limiter.js'
@@ -77,9 +77,12 @@ export class Authenticator {
     return pending
   }
 
-  /** The key if it is active and has every one of `scopes`; else a 401, or a 403 naming the scopes it lacks. */
-  admit(known: KnownKey | undefined, scopes: readonly Scope[]): ApiKey {
-    if (known === undefined) throw unauthorized('The API key is not known.')
+  /**
+   * The key if it is active and has every one of `scopes`; else a 401, or a 403 naming the scopes it
+   * lacks. `token`: the one looked up, whose shape a 401 for an unknown key describes.
+   */
+  admit(known: KnownKey | undefined, scopes: readonly Scope[], token?: string): ApiKey {
+    if (known === undefined) throw unknownKey(token)
     const key = known.key
     if (!isActive(key, this.wallNow())) {
       throw key.revokedAt !== null ? unauthorized('The API key has been revoked.') : keyExpired()
@@ -98,7 +101,7 @@ export class Authenticator {
   async recheck(header: string | undefined, scope: Scope): Promise<ApiKey> {
     const token = this.token(header)
     const known = this.known(token)
-    return this.admit(known !== undefined && this.isFresh(known) ? known : await this.lookup(token), [scope])
+    return this.admit(known !== undefined && this.isFresh(known) ? known : await this.lookup(token), [scope], token)
   }
 
   private remember(token: string, key: ApiKey | undefined): KnownKey | undefined {
@@ -119,8 +122,14 @@ function bearerToken(header: string | undefined): string {
     throw /^bearer\b/i.test(header) ? unauthorized('The Authorization header is not "Bearer <API_KEY>".') : unauthorized(undefined)
   }
   const token = match[1]!
-  if (!looksLikeApiKey(token)) throw unauthorized('The API key is malformed.')
+  if (!looksLikeApiKey(token)) throw unauthorized(`The API key is malformed: ${keyShapeProblem(token) ?? API_KEY_SHAPE}.`)
   return token
+}
+
+/** The 401 of a token no key has: with the shape of a key when it has another (a key cut short). */
+function unknownKey(token: string | undefined): ApiError {
+  const problem = token === undefined ? undefined : keyShapeProblem(token)
+  return unauthorized(problem === undefined ? 'The API key is not known.' : `The API key is not known: ${problem}.`)
 }
 
 /**
