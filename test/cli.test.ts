@@ -475,9 +475,23 @@ function commandTests(kind: StoreKind): void {
     assert.equal(revoked[2]![6], '-')
     assert.equal(revoked[0]![6], again.stdout.match(/revoked at (\S+)$/m)![1]) // the first time is kept
 
-    assertOneLineError(await cli(['keys', 'revoke', '99'], env), 1, /^petstore-orders: no API key has the id "99"$/)
-    assertOneLineError(await cli(['keys', 'revoke', 'pso_AAAAAAAA'], env), 1, /no API key has the display prefix "pso_AAAAAAAA"$/)
-    assertOneLineError(await cli(['keys', 'revoke', secret], env), 1, /no API key has the display prefix/) // the full key is not a prefix
+    const takes = "keys revoke takes a key's id or its display prefix \\(pso_ and 8 characters\\), as 'keys list' shows them"
+    assertOneLineError(await cli(['keys', 'revoke', '99'], env), 1, new RegExp(`^petstore-orders: no API key has the id "99"; ${takes}$`))
+    assertOneLineError(await cli(['keys', 'revoke', 'pso_AAAAAAAA'], env), 1, new RegExp(`^petstore-orders: no API key has the display prefix "pso_AAAAAAAA"; ${takes}$`))
+    // The whole key is not a prefix, and is not repeated.
+    const whole = await cli(['keys', 'revoke', secret], env)
+    assertOneLineError(whole, 1, /^petstore-orders: that is a whole API key, not its display prefix: keys revoke takes .* \(a key's first 12 characters\)/)
+    assert.ok(!whole.stderr.includes(secret.slice(12)), whole.stderr)
+    // A name: the ids of the keys that have it (names are not unique); nothing revoked.
+    assertOneLineError(
+      await cli(['keys', 'revoke', 'dashboard'], env),
+      1,
+      new RegExp(`^petstore-orders: no API key has the display prefix "dashboard"; ${takes}; the key named "dashboard" has the id 2$`),
+    )
+    assertOk(await cli(['keys', 'create', '--name', 'third'], env))
+    assertOneLineError(await cli(['keys', 'revoke', 'third'], env), 1, /; the keys named "third" have the ids 3, 4$/)
+    const after = (await cli(['keys', 'list'], env)).stdout.trimEnd().split('\n').map((line) => line.split('\t'))
+    assert.deepEqual(after.slice(2).map((row) => [row[0], row[6]]), [['3', '-'], ['4', '-']], 'a name revokes nothing')
   })
 
   test('keys list on an empty database prints nothing; --json prints []', async () => {

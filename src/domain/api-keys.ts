@@ -9,7 +9,7 @@ export const KEY_PREFIX = 'pso_'
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 const SECRET_LENGTH = 40 // 40 base62 characters ≈ 238 bits
 // What `keys list` shows and `keys revoke` accepts: the prefix plus the first characters of the secret.
-const DISPLAY_LENGTH = KEY_PREFIX.length + 8
+export const DISPLAY_PREFIX_LENGTH = KEY_PREFIX.length + 8
 const KEY_FORMAT = /^pso_[0-9A-Za-z]{32,128}$/
 
 export interface ApiKey {
@@ -35,7 +35,7 @@ export function generateApiKey(): { secret: string; hash: string; displayPrefix:
   let secret = KEY_PREFIX
   // randomInt draws without modulo bias from the CSPRNG.
   for (let i = 0; i < SECRET_LENGTH; i++) secret += BASE62[randomInt(BASE62.length)]
-  return { secret, hash: hashApiKey(secret), displayPrefix: secret.slice(0, DISPLAY_LENGTH) }
+  return { secret, hash: hashApiKey(secret), displayPrefix: secret.slice(0, DISPLAY_PREFIX_LENGTH) }
 }
 
 export function hashApiKey(secret: string): string {

@@ -1,5 +1,5 @@
 import { stringify as stringifyLossless } from 'lossless-json'
-import { DEFAULT_SCOPES, parseDuration, parseScopes, SCOPES, type ApiKey, type Scope } from '../../domain/api-keys.js'
+import { DEFAULT_SCOPES, DISPLAY_PREFIX_LENGTH, looksLikeApiKey, parseDuration, parseScopes, SCOPES, type ApiKey, type Scope } from '../../domain/api-keys.js'
 import { createKey } from '../../keys/create-key.js'
 import { CommandError, PROGRAM, printable, printRows, stringOption, UsageError, withStore, type Command } from '../command.js'
 
@@ -115,6 +115,23 @@ Examples:
   },
 }
 
+/** What `keys revoke` takes, for a person who gave it something else (a name, a whole key). */
+const REVOKE_TAKES = `keys revoke takes a key's id or its display prefix (pso_ and 8 characters), as 'keys list' shows them`
+const WHOLE_KEY = `that is a whole API key, not its display prefix: ${REVOKE_TAKES} (a key's first ${DISPLAY_PREFIX_LENGTH} characters); the key is not repeated here`
+
+/**
+ * Why nothing was revoked, and what to give instead: when keys have `target` as their name (names
+ * are not unique), their ids.
+ */
+function noKeyRevoked(target: string, named: ApiKey[]): string {
+  const what = /^[0-9]{1,19}$/.test(target) ? 'id' : 'display prefix'
+  const shown = JSON.stringify(printable(target))
+  let message = `no API key has the ${what} ${shown}; ${REVOKE_TAKES}`
+  if (named.length === 1) message += `; the key named ${shown} has the id ${named[0]!.id}`
+  else if (named.length > 1) message += `; the keys named ${shown} have the ids ${named.map((key) => key.id).join(', ')}`
+  return message
+}
+
 export const keysRevoke: Command = {
   name: ['keys', 'revoke'],
   synopsis: 'keys revoke ID',
@@ -124,8 +141,9 @@ export const keysRevoke: Command = {
 
 Revokes an API key: requests with it are refused (401) from then on — by every server within
 its key cache time (KEY_CACHE_TTL_MS, 2 seconds by default). ID is the numeric id or the display
-prefix (pso_ and 8 characters) that 'keys list' shows. Revoking a revoked key changes nothing and
-succeeds; an unknown ID fails.
+prefix (pso_ and 8 characters) that 'keys list' shows, never the key's name (names are not unique:
+given a name, the error lists the ids of the keys that have it). Revoking a revoked key changes
+nothing and succeeds; an unknown ID fails.
 
 Options:
   -h, --help   show this help
@@ -136,12 +154,10 @@ Examples:
   async run({ positionals }, io) {
     const target = positionals[0]!
     if (target.trim() === '') throw new UsageError('ID must be a key id or display prefix')
+    if (looksLikeApiKey(target) && target.length > DISPLAY_PREFIX_LENGTH) throw new CommandError(WHOLE_KEY)
     const message = await withStore(io, async (store) => {
       const revoked = await store.apiKeys.revoke(target)
-      if (revoked === undefined) {
-        const byId = /^[0-9]{1,19}$/.test(target)
-        throw new CommandError(`no API key has the ${byId ? 'id' : 'display prefix'} ${JSON.stringify(target)}`)
-      }
+      if (revoked === undefined) throw new CommandError(noKeyRevoked(target, (await store.apiKeys.list()).filter((key) => key.name === target)))
       const { key, alreadyRevoked } = revoked
       const what = `key ${key.id} "${printable(key.name)}" (${key.displayPrefix})`
       return alreadyRevoked ? `${what} was already revoked at ${key.revokedAt!.toISOString()}` : `revoked ${what}`
