@@ -10,6 +10,7 @@ import { admission } from './http/admission.js'
 import { Authenticator } from './http/authenticator.js'
 import { clientErrorResponse, registerErrorHandling, registerMethodNotAllowed, sendError } from './http/error-handling.js'
 import { int64ParamsValidator } from './http/int64-params.js'
+import { invalidJson } from './http/json-syntax-error.js'
 import { Metrics } from './http/metrics.js'
 import { openApiDocument } from './http/openapi.js'
 import { openApiV2Document, SWAGGER_V2 } from './http/openapi-v2.js'
@@ -145,7 +146,7 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
     try {
       parsed = parseLosslessJson(body as string, null, { onDuplicateKey: duplicateField })
     } catch (error) {
-      return done(error instanceof ApiError ? error : new ApiError('invalid_body'), undefined)
+      return done(error instanceof ApiError ? error : invalidJson(error, body as string), undefined)
     }
     done(null, parsed)
   })

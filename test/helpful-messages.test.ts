@@ -22,6 +22,29 @@ forEachStore('helpful error messages', (kind) => {
     }
   })
 
+  it('a body that is not valid JSON: 400 invalid_body saying why, at which line and column; nothing placed', async () => {
+    const cases: [string, string][] = [
+      ['{\n  "petId": 7,\n  "quantity": 2\n  "shipDate": "2026-12-01T10:00:00Z"\n}', `comma ',' expected after value but got '"' at line 4, column 3`],
+      ['{"petId": 7, "quantity": 2,}', "quoted object key expected but got '}' at line 1, column 28"],
+      ['{"petId": 7, "quantity": ', "object value expected after ':' at line 1, column 26"],
+      ["{'petId': 7}", "quoted object key expected but got ''' at line 1, column 2"],
+      ['{"petId": 7}\r\n\r\nx', "expected end of input but got 'x' at line 3, column 1"],
+      // Columns count characters: the cat, two UTF-16 units, is one.
+      ['{"note": "ü🐈", "petId": 7 "quantity": 1}', `comma ',' expected after value but got '"' at line 1, column 27`],
+    ]
+    for (const [text, where] of cases) {
+      const response = await fetch(`${server.origin}/v2/store/orders`, {
+        method: 'POST',
+        headers: { ...bearer(key), 'content-type': 'application/json' },
+        body: text,
+      })
+      const body = await expectError(response, 400, 'invalid_body')
+      assert.equal(body.message, `The request body is not valid JSON: ${where}.`, text)
+    }
+    const listed = await (await fetch(`${server.origin}/v2/store/orders`, { headers: bearer(key) })).text()
+    assert.doesNotMatch(listed, /"petId":7/, 'nothing was placed')
+  })
+
   it('a form-encoded or XML body gets the 415 message of text/plain: send JSON, and how', async () => {
     const messages = new Set<unknown>()
     for (const [type, body] of [
