@@ -45,9 +45,10 @@ export function strictBodyValidator(schema: BodySchema): (body: unknown) => { va
   const readers = new Map(Object.entries(schema.properties ?? {}).map(([name, property]) => [name, fieldReader(name, property)]))
   const required = schema.required ?? []
   const names = [...readers.keys()].map((name) => `"${name}"`).join(', ')
+  const missingBody = bodyRequired(required, [...readers.keys()].filter((name) => !required.includes(name)))
   return (body) => {
     if (body === null || body === undefined) {
-      return required.length === 0 ? { value: undefined } : refuse(`The body is required, with ${names}.`)
+      return required.length === 0 ? { value: undefined } : refuse(missingBody)
     }
     if (typeof body !== 'object' || Array.isArray(body) || isLosslessNumber(body)) return refuse(notAnObject(body))
     const value: Record<string, unknown> = {}
@@ -153,6 +154,18 @@ export function jsonObjectBody(request: FastifyRequest, _reply: FastifyReply, do
 }
 
 const JSON_MEDIA_TYPE = /^\s*application\/json\s*(;|$)/i
+
+/** The message for a missing body: the fields it must have, then those it may (never one looking required that is not). */
+function bodyRequired(required: readonly string[], optional: readonly string[]): string {
+  const optionally = optional.length === 0 ? '' : ` (and optionally ${listed(optional)})`
+  return `The body is required, with ${listed(required)}${optionally}.`
+}
+
+/** `"a"`, `"a" and "b"`, `"a", "b" and "c"`. */
+function listed(names: readonly string[]): string {
+  const quoted = names.map((name) => `"${name}"`)
+  return quoted.length === 1 ? quoted[0]! : `${quoted.slice(0, -1).join(', ')} and ${quoted.at(-1)}`
+}
 
 function refuse(message: string): { error: ApiError } {
   return { error: new ApiError('invalid_body', message) }
