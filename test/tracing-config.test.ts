@@ -1,17 +1,70 @@
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createServer, type Socket } from 'node:net'
 import { describe, it } from 'node:test'
-import { loadConfig, tracingConfig } from '../src/config.js'
+import { loadConfig, SECRET_SETTINGS, SETTINGS, tracingConfig } from '../src/config.js'
 import { startServer } from '../src/server.js'
 import { assertOneLineError, cli } from './support/cli.js'
 import { spawnServer } from './support/server-process.js'
 
 // When tracing is on, and what a bad OpenTelemetry variable gets: the rules of config.ts, then the
 // CLI's one line, then that a server started with none of them loads no SDK.
+
+/**
+ * The rule as a document states it: `on when A, B or C=v is set, and off otherwise — always off with
+ * D=v or E=v`; each item a variable set to anything, or to the value given.
+ */
+function statedRule(path: string): { on: [string, string | undefined][]; off: [string, string][] } {
+  const text = readFileSync(new URL(`../${path}`, import.meta.url), 'utf8').replace(/\s+/g, ' ')
+  const match = /on when (.*?) is set, and off otherwise — always off with (.*?)[.:(]/.exec(text)
+  assert.ok(match !== null, `${path} states when tracing is on`)
+  const items = (list: string): [string, string | undefined][] =>
+    [...list.matchAll(/`([A-Z_]+)(?:=([^`]+))?`/g)].map((item) => [item[1]!, item[2]])
+  return { on: items(match[1]!), off: items(match[2]!) as [string, string][] }
+}
+
+/** A value a variable may well be given, that is no value of the rule's own. */
+function plausible(name: string, dir: string): string {
+  if (name.endsWith('_FILE')) {
+    const file = join(dir, name)
+    writeFileSync(file, name.includes('HEADERS') ? 'x-api-key=1' : 'postgres://db/orders')
+    return file
+  }
+  const values: Record<string, string> = {
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+    OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',
+    OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=1',
+    OTEL_EXPORTER_OTLP_TRACES_HEADERS: 'x-api-key=1',
+    OTEL_SDK_DISABLED: 'false',
+  }
+  return values[name] ?? (name.endsWith('_URL') || name.endsWith('ENDPOINT') ? 'http://collector:4318' : '1')
+}
+
+describe("tracing's rule as the README and production.md state it, held to tracingConfig", () => {
+  for (const path of ['README.md', 'docs/production.md']) {
+    it(`${path}: each variable it names turns tracing on alone, no other setting does, and each it names turns it off`, () => {
+      const { on, off } = statedRule(path)
+      assert.ok(on.length > 0 && off.length > 0, `${path} names variables`)
+      const dir = mkdtempSync(join(tmpdir(), 'petstore-tracing-rule-'))
+      try {
+        const turnsOn = new Map(on.map(([name, value]) => [name, value ?? plausible(name, dir)]))
+        for (const [name, value] of turnsOn) assert.notEqual(tracingConfig({ [name]: value }), undefined, `${name}=${value} turns tracing on`)
+        // Every other variable the service reads, set alone, leaves it off.
+        const others = [...SETTINGS, ...SECRET_SETTINGS.map((name) => `${name}_FILE`)].filter((name) => !turnsOn.has(name))
+        assert.ok(others.includes('OTEL_EXPORTER_OTLP_PROTOCOL') && others.includes('OTEL_SDK_DISABLED'))
+        for (const name of others) assert.equal(tracingConfig({ [name]: plausible(name, dir) }), undefined, `${name} alone turns tracing on`)
+        // Each way to turn it off wins over every way to turn it on.
+        const all = Object.fromEntries(turnsOn)
+        for (const [name, value] of off) assert.equal(tracingConfig({ ...all, [name]: value }), undefined, `${name}=${value} turns it off`)
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    })
+  }
+})
 
 describe('tracing: on only when the OTEL_* variables ask for it', () => {
   it('is off with no variable, or only the resource\'s', () => {
