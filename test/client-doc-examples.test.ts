@@ -8,7 +8,7 @@ import { promisify } from 'node:util'
 import { after, before, describe, it } from 'node:test'
 import { startTestServer, type TestServer } from './support/harness.js'
 
-// docs/client.md says to run an example with `node example.ts`: its v1 example is run so, in a
+// docs/client.md says to run an example with `node example.mts`: its v1 example is run so, in a
 // directory of its own whose node_modules is this repository's (as a project that installed the
 // client), against a server holding the walk-through's orders; what it prints is what its comments say.
 const DOC = readFileSync(new URL('../docs/client.md', import.meta.url), 'utf8')
@@ -41,7 +41,7 @@ function documentedNodeArgs(): string[] {
   return match[1]!.split(/\s+/)
 }
 
-describe('docs/client.md: the examples run with `node example.ts`', () => {
+describe('docs/client.md: the examples run with `node example.mts`', () => {
   let server: TestServer
   let dir: string
 
@@ -60,10 +60,10 @@ describe('docs/client.md: the examples run with `node example.ts`', () => {
   it('runs the v1 example, which prints what its comments say', async () => {
     const code = example('## v1')
     assert.match(code, /'http:\/\/127\.0\.0\.1:8080\/v1'/)
-    writeFileSync(join(dir, 'example.ts'), code.replace("'http://127.0.0.1:8080/v1'", `'${server.origin}/v1'`))
+    writeFileSync(join(dir, 'example.mts'), code.replace("'http://127.0.0.1:8080/v1'", `'${server.origin}/v1'`))
     const key = await server.createKey({ scopes: ['orders:read', 'orders:cancel'] })
     const args = documentedNodeArgs()
-    assert.equal(args.at(-1), 'example.ts')
+    assert.equal(args.at(-1), 'example.mts')
     const { stdout } = await promisify(execFile)(process.execPath, args, {
       cwd: dir,
       env: { ...process.env, PETSTORE_API_KEY: key, NODE_OPTIONS: '' },
