@@ -88,8 +88,14 @@ export const V2_ONLY_ERROR_CODES: readonly ErrorCode[] = [
   'ping_in_flight',
 ]
 
+/** Codes only v1 answers with (its pets and their sunset); v2 (and its document) never names them. */
+export const V1_ONLY_ERROR_CODES: readonly ErrorCode[] = ['invalid_pet_id', 'pet_not_found', 'gone']
+
 /** The codes v1 can answer with, as its document lists them. */
 export const V1_ERROR_CODES = ERROR_CODES.filter((code) => !V2_ONLY_ERROR_CODES.includes(code))
+
+/** The codes v2 can answer with, as its document lists them. */
+export const V2_ERROR_CODES = ERROR_CODES.filter((code) => !V1_ONLY_ERROR_CODES.includes(code))
 
 /** The body of every error response. */
 export interface ErrorBody {

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { after, before, describe, it } from 'node:test'
 import { Webhook } from 'standardwebhooks'
-import { ERROR_CODES, ERRORS, type ErrorCode } from '../src/errors.js'
+import { ERRORS, V1_ONLY_ERROR_CODES, V2_ERROR_CODES, type ErrorCode } from '../src/errors.js'
 import { CANCELLATION_REASONS } from '../src/domain/orders.js'
 import { ListOrderEventsQuery } from '../src/schemas/order-event.js'
 import { ListOrdersQuery } from '../src/schemas/order-v2.js'
@@ -282,7 +282,7 @@ describe('OpenAPI document of v2', () => {
     }
   })
 
-  it('has the v2 Order (status always, cancelledAt, cancellationReason), OrderEvent and Error with every code, and no v1 schema', () => {
+  it('has the v2 Order (status always, cancelledAt, cancellationReason), OrderEvent and Error with every code v2 answers, and no v1 schema', () => {
     assert.deepEqual(Object.keys(doc.components.schemas).sort(), [
       'Error',
       'Order',
@@ -313,8 +313,28 @@ describe('OpenAPI document of v2', () => {
     assert.deepEqual(order.properties.status!.enum, ['pending', 'shipped', 'cancelled'])
     assert.deepEqual(order.properties.cancellationReason!.enum, ['customer_request', 'out_of_stock', 'duplicate', 'fraudulent', 'other'])
     assert.deepEqual(order.properties.id, { type: 'integer', format: 'int64', description: 'Unique order identifier' })
-    assert.deepEqual(doc.components.schemas.Error!.properties.code!.enum, ERROR_CODES)
-    for (const code of ERROR_CODES) assert.ok(doc.info.description.includes(`| \`${code}\` | ${ERRORS[code].status} |`), code)
+    assert.deepEqual(doc.components.schemas.Error!.properties.code!.enum, V2_ERROR_CODES)
+    for (const code of V2_ERROR_CODES) {
+      assert.ok(doc.info.description.includes(`| \`${code}\` | ${ERRORS[code].status} | ${V2_MESSAGES[code] ?? ERRORS[code].message} |`), code)
+    }
+  })
+
+  it("holds no v1-only text: no v1 message v2 replaces, no code only v1 answers, nothing of v1's pets", () => {
+    const found: string[] = []
+    const phrases = [
+      // v1's messages where v2 sends its own (v2 answers a cancelled order: it is not "not found").
+      ...Object.keys(V2_MESSAGES).map((code) => ERRORS[code as ErrorCode].message),
+      // The codes only v1 answers (as a JSON string or in backticks), and their messages.
+      ...V1_ONLY_ERROR_CODES.flatMap((code) => [`"${code}"`, `\`${code}\``, ERRORS[code].message]),
+      'does not exist or has been cancelled',
+      'or is already cancelled',
+      '/pets/',
+      'showPetById',
+      'sunset',
+    ]
+    const lower = text.toLowerCase()
+    for (const phrase of phrases) if (lower.includes(phrase.toLowerCase())) found.push(phrase)
+    assert.deepEqual(found, [])
   })
 
   it('shows every error response with an example of each of its codes', () => {

@@ -1,6 +1,6 @@
 import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import type { Config } from '../config.js'
-import { ERROR_CODES, ERRORS, errorBody, type ErrorCode } from '../errors.js'
+import { ERRORS, errorBody, V2_ERROR_CODES, type ErrorCode } from '../errors.js'
 import { EVENT_POSITION_PATTERN } from '../schemas/order-event.js'
 import { documentOptions, type OperationsOf } from './openapi.js'
 
@@ -40,7 +40,7 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
       components: ['Order', 'OrderEvent', 'WebhookEndpoint', 'WebhookEndpointCreated', 'WebhookSecret', 'WebhookAttempt', 'WebhookPingResult', 'WebhookDelivery', 'Error'],
       // The v2 Order is `Order`; v1's (a shared schema of the app) is dropped.
       names: { OrderV2: 'Order', Order: 'OrderV1' },
-      codes: ERROR_CODES,
+      codes: V2_ERROR_CODES,
       messages: V2_MESSAGES,
       finish: (document) => {
         const error = document.components?.schemas?.Error as { example?: unknown } | undefined

@@ -57,7 +57,7 @@ export function documentOptions(config: Config, parts: DocumentParts): FastifyDy
         version: parts.version,
         description:
           `${parts.description}\n\n| code | status | meaning |\n|---|---|---|\n` +
-          parts.codes.map((code) => `| \`${code}\` | ${ERRORS[code].status} | ${ERRORS[code].message} |`).join('\n'),
+          parts.codes.map((code) => `| \`${code}\` | ${ERRORS[code].status} | ${parts.messages?.[code] ?? ERRORS[code].message} |`).join('\n'),
         license: { name: 'MIT', url: 'https://opensource.org/licenses/MIT' },
       },
       servers: [

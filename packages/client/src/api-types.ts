@@ -14,7 +14,10 @@ export type ErrorCode = ErrorBody['code']
 export type OrderV2 = componentsV2['schemas']['Order']
 export type OrderStatus = OrderV2['status']
 export type CancellationReason = NonNullable<OrderV2['cancellationReason']>
-/** The codes of v2's errors: v1's, those of pages (`invalid_parameter`, `invalid_cursor`) and of the event feed (`events_expired`). */
+/**
+ * The codes of v2's errors: v1's but those of its pets (`invalid_pet_id`, `pet_not_found`, `gone`),
+ * and v2's own: pages (`invalid_parameter`, `invalid_cursor`), writes, the event feed (`events_expired`), webhooks.
+ */
 export type ErrorCodeV2 = componentsV2['schemas']['Error']['code']
 /** A page of the v2 list: `nextCursor` is present exactly when more matching orders follow. */
 export type OrderPage = operationsV2['listOrders']['responses'][200]['content']['application/json']

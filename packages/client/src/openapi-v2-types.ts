@@ -375,7 +375,7 @@ export interface components {
              * @description Machine-readable error code
              * @enum {string}
              */
-            code: "bad_request" | "invalid_order_id" | "invalid_pet_id" | "invalid_endpoint_id" | "invalid_body" | "invalid_parameter" | "invalid_idempotency_key" | "invalid_cursor" | "invalid_webhook_url" | "unauthorized" | "insufficient_scope" | "not_found" | "order_not_found" | "pet_not_found" | "webhook_endpoint_not_found" | "method_not_allowed" | "request_timeout" | "order_already_shipped" | "order_cancelled" | "order_not_shipped" | "idempotency_key_in_use" | "order_ids_exhausted" | "webhook_endpoint_limit" | "ping_in_flight" | "gone" | "events_expired" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "headers_too_large" | "internal_error" | "service_unavailable";
+            code: "bad_request" | "invalid_order_id" | "invalid_endpoint_id" | "invalid_body" | "invalid_parameter" | "invalid_idempotency_key" | "invalid_cursor" | "invalid_webhook_url" | "unauthorized" | "insufficient_scope" | "not_found" | "order_not_found" | "webhook_endpoint_not_found" | "method_not_allowed" | "request_timeout" | "order_already_shipped" | "order_cancelled" | "order_not_shipped" | "idempotency_key_in_use" | "order_ids_exhausted" | "webhook_endpoint_limit" | "ping_in_flight" | "events_expired" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "headers_too_large" | "internal_error" | "service_unavailable";
             /** @description Human-readable description of the error */
             message: string;
             /** @description The HTTP status code */
