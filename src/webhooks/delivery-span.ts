@@ -28,12 +28,13 @@ export interface DeliveryTrace {
 
 /**
  * One attempt as a CLIENT span, whose context `send` puts on the request as `traceparent` (and
- * `tracestate`), and nothing else of the context (traceContextOf): a receiver that traces continues the trace of the change that caused the event. The
- * headers are not signed (Standard Webhooks signs the id, the timestamp and the body), so adding
- * them changes no signature. Its attributes hold no URL (it may carry credentials), body or secret:
- * the server's host and port, the endpoint, the event, the status or the attempt's error phrase.
- * With tracing off the span is the API's no-op and no header is added. `within` runs what follows
- * from the attempt in its context, so that its log lines name the attempt's trace and span.
+ * `tracestate`), and nothing else of the context (traceContextOf): a receiver that traces continues
+ * the trace of the change that caused the event. The headers are not signed (Standard Webhooks
+ * signs the id, the timestamp and the body), so adding them changes no signature. Its attributes
+ * hold no URL (it may carry credentials), body or secret: the server's host and port, the endpoint,
+ * the event, the status or the attempt's error phrase. With tracing off the span is the API's no-op
+ * and no header is added. `within` runs what follows from the attempt in its context, so that its
+ * log lines name the attempt's trace and span.
  */
 export async function traceDelivery(
   attempt: DeliveryTrace,

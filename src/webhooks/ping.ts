@@ -30,11 +30,6 @@ export function pingBody(endpointId: bigint, now: Date): string {
  */
 export const PING_CLAIM_MARGIN_MS = 1000
 
-/** 409 `ping_in_flight`: the endpoint's one ping in flight is another request's (on any instance). */
-export function pingInFlight(): ApiError {
-  return new ApiError('ping_in_flight')
-}
-
 /**
  * Sends the endpoint one `webhook.ping` now, for the API and the CLI alike: to its URL and signed
  * with its secrets as they are at this moment (the previous one too, within its 24 hours), its own
@@ -65,7 +60,7 @@ export async function pingWebhookEndpoint(
   const claimedAt = new Date()
   const claim = await webhooks.claimPing(id, webhookId, claimedAt, new Date(claimedAt.getTime() + timeoutMs + PING_CLAIM_MARGIN_MS))
   if (claim === undefined) return undefined // deleted meanwhile
-  if (claim === 'in_flight') throw pingInFlight()
+  if (claim === 'in_flight') throw new ApiError('ping_in_flight') // another request's, on any instance
   try {
     const { result } = await traceDelivery({ name: 'webhook ping', url: endpoint.url, endpointId: id, eventId: webhookId }, (traceHeaders) =>
       deliver({ url: endpoint.url, body, headers: { ...signed, ...traceHeaders } }, signal),
