@@ -18,8 +18,9 @@ export interface UrlPolicyOptions {
 }
 
 /**
- * `privateNetworksAllow`: WEBHOOK_ALLOW_PRIVATE_NETWORKS=true would accept the URL (it is http, or
- * an address is private or reserved), so the caller can say which setting does.
+ * `privateNetworksAllow`: WEBHOOK_ALLOW_PRIVATE_NETWORKS=true would accept the URL (it is http, an
+ * address is private or reserved, or a name has no public address), so the caller can say which
+ * setting does.
  */
 export type UrlCheck = { ok: true; url: URL } | { ok: false; problem: string; privateNetworksAllow: boolean }
 
@@ -100,7 +101,10 @@ export function checkWebhookUrlForm(raw: string, allowPrivateNetworks: boolean):
  * Whether `raw` may be a webhook URL: https (http too when private networks are allowed, for
  * receivers on a private network or this host), no user name or password, and a host every
  * address of which passes `isForbiddenAddress` (unless allowed). `problem` is a short sentence for
- * the caller; it names no address, so the check does not map the service's network for anyone.
+ * the caller. It names no address, and a name with a private address is told what a name with none
+ * is: otherwise the check would tell anyone which names exist inside the service's network. A
+ * lookup that timed out keeps its own words: it says the resolver, not the name, is at fault, and to
+ * try again.
  */
 export async function checkWebhookUrl(raw: string, options: UrlPolicyOptions): Promise<UrlCheck> {
   const form = checkWebhookUrlForm(raw, options.allowPrivateNetworks)
@@ -113,9 +117,8 @@ export async function checkWebhookUrl(raw: string, options: UrlPolicyOptions): P
     (error: NodeJS.ErrnoException) => error.code,
   )
   if (code === undefined) return form
-  if (code === ADDRESS_NOT_ALLOWED) return refused('has a host name that resolves to a private or reserved address', true)
   if (code === LOOKUP_TIMED_OUT) return refused(`has a host name that did not resolve within ${LOOKUP_TIMEOUT_MS / 1000} s`)
-  return refused('has a host name that does not resolve')
+  return refused('has a host name that does not resolve to a public address', true)
 }
 
 /**
