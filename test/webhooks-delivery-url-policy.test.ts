@@ -154,6 +154,7 @@ describe('checkWebhookUrl', () => {
   const strict = (): { allowPrivateNetworks: boolean; dnsServers: string[] } => ({ allowPrivateNetworks: false, dnsServers: servers() })
   const lenient = (): { allowPrivateNetworks: boolean; dnsServers: string[] } => ({ allowPrivateNetworks: true, dnsServers: servers() })
   const NO_PUBLIC_ADDRESS = 'has a host name that does not resolve to a public address'
+  const CHARACTERS = 'must not contain whitespace or control characters'
 
   it('accepts https to a name with public addresses only', async () => {
     const check = await checkWebhookUrl('https://hooks.example/in?x=1', strict())
@@ -168,7 +169,7 @@ describe('checkWebhookUrl', () => {
 
   // `privateNetworksAllow`: whether WEBHOOK_ALLOW_PRIVATE_NETWORKS=true would accept the URL.
   for (const [url, problem, privateNetworksAllow] of [
-    ['not a url', 'is not an absolute URL', false],
+    ['not-a-url', 'is not an absolute URL', false],
     ['/relative', 'is not an absolute URL', false],
     ['http://hooks.example/', 'must use https', true],
     ['ftp://hooks.example/', 'must use https', false],
@@ -197,11 +198,34 @@ describe('checkWebhookUrl', () => {
     ['https://localhost/', NO_PUBLIC_ADDRESS, true],
     ['https://nowhere.example/', NO_PUBLIC_ADDRESS, true],
     ['https://noaddress.example/', NO_PUBLIC_ADDRESS, true],
+    // The URL parser would drop the tab and newlines and trim the rest: what is stored is not what is called.
+    ['https://hooks.exa\nmple/', CHARACTERS, false],
+    ['https://hooks.example/\tin', CHARACTERS, false],
+    ['https://hooks.example/in\r\n', CHARACTERS, false],
+    ['https://hooks.example/\u001b[31min', CHARACTERS, false],
+    ['https://hooks.example/in\u0000', CHARACTERS, false],
+    ['https://hooks.example/in\u007f', CHARACTERS, false],
+    ['https://hooks.example/in\u0085', CHARACTERS, false],
+    [' https://hooks.example/', CHARACTERS, false],
+    ['https://hooks.example/in ', CHARACTERS, false],
+    ['https://hooks.example/a b', CHARACTERS, false],
+    ['https://hooks.example/\u00a0', CHARACTERS, false],
+    ['https://hooks.example/\u2028', CHARACTERS, false],
+    ['https://hooks.example/\u3000', CHARACTERS, false],
+    ['https://hooks.exam\u200bple/', CHARACTERS, false],
+    ['https://hooks.example/\u202egnp.exe', CHARACTERS, false],
+    ['https://hooks.example/\ufeff', CHARACTERS, false],
   ] as const) {
     it(`refuses ${JSON.stringify(url)}: ${problem}`, async () => {
       assert.deepEqual(await checkWebhookUrl(url, strict()), { ok: false, problem, privateNetworksAllow })
     })
   }
+
+  it('refuses whitespace and control characters with private networks allowed too', async () => {
+    for (const url of ['http://127.0.0.1:9/\n', 'http://127.0.0.1:9/\u001b', 'http://127.0.0.1:9/a b', '\thttp://127.0.0.1:9/']) {
+      assert.deepEqual(await checkWebhookUrl(url, lenient()), { ok: false, problem: CHARACTERS, privateNetworksAllow: false }, JSON.stringify(url))
+    }
+  })
 
   it('allows http and private addresses when private networks are allowed, never credentials', async () => {
     assert.equal((await checkWebhookUrl('http://127.0.0.1:9999/hook', lenient())).ok, true)

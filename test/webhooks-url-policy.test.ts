@@ -37,6 +37,10 @@ const REFUSED: [url: string, message: string][] = [
   ['http://93.184.215.14/hooks', HTTP],
 ]
 
+// The URL parser would drop the newline and the tab: what is stored would not be what is called.
+const CHARACTERS = 'The webhook URL must not contain whitespace or control characters.'
+const CONTROLS = ['https://93.184.215.14/ho\noks', 'https://93.184.2\t15.14/hooks', 'https://93.184.215.14/\u001b[2Jhooks', 'https://93.184.215.14/hooks\u0000', 'https://93.184.215.14/a hook']
+
 // A name with a private address and a name with none get one message: it tells nothing of which names exist inside.
 const NO_PUBLIC_ADDRESS = `The webhook URL has a host name that does not resolve to a public address; ${SETTING}.`
 
@@ -100,6 +104,21 @@ forEachStore('webhook URL policy through the API', (kind) => {
     await server.store.webhooks.remove(BigInt(endpoint.id))
   })
 
+  it('refuses a URL with whitespace or control characters at creation and in a PATCH: 400 invalid_webhook_url, nothing written', async () => {
+    for (const url of CONTROLS) {
+      const body = await expectError(await call(server, key, 'POST', '', { url }), 400, 'invalid_webhook_url')
+      assert.equal(body.message, CHARACTERS, JSON.stringify(url))
+    }
+    assert.deepEqual(await server.store.webhooks.list(), [], 'nothing was created')
+    const endpoint = await created(await call(server, key, 'POST', '', { url: PUBLIC_URL }))
+    for (const url of CONTROLS) {
+      const body = await expectError(await call(server, key, 'PATCH', `/${endpoint.id}`, { url }), 400, 'invalid_webhook_url')
+      assert.equal(body.message, CHARACTERS, JSON.stringify(url))
+    }
+    assert.equal((await server.store.webhooks.find(BigInt(endpoint.id)))?.url, PUBLIC_URL)
+    await server.store.webhooks.remove(BigInt(endpoint.id))
+  })
+
   it('refuses them in a PATCH, which then changes nothing', async () => {
     const endpoint = await created(await call(server, key, 'POST', '', { url: PUBLIC_URL }))
     for (const [url, message] of REFUSED) {
@@ -151,6 +170,12 @@ forEachStore('webhook URL policy through the CLI', (kind) => {
       const result = await cli(['webhooks', 'add', url], { ...env, WEBHOOK_DNS_SERVERS: dns.address })
       assertOneLineError(result, 1, /webhook URL/)
       assert.equal(result.stderr, `petstore-orders: ${NO_PUBLIC_ADDRESS.charAt(0).toLowerCase()}${NO_PUBLIC_ADDRESS.slice(1)}\n`, url)
+    }
+    // A command line cannot carry NUL.
+    for (const url of CONTROLS.filter((control) => !control.includes('\u0000'))) {
+      const result = await cli(['webhooks', 'add', url], env)
+      assertOneLineError(result, 1, /webhook URL/)
+      assert.equal(result.stderr, `petstore-orders: the webhook URL must not contain whitespace or control characters.\n`, JSON.stringify(url))
     }
     assert.deepEqual(await store.webhooks.list(), [])
     assertOk(await cli(['webhooks', 'add', 'https://[::127.0.0.1]/hooks'], { ...env, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' }))

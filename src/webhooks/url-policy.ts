@@ -74,10 +74,14 @@ function parseAddress(address: string): ipaddr.IPv4 | ipaddr.IPv6 | undefined {
 }
 
 /**
- * The part of `checkWebhookUrl` that needs no DNS: scheme, credentials, host, and an IP literal's
- * address. A delivery runs it before connecting, since Node skips `lookup` for an IP literal.
+ * The part of `checkWebhookUrl` that needs no DNS: the characters, scheme, credentials, host, and
+ * an IP literal's address. A delivery runs it before connecting, since Node skips `lookup` for an
+ * IP literal.
  */
 export function checkWebhookUrlForm(raw: string, allowPrivateNetworks: boolean): UrlCheck {
+  // The URL parser drops tabs and newlines and trims what surrounds the URL: the URL stored and
+  // shown would not be the one called. Format characters (zero-width, bidi) hide what is called.
+  if (/[\p{Cc}\p{Cf}\s]/u.test(raw)) return refused('must not contain whitespace or control characters')
   let url: URL
   try {
     url = new URL(raw)
@@ -99,12 +103,12 @@ export function checkWebhookUrlForm(raw: string, allowPrivateNetworks: boolean):
 
 /**
  * Whether `raw` may be a webhook URL: https (http too when private networks are allowed, for
- * receivers on a private network or this host), no user name or password, and a host every
- * address of which passes `isForbiddenAddress` (unless allowed). `problem` is a short sentence for
- * the caller. It names no address, and a name with a private address is told what a name with none
- * is: otherwise the check would tell anyone which names exist inside the service's network. A
- * lookup that timed out keeps its own words: it says the resolver, not the name, is at fault, and to
- * try again.
+ * receivers on a private network or this host), no user name or password, no whitespace or control
+ * characters, and a host every address of which passes `isForbiddenAddress` (unless allowed).
+ * `problem` is a short sentence for the caller. It names no address, and a name with a private
+ * address is told what a name with none is: otherwise the check would tell anyone which names exist
+ * inside the service's network. A lookup that timed out keeps its own words: it says the resolver,
+ * not the name, is at fault, and to try again.
  */
 export async function checkWebhookUrl(raw: string, options: UrlPolicyOptions): Promise<UrlCheck> {
   const form = checkWebhookUrlForm(raw, options.allowPrivateNetworks)
