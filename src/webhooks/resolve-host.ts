@@ -20,8 +20,8 @@ export const LOOKUP_TIMEOUT_MS = 5000
 /** The error a lookup fails with when it did not answer within LOOKUP_TIMEOUT_MS; a delivery reports it as "DNS timeout". */
 export const LOOKUP_TIMED_OUT = 'EWEBHOOKLOOKUPTIMEOUT'
 
-// c-ares sends a query again when a second passes without an answer, then after two, four…; with
-// four sends per server it is still trying at the deadline, which then decides.
+// c-ares sends a query again when about a second passes without an answer, then waits longer each
+// time; with four sends per server it is still trying at the deadline, which then decides.
 const RESEND_AFTER_MS = 1000
 const SENDS_PER_SERVER = 4
 
@@ -50,7 +50,8 @@ export async function resolveHost(hostname: string, servers?: readonly string[])
   // (autoSelectFamily), so a host without an IPv6 route loses no time.
   const addresses = [...answered(v4, 4), ...answered(v6, 6)]
   if (addresses.length > 0) return addresses
-  throw lookupError(hostname, [v4, v6].map((result) => (result.status === 'rejected' ? ((result.reason as NodeJS.ErrnoException).code ?? '') : '')))
+  // An answer without addresses is NODATA too.
+  throw lookupError(hostname, [v4, v6].map((result) => (result.status === 'rejected' ? ((result.reason as NodeJS.ErrnoException).code ?? '') : 'ENODATA')))
 }
 
 function answered(result: PromiseSettledResult<string[]>, family: 4 | 6): LookupAddress[] {
