@@ -128,7 +128,7 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
   }
   const limiter = new RateLimiter(config.rateLimit, counters)
   // Webhook pings go through the deliverer given (its owner closes it), or through the app's own.
-  const own = deliverer === undefined ? new Deliverer({ timeoutMs: config.webhooks.timeoutMs, allowPrivateNetworks: config.webhooks.allowPrivateNetworks }) : undefined
+  const own = deliverer === undefined ? new Deliverer(config.webhooks) : undefined
   if (own !== undefined) app.addHook('onClose', async () => own.close())
   app.decorate('config', config)
   app.decorate('store', store)

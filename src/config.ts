@@ -33,9 +33,16 @@ export interface Config {
    * Webhooks: a delivery succeeds on a 2xx within `timeoutMs`; a failed one is retried after each
    * delay of `retryScheduleMs` in turn (±10%), then the endpoint is disabled. `allowPrivateNetworks`
    * lets URLs reach loopback and private addresses, and http (tests, on-premises). At most
-   * `maxEndpoints` endpoints.
+   * `maxEndpoints` endpoints. Host names are resolved with `dnsServers`, the system's when undefined.
    */
-  webhooks: { timeoutMs: number; retryScheduleMs: number[]; allowPrivateNetworks: boolean; maxEndpoints: number; concurrency: number }
+  webhooks: {
+    timeoutMs: number
+    retryScheduleMs: number[]
+    allowPrivateNetworks: boolean
+    maxEndpoints: number
+    concurrency: number
+    dnsServers: string[] | undefined
+  }
   /** Requests per minute; 0 turns a limit off. With `redisUrl` the counters are shared by all instances. */
   rateLimit: { perKeyPerMinute: number; authFailuresPerMinute: number; redisUrl: string | undefined; redisPrefix: string }
   /** The proxies (addresses or CIDRs) whose X-Forwarded-For gives the client's address; false: none. */
@@ -127,6 +134,7 @@ export const SETTINGS = [
   'WEBHOOK_ALLOW_PRIVATE_NETWORKS',
   'WEBHOOK_MAX_ENDPOINTS',
   'WEBHOOK_CONCURRENCY',
+  'WEBHOOK_DNS_SERVERS',
   'TRUST_PROXY',
   'OTEL_EXPORTER_OTLP_ENDPOINT',
   'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
@@ -303,7 +311,27 @@ export function loadWebhooksConfig(env: Env = process.env): Config['webhooks'] {
     maxEndpoints: integer(env, 'WEBHOOK_MAX_ENDPOINTS', 100, 1, 10_000),
     // Delivery slots per instance: by default as many as the default cap on endpoints.
     concurrency: integer(env, 'WEBHOOK_CONCURRENCY', 100, 1, 10_000),
+    dnsServers: dnsServers(env, 'WEBHOOK_DNS_SERVERS'),
   }
+}
+
+/**
+ * Comma-separated IP addresses of DNS servers, each with an optional port, as dns.setServers takes
+ * them (10.0.0.2, 10.0.0.2:5353, fd00::53, [fd00::53]:5353); undefined when unset.
+ */
+function dnsServers(env: Env, name: Setting): string[] | undefined {
+  const value = env[name]
+  if (value === undefined || value === '') return undefined
+  const entries = value.split(',').map((entry) => entry.trim())
+  for (const entry of entries) {
+    const [, address = entry, port] = /^\[(.*)\](?::([0-9]{1,5}))?$/.exec(entry) ?? /^([^:]*):([0-9]{1,5})$/.exec(entry) ?? []
+    const bracketed = entry.startsWith('[')
+    const family = isIP(address)
+    if (family === 0 || (bracketed && family !== 6) || (port !== undefined && !(Number(port) >= 1 && Number(port) <= 65535))) {
+      throw new ConfigError(name, `must be comma-separated IP addresses of DNS servers, each with an optional port (10.0.0.2:5353, [fd00::53]:5353), got "${entry}"`)
+    }
+  }
+  return entries
 }
 
 /** PETSTORE_DEBUG=1: a CLI error that was not expected also prints its stack trace. */

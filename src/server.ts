@@ -105,7 +105,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   // PostgreSQL's statements are traced by instrumentation-pg; SQLite's operations by our spans.
   const store = tracing !== undefined && opened.kind === 'sqlite' ? traceStoreOperations(opened, 'sqlite') : opened
   // Webhook deliveries, the dispatcher's and the API's pings alike; closed once both are done.
-  const deliverer = new Deliverer({ timeoutMs: config.webhooks.timeoutMs, allowPrivateNetworks: config.webhooks.allowPrivateNetworks })
+  const deliverer = new Deliverer(config.webhooks)
   let app: ApiApp | undefined
   let url: string
   try {

@@ -312,7 +312,7 @@ forEachStore('v2 webhook endpoints', (kind) => {
       ['https://[fd12:3456::1]/', /private or reserved/],
       ['https://[::ffff:127.0.0.1]/', /private or reserved/],
       ['https://0.0.0.0/', /private or reserved/],
-      ['https://localhost/hooks', /private or reserved/],
+      ['https://localhost/hooks', /does not resolve to a public address/],
     ]
     for (const [url, problem] of refused) {
       const response = await call(server, key, 'POST', '', JSON.stringify({ url }))

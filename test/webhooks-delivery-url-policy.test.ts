@@ -1,67 +1,103 @@
 import assert from 'node:assert/strict'
+import { createSocket } from 'node:dgram'
 import type { LookupAddress } from 'node:dns'
 import { SocketAddress, type LookupFunction } from 'node:net'
-import { describe, it } from 'node:test'
+import { after, before, describe, it } from 'node:test'
 import ipaddr from 'ipaddr.js'
 import { allowedWebhookUrl } from '../src/webhooks/endpoints.js'
 import { ApiError } from '../src/errors.js'
-import {
-  ADDRESS_NOT_ALLOWED,
-  BoundedLookups,
-  checkWebhookUrl,
-  guardedLookup,
-  isForbiddenAddress,
-  LOOKUP_TIMED_OUT,
-  LOOKUP_TIMEOUT_MS,
-  LOOKUPS_IN_FLIGHT,
-} from '../src/webhooks/url-policy.js'
+import { LOOKUP_TIMED_OUT, LOOKUP_TIMEOUT_MS, resolveHost } from '../src/webhooks/resolve-host.js'
+import { ADDRESS_NOT_ALLOWED, checkWebhookUrl, guardedLookup, isForbiddenAddress } from '../src/webhooks/url-policy.js'
+import { dnsServer, type DnsServer } from './support/dns-server.js'
 
-// A stand-in for DNS: these tests judge what a name resolves to, without a resolver we control.
-function fakeDns(records: Record<string, string[]>): LookupFunction {
-  return (hostname, _options, callback) => {
-    const addresses = records[hostname]
-    if (addresses === undefined) {
-      const error: NodeJS.ErrnoException = new Error(`getaddrinfo ENOTFOUND ${hostname}`)
-      error.code = 'ENOTFOUND'
-      return callback(error, '')
-    }
-    callback(null, addresses.map((address): LookupAddress => ({ address, family: address.includes(':') ? 6 : 4 })))
-  }
-}
-
-const dns = fakeDns({
-  'hooks.example': ['93.184.215.14', '2606:2800:21f:cb07:6820:80da:af6b:8b2c'],
-  'rebind.example': ['93.184.215.14', '127.0.0.1'],
-  'internal.example': ['10.1.2.3'],
-  'mapped.example': ['::ffff:192.168.1.1'],
-  // ::808:808 as Node's lookup writes it (inet_ntop writes ::/96 with a dotted tail).
-  'compatible.example': ['93.184.215.14', '::8.8.8.8'],
-  'reserved6.example': ['::1:2:3'],
+// A real DNS server on UDP 127.0.0.1 for the names these tests judge; names it drops never answer.
+let dns: DnsServer
+before(async () => {
+  dns = await dnsServer({
+    'hooks.example': ['93.184.215.14', '2606:2800:21f:cb07:6820:80da:af6b:8b2c'],
+    'rebind.example': ['93.184.215.14', '127.0.0.1'],
+    'internal.example': ['10.1.2.3'],
+    'mapped.example': ['::ffff:192.168.1.1'],
+    // ::808:808, which c-ares writes ::8.8.8.8 (inet_ntop's form for ::/96).
+    'compatible.example': ['93.184.215.14', '::808:808'],
+    'reserved6.example': ['::1:2:3'],
+    'v6only.example': ['2606:4700:4700::1111'],
+    'noaddress.example': [],
+    'half.example': { A: ['93.184.215.14'], AAAA: 'drop' },
+    'slow.example': 'drop',
+  })
 })
+after(() => dns.close())
+
+const servers = (): string[] => [dns.address]
 
 /**
- * A stand-in for DNS that answers only when told: `asked` holds each lookup's host and callback, in
- * the order asked, so a test decides when (or whether) getaddrinfo "returns".
+ * Lets I/O and settled promises run until `done` holds, failing when it does not within a lookup's
+ * deadline of real time (timers may be mocked: `performance.now` is not).
  */
-function heldDns(): { lookup: LookupFunction; asked: { hostname: string; answer: (address: string) => void }[] } {
-  const asked: { hostname: string; answer: (address: string) => void }[] = []
-  const lookup: LookupFunction = (hostname, _options, callback) => {
-    asked.push({ hostname, answer: (address) => callback(null, [{ address, family: address.includes(':') ? 6 : 4 }]) })
+async function until(done: () => boolean, what = 'the awaited lookups'): Promise<void> {
+  const started = performance.now()
+  while (!done()) {
+    if (performance.now() - started > LOOKUP_TIMEOUT_MS) assert.fail(`${what}: not within ${LOOKUP_TIMEOUT_MS} ms`)
+    await new Promise((resolve) => setImmediate(resolve))
   }
-  return { lookup, asked }
 }
 
-/** Settles to what a lookup through `lookups` answered; `settled` says whether it has yet. */
-function lookUp(lookups: BoundedLookups, lookup: LookupFunction, hostname: string): { settled: () => boolean; result: Promise<{ error: NodeJS.ErrnoException | null; result: unknown }> } {
-  let settled = false
-  const result = new Promise<{ error: NodeJS.ErrnoException | null; result: unknown }>((resolve) => {
-    lookups.lookup(lookup, hostname, { all: true }, (error, result) => {
-      settled = true
-      resolve({ error, result })
-    })
+/** Whether a lookup of the dropped `slow.example` has been asked of the DNS server `count` times (A and AAAA each). */
+const slowAsked = (count: number) => (): boolean => dns.asked.filter((question) => question.startsWith('slow.example ')).length >= count
+
+describe('resolveHost', () => {
+  it("answers a name's A and AAAA records, IPv4 first", async () => {
+    assert.deepEqual(await resolveHost('hooks.example', servers()), [
+      { address: '93.184.215.14', family: 4 },
+      { address: '2606:2800:21f:cb07:6820:80da:af6b:8b2c', family: 6 },
+    ])
+    assert.deepEqual(await resolveHost('v6only.example', servers()), [{ address: '2606:4700:4700::1111', family: 6 }])
   })
-  return { settled: () => settled, result }
-}
+
+  it('answers localhost names with the loopback addresses, without asking DNS (RFC 6761)', async () => {
+    const asked = dns.asked.length
+    for (const name of ['localhost', 'LOCALHOST.', 'api.localhost']) {
+      assert.deepEqual(await resolveHost(name, servers()), [
+        { address: '127.0.0.1', family: 4 },
+        { address: '::1', family: 6 },
+      ], name)
+    }
+    assert.equal(dns.asked.length, asked)
+  })
+
+  it('fails with ENOTFOUND for a name that does not exist or has no address', async () => {
+    for (const name of ['nowhere.example', 'noaddress.example']) {
+      await assert.rejects(resolveHost(name, servers()), (error: NodeJS.ErrnoException) => error.code === 'ENOTFOUND', name)
+    }
+  })
+
+  it('fails with EAI_AGAIN when the resolver fails otherwise: nothing listens where it is', async () => {
+    const closed = createSocket('udp4')
+    await new Promise<void>((resolve) => closed.bind(0, '127.0.0.1', resolve))
+    const address = `127.0.0.1:${closed.address().port}`
+    await new Promise<void>((resolve) => closed.close(resolve))
+    await assert.rejects(resolveHost('hooks.example', [address]), (error: NodeJS.ErrnoException) => error.code === 'EAI_AGAIN')
+  })
+
+  it('fails with LOOKUP_TIMED_OUT, at its deadline, a name whose queries get no answer', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] })
+    const asked = dns.asked.length
+    let settled = false
+    const lookup = resolveHost('slow.example', servers()).finally(() => (settled = true))
+    await until(() => dns.asked.length >= asked + 2)
+    t.mock.timers.tick(LOOKUP_TIMEOUT_MS - 1)
+    await until(() => true)
+    assert.equal(settled, false, 'not before the deadline')
+    t.mock.timers.tick(1)
+    await assert.rejects(lookup, (error: NodeJS.ErrnoException) => error.code === LOOKUP_TIMED_OUT)
+  })
+
+  // Real timers: the A answer must have come before the deadline, and nothing outside says when it has.
+  it('uses the family that answered when the other gets no answer by the deadline', async () => {
+    assert.deepEqual(await resolveHost('half.example', servers()), [{ address: '93.184.215.14', family: 4 }])
+  })
+})
 
 describe('isForbiddenAddress', () => {
   for (const address of [
@@ -122,23 +158,25 @@ describe('isForbiddenAddress', () => {
 })
 
 describe('checkWebhookUrl', () => {
-  const strict = { allowPrivateNetworks: false, lookup: dns }
-  const lenient = { allowPrivateNetworks: true, lookup: dns }
+  const strict = (): { allowPrivateNetworks: boolean; dnsServers: string[] } => ({ allowPrivateNetworks: false, dnsServers: servers() })
+  const lenient = (): { allowPrivateNetworks: boolean; dnsServers: string[] } => ({ allowPrivateNetworks: true, dnsServers: servers() })
+  const NO_PUBLIC_ADDRESS = 'has a host name that does not resolve to a public address'
+  const CHARACTERS = 'must not contain whitespace or control characters'
 
   it('accepts https to a name with public addresses only', async () => {
-    const check = await checkWebhookUrl('https://hooks.example/in?x=1', strict)
+    const check = await checkWebhookUrl('https://hooks.example/in?x=1', strict())
     assert.equal(check.ok, true)
     assert.equal(check.ok && check.url.href, 'https://hooks.example/in?x=1')
   })
 
   it('accepts a public IP literal, v4 and v6', async () => {
-    assert.equal((await checkWebhookUrl('https://93.184.215.14:8443/x', strict)).ok, true)
-    assert.equal((await checkWebhookUrl('https://[2606:4700:4700::1111]/x', strict)).ok, true)
+    assert.equal((await checkWebhookUrl('https://93.184.215.14:8443/x', strict())).ok, true)
+    assert.equal((await checkWebhookUrl('https://[2606:4700:4700::1111]/x', strict())).ok, true)
   })
 
   // `privateNetworksAllow`: whether WEBHOOK_ALLOW_PRIVATE_NETWORKS=true would accept the URL.
   for (const [url, problem, privateNetworksAllow] of [
-    ['not a url', 'is not an absolute URL', false],
+    ['not-a-url', 'is not an absolute URL', false],
     ['/relative', 'is not an absolute URL', false],
     ['http://hooks.example/', 'must use https', true],
     ['ftp://hooks.example/', 'must use https', false],
@@ -158,24 +196,50 @@ describe('checkWebhookUrl', () => {
     ['https://[::8.8.8.8]/', 'must not point to a private or reserved address', true],
     ['https://[::1:2:3]/', 'must not point to a private or reserved address', true],
     ['https://[1::1]:8443/', 'must not point to a private or reserved address', true],
-    ['https://rebind.example/', 'has a host name that resolves to a private or reserved address', true],
-    ['https://internal.example/', 'has a host name that resolves to a private or reserved address', true],
-    ['https://mapped.example/', 'has a host name that resolves to a private or reserved address', true],
-    ['https://compatible.example/', 'has a host name that resolves to a private or reserved address', true],
-    ['https://reserved6.example/', 'has a host name that resolves to a private or reserved address', true],
-    ['https://nowhere.example/', 'has a host name that does not resolve', false],
+    // A name with a private address and a name with none are told the same: nothing says which names exist inside.
+    ['https://rebind.example/', NO_PUBLIC_ADDRESS, true],
+    ['https://internal.example/', NO_PUBLIC_ADDRESS, true],
+    ['https://mapped.example/', NO_PUBLIC_ADDRESS, true],
+    ['https://compatible.example/', NO_PUBLIC_ADDRESS, true],
+    ['https://reserved6.example/', NO_PUBLIC_ADDRESS, true],
+    ['https://localhost/', NO_PUBLIC_ADDRESS, true],
+    ['https://nowhere.example/', NO_PUBLIC_ADDRESS, true],
+    ['https://noaddress.example/', NO_PUBLIC_ADDRESS, true],
+    // The URL parser would drop the tab and newlines and trim the rest: what is stored is not what is called.
+    ['https://hooks.exa\nmple/', CHARACTERS, false],
+    ['https://hooks.example/\tin', CHARACTERS, false],
+    ['https://hooks.example/in\r\n', CHARACTERS, false],
+    ['https://hooks.example/\u001b[31min', CHARACTERS, false],
+    ['https://hooks.example/in\u0000', CHARACTERS, false],
+    ['https://hooks.example/in\u007f', CHARACTERS, false],
+    ['https://hooks.example/in\u0085', CHARACTERS, false],
+    [' https://hooks.example/', CHARACTERS, false],
+    ['https://hooks.example/in ', CHARACTERS, false],
+    ['https://hooks.example/a b', CHARACTERS, false],
+    ['https://hooks.example/\u00a0', CHARACTERS, false],
+    ['https://hooks.example/\u2028', CHARACTERS, false],
+    ['https://hooks.example/\u3000', CHARACTERS, false],
+    ['https://hooks.exam\u200bple/', CHARACTERS, false],
+    ['https://hooks.example/\u202egnp.exe', CHARACTERS, false],
+    ['https://hooks.example/\ufeff', CHARACTERS, false],
   ] as const) {
-    it(`refuses ${url}: ${problem}`, async () => {
-      assert.deepEqual(await checkWebhookUrl(url, strict), { ok: false, problem, privateNetworksAllow })
+    it(`refuses ${JSON.stringify(url)}: ${problem}`, async () => {
+      assert.deepEqual(await checkWebhookUrl(url, strict()), { ok: false, problem, privateNetworksAllow })
     })
   }
 
+  it('refuses whitespace and control characters with private networks allowed too', async () => {
+    for (const url of ['http://127.0.0.1:9/\n', 'http://127.0.0.1:9/\u001b', 'http://127.0.0.1:9/a b', '\thttp://127.0.0.1:9/']) {
+      assert.deepEqual(await checkWebhookUrl(url, lenient()), { ok: false, problem: CHARACTERS, privateNetworksAllow: false }, JSON.stringify(url))
+    }
+  })
+
   it('allows http and private addresses when private networks are allowed, never credentials', async () => {
-    assert.equal((await checkWebhookUrl('http://127.0.0.1:9999/hook', lenient)).ok, true)
-    assert.equal((await checkWebhookUrl('https://internal.example/', lenient)).ok, true)
-    assert.equal((await checkWebhookUrl('https://[::127.0.0.1]/', lenient)).ok, true)
-    assert.deepEqual(await checkWebhookUrl('ftp://127.0.0.1/', lenient), { ok: false, problem: 'must use https or http', privateNetworksAllow: false })
-    assert.deepEqual(await checkWebhookUrl('http://a:b@127.0.0.1/', lenient), {
+    assert.equal((await checkWebhookUrl('http://127.0.0.1:9999/hook', lenient())).ok, true)
+    assert.equal((await checkWebhookUrl('https://internal.example/', lenient())).ok, true)
+    assert.equal((await checkWebhookUrl('https://[::127.0.0.1]/', lenient())).ok, true)
+    assert.deepEqual(await checkWebhookUrl('ftp://127.0.0.1/', lenient()), { ok: false, problem: 'must use https or http', privateNetworksAllow: false })
+    assert.deepEqual(await checkWebhookUrl('http://a:b@127.0.0.1/', lenient()), {
       ok: false,
       problem: 'must not contain a user name or password',
       privateNetworksAllow: false,
@@ -184,99 +248,31 @@ describe('checkWebhookUrl', () => {
 
   it('answers a lookup that does not come within the timeout as a refusal naming it', async (t) => {
     t.mock.timers.enable({ apis: ['setTimeout'] })
-    const dns = heldDns()
-    const lookups = new BoundedLookups(LOOKUPS_IN_FLIGHT, LOOKUP_TIMEOUT_MS)
+    const asked = dns.asked.length
     let settled = false
-    const check = checkWebhookUrl('https://slow.example/', { allowPrivateNetworks: false, lookup: dns.lookup, lookups }).finally(() => (settled = true))
-    assert.deepEqual(dns.asked.map((entry) => entry.hostname), ['slow.example'])
+    const check = checkWebhookUrl('https://slow.example/', strict()).finally(() => (settled = true))
+    await until(() => dns.asked.length >= asked + 2)
     t.mock.timers.tick(LOOKUP_TIMEOUT_MS - 1)
-    await Promise.resolve()
+    await until(() => true)
     assert.equal(settled, false, 'not before the timeout')
     t.mock.timers.tick(1)
     assert.deepEqual(await check, { ok: false, problem: 'has a host name that did not resolve within 5 s', privateNetworksAllow: false })
-    // getaddrinfo returning later changes nothing, and frees the lookup's slot.
-    assert.equal(lookups.running, 1)
-    dns.asked[0]!.answer('93.184.215.14')
-    assert.equal(lookups.running, 0)
   })
 
   it('makes a creation or PATCH whose lookup times out 400 invalid_webhook_url, naming the timeout', async (t) => {
     t.mock.timers.enable({ apis: ['setTimeout'] })
-    const dns = heldDns()
-    const config = { timeoutMs: 10_000, retryScheduleMs: [], allowPrivateNetworks: false, maxEndpoints: 100, concurrency: 100 }
-    const allowed = allowedWebhookUrl('https://slow.example/hooks', config, { lookup: dns.lookup, lookups: new BoundedLookups(2, LOOKUP_TIMEOUT_MS) })
-    const refusal = assert.rejects(allowed, (error: unknown) => {
+    const config = { timeoutMs: 10_000, retryScheduleMs: [], allowPrivateNetworks: false, maxEndpoints: 100, concurrency: 100, dnsServers: servers() }
+    const asked = dns.asked.length
+    const refusal = assert.rejects(allowedWebhookUrl('https://slow.example/hooks', config), (error: unknown) => {
       assert.ok(error instanceof ApiError)
       assert.equal(error.code, 'invalid_webhook_url')
       assert.equal(error.statusCode, 400)
       assert.equal(error.message, 'The webhook URL has a host name that did not resolve within 5 s.')
       return true
     })
+    await until(() => dns.asked.length >= asked + 2)
     t.mock.timers.tick(LOOKUP_TIMEOUT_MS)
     await refusal
-  })
-})
-
-describe('BoundedLookups', () => {
-  it('runs at most its bound of lookups at once: the next waits for one to answer', async () => {
-    const dns = heldDns()
-    const lookups = new BoundedLookups(2, LOOKUP_TIMEOUT_MS)
-    const first = lookUp(lookups, dns.lookup, 'a.example')
-    const second = lookUp(lookups, dns.lookup, 'b.example')
-    const third = lookUp(lookups, dns.lookup, 'c.example')
-    assert.deepEqual(dns.asked.map((entry) => entry.hostname), ['a.example', 'b.example'], 'the third waits')
-    assert.equal(lookups.running, 2)
-    dns.asked[1]!.answer('93.184.215.14')
-    assert.deepEqual(dns.asked.map((entry) => entry.hostname), ['a.example', 'b.example', 'c.example'], 'started once the second answered')
-    assert.deepEqual((await second.result).result, [{ address: '93.184.215.14', family: 4 }])
-    assert.equal(first.settled(), false)
-    assert.equal(third.settled(), false)
-    dns.asked[0]!.answer('2606:4700:4700::1111')
-    dns.asked[2]!.answer('8.8.8.8')
-    assert.deepEqual((await first.result).result, [{ address: '2606:4700:4700::1111', family: 6 }])
-    assert.deepEqual((await third.result).result, [{ address: '8.8.8.8', family: 4 }])
-    assert.equal(lookups.running, 0)
-  })
-
-  it('counts a lookup that timed out until it answers: the next still waits, within its own timeout', async (t) => {
-    t.mock.timers.enable({ apis: ['setTimeout'] })
-    const dns = heldDns()
-    const lookups = new BoundedLookups(2, LOOKUP_TIMEOUT_MS)
-    const hung = [lookUp(lookups, dns.lookup, 'a.example'), lookUp(lookups, dns.lookup, 'b.example')]
-    t.mock.timers.tick(LOOKUP_TIMEOUT_MS)
-    for (const lookup of hung) assert.equal((await lookup.result).error?.code, LOOKUP_TIMED_OUT)
-    assert.equal(lookups.running, 2, 'their getaddrinfo has not returned')
-
-    // Asked while both slots are held, it waits; asked so, it times out without being started.
-    const starved = lookUp(lookups, dns.lookup, 'c.example')
-    t.mock.timers.tick(LOOKUP_TIMEOUT_MS - 1)
-    assert.equal(starved.settled(), false)
-    t.mock.timers.tick(1)
-    assert.equal((await starved.result).error?.code, LOOKUP_TIMED_OUT)
-    assert.equal(dns.asked.length, 2, 'the starved lookup never reached DNS')
-
-    const waiting = lookUp(lookups, dns.lookup, 'd.example')
-    assert.equal(dns.asked.length, 2)
-    dns.asked[0]!.answer('93.184.215.14')
-    assert.deepEqual(dns.asked.map((entry) => entry.hostname), ['a.example', 'b.example', 'd.example'], 'started when a hung lookup returned')
-    dns.asked[2]!.answer('8.8.8.8')
-    assert.deepEqual(await waiting.result, { error: null, result: [{ address: '8.8.8.8', family: 4 }] })
-    dns.asked[1]!.answer('8.8.4.4')
-    assert.equal(lookups.running, 0)
-  })
-
-  it('answers a lookup that throws with its error, and frees its slot', async () => {
-    const lookups = new BoundedLookups(1, LOOKUP_TIMEOUT_MS)
-    const throwing: LookupFunction = () => {
-      throw new TypeError('bad hostname')
-    }
-    assert.equal((await lookUp(lookups, throwing, 'x').result).error?.message, 'bad hostname')
-    assert.equal(lookups.running, 0)
-  })
-
-  it('refuses a bound or timeout that is not positive', () => {
-    assert.throws(() => new BoundedLookups(0, 5000), /limit must be a positive integer/)
-    assert.throws(() => new BoundedLookups(2, 0), /timeoutMs must be positive/)
   })
 })
 
@@ -286,7 +282,7 @@ describe('guardedLookup', () => {
   }
 
   it('refuses at connect time a name that resolves to a forbidden address', async () => {
-    const lookup = guardedLookup({ allowPrivateNetworks: false, lookup: dns })
+    const lookup = guardedLookup({ allowPrivateNetworks: false, dnsServers: servers() })
     for (const all of [true, false]) {
       const { error } = await resolve(lookup, 'rebind.example', all)
       assert.equal(error?.code, ADDRESS_NOT_ALLOWED)
@@ -295,33 +291,65 @@ describe('guardedLookup', () => {
   })
 
   it('passes public addresses on in the form asked for', async () => {
-    const lookup = guardedLookup({ allowPrivateNetworks: false, lookup: dns })
+    const lookup = guardedLookup({ allowPrivateNetworks: false, dnsServers: servers() })
     assert.deepEqual((await resolve(lookup, 'hooks.example', true)).result, [
       { address: '93.184.215.14', family: 4 },
       { address: '2606:2800:21f:cb07:6820:80da:af6b:8b2c', family: 6 },
-    ])
+    ] satisfies LookupAddress[])
     assert.equal((await resolve(lookup, 'hooks.example', false)).result, '93.184.215.14')
   })
 
   it('passes private addresses when allowed, and DNS errors as they are', async () => {
-    const lookup = guardedLookup({ allowPrivateNetworks: true, lookup: dns })
+    const lookup = guardedLookup({ allowPrivateNetworks: true, dnsServers: servers() })
     assert.equal((await resolve(lookup, 'rebind.example', false)).error, null)
+    assert.equal((await resolve(lookup, 'localhost', false)).result, '127.0.0.1')
     assert.equal((await resolve(lookup, 'nowhere.example', false)).error?.code, 'ENOTFOUND')
   })
 
   it('refuses a name that resolves into ::/96 or ::/8', async () => {
-    const lookup = guardedLookup({ allowPrivateNetworks: false, lookup: dns })
+    const lookup = guardedLookup({ allowPrivateNetworks: false, dnsServers: servers() })
     for (const host of ['compatible.example', 'reserved6.example']) assert.equal((await resolve(lookup, host, false)).error?.code, ADDRESS_NOT_ALLOWED, host)
   })
 
   it('fails a lookup that does not answer within the timeout with LOOKUP_TIMED_OUT, private networks allowed or not', async (t) => {
     t.mock.timers.enable({ apis: ['setTimeout'] })
     for (const allowPrivateNetworks of [false, true]) {
-      const held = heldDns()
-      const lookup = guardedLookup({ allowPrivateNetworks, lookup: held.lookup, lookups: new BoundedLookups(2, LOOKUP_TIMEOUT_MS) })
-      const pending = resolve(lookup, 'slow.example', false)
+      const asked = dns.asked.length
+      const pending = resolve(guardedLookup({ allowPrivateNetworks, dnsServers: servers() }), 'slow.example', false)
+      await until(() => dns.asked.length >= asked + 2)
       t.mock.timers.tick(LOOKUP_TIMEOUT_MS)
       assert.equal((await pending).error?.code, LOOKUP_TIMED_OUT)
     }
   })
+})
+
+describe('lookups of names that never answer', () => {
+  it('delay no other: a creation and a connection naming a good name are answered while 100 lookups of a dropped name wait', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] })
+    const before = dns.asked.filter((question) => question.startsWith('slow.example ')).length
+    const hanging = [
+      ...Array.from({ length: 50 }, () => checkWebhookUrl('https://slow.example/', strict())),
+      ...Array.from({ length: 50 }, () => resolveGuarded('slow.example')),
+    ]
+    let settled = 0
+    for (const lookup of hanging) void lookup.finally(() => settled++)
+    const good: unknown[] = []
+    void checkWebhookUrl('https://hooks.example/', strict()).then((check) => good.push(check.ok))
+    void resolveGuarded('hooks.example').then((lookup) => good.push(lookup.result))
+    await until(() => good.length === 2, 'the good name answered while the lookups of the dropped name wait')
+    assert.deepEqual(good.sort(), ['93.184.215.14', true])
+    assert.equal(settled, 0, 'every lookup of the dropped name still waits')
+    await until(slowAsked(before + 200), 'every lookup of the dropped name asked of DNS') // A and AAAA of each, all in flight
+    t.mock.timers.tick(LOOKUP_TIMEOUT_MS)
+    await Promise.all(hanging)
+    assert.equal(settled, 100)
+  })
+
+  function strict(): { allowPrivateNetworks: boolean; dnsServers: string[] } {
+    return { allowPrivateNetworks: false, dnsServers: servers() }
+  }
+
+  function resolveGuarded(host: string): Promise<{ error: NodeJS.ErrnoException | null; result: unknown }> {
+    return new Promise((done) => guardedLookup(strict())(host, { all: false }, (error, result) => done({ error, result })))
+  }
 })

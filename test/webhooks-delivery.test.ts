@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import type { LookupAddress } from 'node:dns'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo, LookupFunction, Socket } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import { after, describe, it } from 'node:test'
 import { Webhook } from 'standardwebhooks'
 import type { FeedEvent, WebhookSecrets } from '../src/domain/webhooks.js'
@@ -10,6 +9,7 @@ import { BODY_READ_MS, Deliverer, MAX_RESPONSE_BYTES, type DeliveryResult } from
 import { nextRetry, parseRetryAfter } from '../src/webhooks/retry-schedule.js'
 import { deliveryBody, deliveryHeaders } from '../src/webhooks/signing.js'
 import { checkWebhookUrl } from '../src/webhooks/url-policy.js'
+import { dnsServer } from './support/dns-server.js'
 
 const newSecret = (): string => `whsec_${randomBytes(32).toString('base64')}`
 
@@ -233,23 +233,16 @@ describe('delivery outcomes', () => {
 })
 
 describe('addresses at connect time', () => {
-  // A stand-in for DNS: "rebind.test" resolves to a public address when the URL is checked and to
-  // 127.0.0.1 when the delivery connects, as a rebinding name would. Private networks not allowed.
-  function rebindingDns(): LookupFunction {
-    let calls = 0
-    return (_hostname, _options, callback) => {
-      calls++
-      const address = calls === 1 ? '93.184.215.14' : '127.0.0.1'
-      callback(null, [{ address, family: 4 } satisfies LookupAddress])
-    }
-  }
-
   it('refuses a name that resolves to 127.0.0.1 when connecting, though it passed the check', async () => {
+    // "rebind.test" resolves to a public address when the URL is checked and to 127.0.0.1 when the
+    // delivery connects, as a rebinding name would. Private networks not allowed.
+    const dns = await dnsServer({ 'rebind.test': ['93.184.215.14'] })
+    after(() => dns.close())
     const hook = await receiver((_req, res) => res.end())
-    const lookup = rebindingDns()
     const url = `https://rebind.test:${hook.port}/hook`
-    assert.equal((await checkWebhookUrl(url, { allowPrivateNetworks: false, lookup })).ok, true)
-    const result = await deliverer({ allowPrivateNetworks: false, lookup }).deliver(request(url, secrets()))
+    assert.equal((await checkWebhookUrl(url, { allowPrivateNetworks: false, dnsServers: [dns.address] })).ok, true)
+    dns.set('rebind.test', ['127.0.0.1'])
+    const result = await deliverer({ allowPrivateNetworks: false, dnsServers: [dns.address] }).deliver(request(url, secrets()))
     assert.deepEqual(pick(result), { outcome: 'failure', status: null, error: 'address not allowed' })
     assert.equal(hook.connections, 0)
   })

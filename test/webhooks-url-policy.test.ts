@@ -1,17 +1,18 @@
 import assert from 'node:assert/strict'
-import type { LookupFunction } from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'
 import { Deliverer, type DeliveryResult } from '../src/webhooks/delivery.js'
-import { LOOKUP_TIMEOUT_MS } from '../src/webhooks/url-policy.js'
+import { LOOKUP_TIMEOUT_MS } from '../src/webhooks/resolve-host.js'
 import { assertOk, assertOneLineError, cli } from './support/cli.js'
+import { dnsServer, type DnsServer } from './support/dns-server.js'
 import { bearer, createDatabase, expectError, forEachStore, startTestServer, type TestDatabaseHandle, type TestServer } from './support/harness.js'
 import { receiver, type Receiver } from './support/webhook-receiver.js'
 
 // The URL policy through the real parts: the API on both stores, the CLI, and the Deliverer
-// connecting to a receiver on 127.0.0.1 through a stand-in for DNS. The rules themselves are tested
-// one by one in webhooks-delivery-url-policy.test.ts.
+// connecting to a receiver on 127.0.0.1, names resolved by a DNS server of the test's
+// (WEBHOOK_DNS_SERVERS). The rules themselves are tested one by one in
+// webhooks-delivery-url-policy.test.ts.
 
 const PUBLIC_URL = 'https://93.184.215.14/hooks' // an address literal: no DNS needed to judge it
 const SETTING = 'set WEBHOOK_ALLOW_PRIVATE_NETWORKS=true to allow private networks and http (tests, on-premises)'
@@ -35,6 +36,20 @@ const REFUSED: [url: string, message: string][] = [
   ['https://[fd12:3456::1]/', PRIVATE],
   ['http://93.184.215.14/hooks', HTTP],
 ]
+
+// The URL parser would drop the newline and the tab: what is stored would not be what is called.
+const CHARACTERS = 'The webhook URL must not contain whitespace or control characters.'
+const CONTROLS = ['https://93.184.215.14/ho\noks', 'https://93.184.2\t15.14/hooks', 'https://93.184.215.14/\u001b[2Jhooks', 'https://93.184.215.14/hooks\u0000', 'https://93.184.215.14/a hook']
+
+// A name with a private address and a name with none get one message: it tells nothing of which names exist inside.
+const NO_PUBLIC_ADDRESS = `The webhook URL has a host name that does not resolve to a public address; ${SETTING}.`
+
+/** A DNS server for the names of these tests, closed when the file ends. */
+let dns: DnsServer
+before(async () => {
+  dns = await dnsServer({ 'hooks.test': ['93.184.215.14'], 'internal.test': ['10.1.2.3'], 'loopback.test': ['127.0.0.1', '::1'] })
+})
+after(() => dns.close())
 
 async function call(server: TestServer, key: string, method: string, path: string, body: object): Promise<Response> {
   return fetch(`${server.origin}/v2/webhook-endpoints${path}`, {
@@ -65,7 +80,7 @@ forEachStore('webhook URL policy through the API', (kind) => {
   let key: string
 
   before(async () => {
-    server = await startTestServer(kind)
+    server = await startTestServer(kind, { env: { WEBHOOK_DNS_SERVERS: dns.address } })
     key = await server.createKey({ scopes: ['orders:read', 'webhooks:manage'] })
   })
 
@@ -76,6 +91,32 @@ forEachStore('webhook URL policy through the API', (kind) => {
       assertNamesNoAddress(body.message as string, url)
     }
     assert.deepEqual(await server.store.webhooks.list(), [], 'nothing was created')
+  })
+
+  it('answers a name with a private address and a name with none in the same words, naming the setting; a public name is created', async () => {
+    for (const url of ['https://internal.test/hooks', 'https://loopback.test/hooks', 'https://localhost/hooks', 'https://nowhere.test/hooks']) {
+      const body = await expectError(await call(server, key, 'POST', '', { url }), 400, 'invalid_webhook_url')
+      assert.equal(body.message, NO_PUBLIC_ADDRESS, url)
+    }
+    assert.deepEqual(await server.store.webhooks.list(), [], 'nothing was created')
+    const endpoint = await created(await call(server, key, 'POST', '', { url: 'https://hooks.test/hooks' }))
+    assert.equal(endpoint.url, 'https://hooks.test/hooks')
+    await server.store.webhooks.remove(BigInt(endpoint.id))
+  })
+
+  it('refuses a URL with whitespace or control characters at creation and in a PATCH: 400 invalid_webhook_url, nothing written', async () => {
+    for (const url of CONTROLS) {
+      const body = await expectError(await call(server, key, 'POST', '', { url }), 400, 'invalid_webhook_url')
+      assert.equal(body.message, CHARACTERS, JSON.stringify(url))
+    }
+    assert.deepEqual(await server.store.webhooks.list(), [], 'nothing was created')
+    const endpoint = await created(await call(server, key, 'POST', '', { url: PUBLIC_URL }))
+    for (const url of CONTROLS) {
+      const body = await expectError(await call(server, key, 'PATCH', `/${endpoint.id}`, { url }), 400, 'invalid_webhook_url')
+      assert.equal(body.message, CHARACTERS, JSON.stringify(url))
+    }
+    assert.equal((await server.store.webhooks.find(BigInt(endpoint.id)))?.url, PUBLIC_URL)
+    await server.store.webhooks.remove(BigInt(endpoint.id))
   })
 
   it('refuses them in a PATCH, which then changes nothing', async () => {
@@ -125,6 +166,18 @@ forEachStore('webhook URL policy through the CLI', (kind) => {
       assert.equal(result.stderr, `petstore-orders: ${message.charAt(0).toLowerCase()}${message.slice(1)}\n`)
     }
     assert.deepEqual(await store.webhooks.list(), [])
+    for (const url of ['https://internal.test/hooks', 'https://nowhere.test/hooks']) {
+      const result = await cli(['webhooks', 'add', url], { ...env, WEBHOOK_DNS_SERVERS: dns.address })
+      assertOneLineError(result, 1, /webhook URL/)
+      assert.equal(result.stderr, `petstore-orders: ${NO_PUBLIC_ADDRESS.charAt(0).toLowerCase()}${NO_PUBLIC_ADDRESS.slice(1)}\n`, url)
+    }
+    // A command line cannot carry NUL.
+    for (const url of CONTROLS.filter((control) => !control.includes('\u0000'))) {
+      const result = await cli(['webhooks', 'add', url], env)
+      assertOneLineError(result, 1, /webhook URL/)
+      assert.equal(result.stderr, `petstore-orders: the webhook URL must not contain whitespace or control characters.\n`, JSON.stringify(url))
+    }
+    assert.deepEqual(await store.webhooks.list(), [])
     assertOk(await cli(['webhooks', 'add', 'https://[::127.0.0.1]/hooks'], { ...env, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' }))
     assert.deepEqual((await store.webhooks.list()).map((endpoint) => endpoint.url), ['https://[::127.0.0.1]/hooks'])
   })
@@ -141,18 +194,18 @@ describe('webhook URL policy when a delivery connects', () => {
   const request = (url: string): { url: string; body: string; headers: Record<string, string> } => ({ url, body: '{}', headers: {} })
   const pick = (result: DeliveryResult): Pick<DeliveryResult, 'outcome' | 'status' | 'error'> => ({ outcome: result.outcome, status: result.status, error: result.error })
 
-  function deliverer(lookup?: LookupFunction): Deliverer {
-    const value = new Deliverer({ timeoutMs: 60_000, allowPrivateNetworks: false, lookup })
+  function deliverer(): Deliverer {
+    const value = new Deliverer({ timeoutMs: 60_000, allowPrivateNetworks: false, dnsServers: [dns.address] })
     after(() => value.close())
     return value
   }
 
   it('refuses a name that resolves into ::/96 or ::/8, without connecting', async () => {
-    // As Node's lookup writes them: ::/96 with a dotted tail (inet_ntop's form).
-    const records: Record<string, string> = { 'compatible.test': '::127.0.0.1', 'compatible-public.test': '::8.8.8.8', 'reserved.test': '::1:2:3' }
-    const lookup: LookupFunction = (hostname, _options, callback) => callback(null, [{ address: records[hostname]!, family: 6 }])
+    // ::7f00:1, ::808:808 and ::1:2:3 as AAAA records; c-ares writes the first two as ::127.0.0.1 and ::8.8.8.8.
+    const records: Record<string, string> = { 'compatible.test': '::7f00:1', 'compatible-public.test': '::808:808', 'reserved.test': '::1:2:3' }
+    for (const [host, address] of Object.entries(records)) dns.set(host, [address])
     for (const host of Object.keys(records)) {
-      const result = await deliverer(lookup).deliver(request(`https://${host}:${port()}/hook`))
+      const result = await deliverer().deliver(request(`https://${host}:${port()}/hook`))
       assert.deepEqual(pick(result), { outcome: 'failure', status: null, error: 'address not allowed' }, host)
     }
     assert.equal(hook.deliveries.length, 0)
@@ -168,19 +221,10 @@ describe('webhook URL policy when a delivery connects', () => {
 
   it('fails an attempt whose lookup does not answer within the timeout with "DNS timeout"', async (t) => {
     t.mock.timers.enable({ apis: ['setTimeout'] })
-    const held: (() => void)[] = []
-    let asked!: () => void
-    const lookupAsked = new Promise<void>((resolve) => (asked = resolve))
-    // A resolver that never answers while the test runs; it answers at the end, freeing its slot.
-    const lookup: LookupFunction = (_hostname, _options, callback) => {
-      held.push(() => callback(null, [{ address: '127.0.0.1', family: 4 }]))
-      asked()
-    }
-    t.after(() => {
-      for (const answer of held) answer()
-    })
-    const attempt = deliverer(lookup).deliver(request(`https://hangs.test:${port()}/hook`))
-    await lookupAsked
+    dns.set('hangs.test', 'drop')
+    const asked = (): number => dns.asked.filter((question) => question.startsWith('hangs.test ')).length
+    const attempt = deliverer().deliver(request(`https://hangs.test:${port()}/hook`))
+    while (asked() < 2) await new Promise((resolve) => setImmediate(resolve))
     t.mock.timers.tick(LOOKUP_TIMEOUT_MS)
     assert.deepEqual(pick(await attempt), { outcome: 'failure', status: null, error: 'DNS timeout' })
     assert.equal(hook.deliveries.length, 0)

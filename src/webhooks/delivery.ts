@@ -1,8 +1,8 @@
 import http from 'node:http'
 import https from 'node:https'
-import type { LookupFunction } from 'node:net'
 import { performance } from 'node:perf_hooks'
-import { ADDRESS_NOT_ALLOWED, checkWebhookUrlForm, guardedLookup, LOOKUP_TIMED_OUT } from './url-policy.js'
+import { LOOKUP_TIMED_OUT } from './resolve-host.js'
+import { ADDRESS_NOT_ALLOWED, checkWebhookUrlForm, guardedLookup } from './url-policy.js'
 
 /** At most this much of a response is read; past it the connection is dropped. */
 export const MAX_RESPONSE_BYTES = 64 * 1024
@@ -38,8 +38,8 @@ export interface DeliveryRequest {
 export interface DelivererOptions {
   timeoutMs: number
   allowPrivateNetworks: boolean
-  /** Stands in for DNS in tests; node:dns otherwise. */
-  lookup?: LookupFunction | undefined
+  /** The DNS servers host names are resolved with (WEBHOOK_DNS_SERVERS); the system's when none. */
+  dnsServers?: readonly string[] | undefined
 }
 
 /**
@@ -52,7 +52,7 @@ export class Deliverer {
   private readonly httpsAgent: https.Agent
 
   constructor(private readonly options: DelivererOptions) {
-    const lookup = guardedLookup({ allowPrivateNetworks: options.allowPrivateNetworks, lookup: options.lookup })
+    const lookup = guardedLookup({ allowPrivateNetworks: options.allowPrivateNetworks, dnsServers: options.dnsServers })
     // Idle sockets are closed before a receiver's usual keep-alive timeout (5 s in Node), so a
     // request is rarely written onto a socket the receiver is closing. The attempt's own deadline
     // is a timer of `deliver`; the agent's timeout only ends idle sockets.

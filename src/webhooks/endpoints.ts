@@ -9,7 +9,7 @@ import type {
 } from '../schemas/webhook-endpoint.js'
 import type { WebhooksRepository } from '../store/webhooks.js'
 import { toApiPingResult } from './ping.js'
-import { checkWebhookUrl, type UrlPolicyOptions } from './url-policy.js'
+import { checkWebhookUrl } from './url-policy.js'
 
 /** Webhook endpoints managed, for the API and the CLI alike; what a change does to one is domain/webhooks.ts's. */
 
@@ -19,14 +19,9 @@ const PRIVATE_NETWORKS_SETTING = 'set WEBHOOK_ALLOW_PRIVATE_NETWORKS=true to all
 /**
  * A URL the policy allows, or 400 `invalid_webhook_url` saying what is wrong with it (never an
  * address it resolved to) and, when WEBHOOK_ALLOW_PRIVATE_NETWORKS would allow it, saying so.
- * `resolver` stands in for DNS in tests.
  */
-export async function allowedWebhookUrl(
-  url: string,
-  config: Config['webhooks'],
-  resolver: Pick<UrlPolicyOptions, 'lookup' | 'lookups'> = {},
-): Promise<string> {
-  const check = await checkWebhookUrl(url, { ...resolver, allowPrivateNetworks: config.allowPrivateNetworks })
+export async function allowedWebhookUrl(url: string, config: Config['webhooks']): Promise<string> {
+  const check = await checkWebhookUrl(url, { allowPrivateNetworks: config.allowPrivateNetworks, dnsServers: config.dnsServers })
   if (!check.ok) {
     const setting = check.privateNetworksAllow ? `; ${PRIVATE_NETWORKS_SETTING}` : ''
     throw new ApiError('invalid_webhook_url', `The webhook URL ${check.problem}${setting}.`)

@@ -1562,7 +1562,7 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookEndpointCreated"];
                 };
             };
-            /** @description The body is missing, not a JSON object, has a field other than `url`, `eventTypes` and `description`, `url` is missing, `eventTypes` is empty or has an unknown or repeated type, or `description` is longer than 256 characters (`invalid_body`, naming the field); the URL is not https, names a user or password, or its host is or resolves to a loopback, private, link-local or unique-local address (`invalid_webhook_url`, saying which); a query parameter was sent (`invalid_parameter`) */
+            /** @description The body is missing, not a JSON object, has a field other than `url`, `eventTypes` and `description`, `url` is missing, `eventTypes` is empty or has an unknown or repeated type, or `description` is longer than 256 characters (`invalid_body`, naming the field); the URL is not https, names a user or password, contains whitespace or control characters, its host is a loopback, private, link-local or unique-local address, or its host name does not resolve to a public address within 5 s (`invalid_webhook_url`, saying which); a query parameter was sent (`invalid_parameter`) */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1860,7 +1860,7 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookEndpoint"];
                 };
             };
-            /** @description `endpointId` is not a decimal integer in the int64 range (`invalid_endpoint_id`); the body is not a JSON object, has an unknown field, or a field with an invalid value (`invalid_body`, naming it); the URL is not https, names a user or password, or its host is or resolves to a loopback, private, link-local or unique-local address (`invalid_webhook_url`, saying which); a query parameter was sent (`invalid_parameter`) */
+            /** @description `endpointId` is not a decimal integer in the int64 range (`invalid_endpoint_id`); the body is not a JSON object, has an unknown field, or a field with an invalid value (`invalid_body`, naming it); the URL is not https, names a user or password, contains whitespace or control characters, its host is a loopback, private, link-local or unique-local address, or its host name does not resolve to a public address within 5 s (`invalid_webhook_url`, saying which); a query parameter was sent (`invalid_parameter`) */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

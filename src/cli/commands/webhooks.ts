@@ -11,10 +11,11 @@ import { pingWebhookEndpoint, toApiPingResult } from '../../webhooks/ping.js'
 import { CommandError, lowerFirst, PROGRAM, printable, printRows, stringOption, UsageError, withStore, type Command } from '../command.js'
 import { afterOption, cursorProblem } from './events.js'
 
-const POLICY = `The URL must be https, with no user name or password, and its host must resolve only to public
-addresses — unless WEBHOOK_ALLOW_PRIVATE_NETWORKS=true, which also allows http and private,
-loopback and link-local addresses (tests, on-premises receivers). At most WEBHOOK_MAX_ENDPOINTS
-(default 100) endpoints exist.`
+const POLICY = `The URL must be https, with no user name or password, whitespace or control characters, and
+its host must resolve only to public addresses — unless WEBHOOK_ALLOW_PRIVATE_NETWORKS=true, which
+also allows http and private, loopback and link-local addresses (tests, on-premises receivers).
+Host names are asked of DNS (WEBHOOK_DNS_SERVERS, or those of /etc/resolv.conf), not /etc/hosts.
+At most WEBHOOK_MAX_ENDPOINTS (default 100) endpoints exist.`
 
 /** `--events a,b`: known types, each once; stored in feed-type order. */
 function parseEvents(text: string): OrderEventType[] {
@@ -225,7 +226,7 @@ Examples:
   async run({ values, positionals }, io) {
     const id = endpointId(positionals[0]!)
     const config = loadWebhooksConfig(io.env)
-    const deliverer = new Deliverer({ timeoutMs: config.timeoutMs, allowPrivateNetworks: config.allowPrivateNetworks })
+    const deliverer = new Deliverer(config)
     let result
     try {
       result = await withStore(io, (store) =>

@@ -21,8 +21,9 @@ export const NOT_FOUND = 'No webhook endpoint has this id (`webhook_endpoint_not
 export const BAD_ID = '`endpointId` is not a decimal integer in the int64 range (`invalid_endpoint_id`)'
 export const NOT_JSON = 'The body is not JSON (`unsupported_media_type`): send it with `Content-Type: application/json`'
 const URL_REFUSED =
-  'the URL is not https, names a user or password, or its host is or resolves to a loopback, private, link-local or ' +
-  'unique-local address (`invalid_webhook_url`, saying which)'
+  'the URL is not https, names a user or password, contains whitespace or control characters, its host is a loopback, ' +
+  'private, link-local or unique-local address, or its host name does not resolve to a public address within 5 s ' +
+  '(`invalid_webhook_url`, saying which)'
 export const BETA =
   'Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it.'
 /** What creating an endpoint, replaying one or changing its URL needs besides `webhooks:manage`, and why. */
