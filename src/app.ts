@@ -27,6 +27,8 @@ import { orderEventsRoute } from './http/routes/v2/order-events.js'
 import { ordersV2Routes } from './http/routes/v2/orders.js'
 import { placeOrderRoute } from './http/routes/v2/place-order.js'
 import { shipOrderRoute } from './http/routes/v2/ship-order.js'
+import { MERGE_PATCH_MEDIA_TYPE } from './http/strict-body.js'
+import { updateOrderRoute } from './http/routes/v2/update-order.js'
 import { webhookEndpointActionsRoutes } from './http/routes/v2/webhook-endpoint-actions.js'
 import { webhookEndpointsRoutes } from './http/routes/v2/webhook-endpoints.js'
 import { ErrorSchema } from './schemas/error.js'
@@ -67,6 +69,23 @@ const SECURITY_HEADERS = { 'x-content-type-options': 'nosniff', 'cache-control':
 const BODY_LIMIT = 16 * 1024 // v2's bodies are a few short fields
 
 /** Two values for one field: which one the client meant is not ours to guess. */
+/**
+ * The JSON body parser. Only v2's writes read a body, and some take none: a client sending
+ * `Content-Type: application/json` with an empty body (common on DELETE) is not wrong; malformed JSON
+ * still is. Numbers stay their source text (lossless-json), so an int64 in a body is exact however
+ * large (strict-body.ts reads it).
+ */
+function parseJsonBody(_request: unknown, body: string | Buffer, done: (error: Error | null, body?: unknown) => void): void {
+  if (body === '') return done(null, undefined)
+  let parsed: unknown
+  try {
+    parsed = parseLosslessJson(body as string, null, { onDuplicateKey: duplicateField })
+  } catch (error) {
+    return done(error instanceof ApiError ? error : invalidJson(error, body as string), undefined)
+  }
+  done(null, parsed)
+}
+
 function duplicateField({ key }: { key: string }): never {
   throw new ApiError('invalid_body', `The field "${shorten(key)}" appears twice in the body.`)
 }
@@ -140,16 +159,7 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
   // with an empty body (common on DELETE) is not wrong; malformed JSON still is. Numbers stay their
   // source text (lossless-json), so an int64 in a body is exact however large (strict-body.ts reads it).
   app.removeContentTypeParser('application/json')
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
-    if (body === '') return done(null, undefined)
-    let parsed: unknown
-    try {
-      parsed = parseLosslessJson(body as string, null, { onDuplicateKey: duplicateField })
-    } catch (error) {
-      return done(error instanceof ApiError ? error : invalidJson(error, body as string), undefined)
-    }
-    done(null, parsed)
-  })
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody)
 
   registerErrorHandling(app)
   // Callback hooks, here and below: on every request, an async hook's promise is a measurable cost.
@@ -195,11 +205,14 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
   await app.register(
     async (v2) => {
       await v2.register(swagger, openApiV2Document(config)) // a document of its own, from the routes below
+      // A JSON Merge Patch is JSON, in v2 only (jsonObjectBody refuses it on anything but a PATCH).
+      v2.addContentTypeParser(MERGE_PATCH_MEDIA_TYPE, { parseAs: 'string' }, parseJsonBody)
       const api = v2 as unknown as ApiApp
       ordersV2Routes(api)
       placeOrderRoute(api)
       cancelOrderV2Route(api)
       shipOrderRoute(api)
+      updateOrderRoute(api)
       completeOrderRoute(api)
       orderEventsRoute(api, waiters, authenticator)
       webhookEndpointsRoutes(api)

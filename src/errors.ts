@@ -13,6 +13,10 @@ export const ERRORS = {
     status: 400,
     message: 'The Idempotency-Key header must be sent once, with 1 to 255 visible ASCII characters (no spaces).',
   },
+  invalid_if_match: {
+    status: 400,
+    message: 'If-Match must be * or one ETag this API gave for the order, such as "3".',
+  },
   invalid_cursor: {
     status: 400,
     message: 'The cursor is not valid here: it was altered, is not from this API, or was issued for other filters.',
@@ -32,6 +36,10 @@ export const ERRORS = {
   order_already_shipped: { status: 409, message: 'The order has already shipped and cannot be cancelled.' },
   order_cancelled: { status: 409, message: 'The order has been cancelled; it cannot be shipped or completed.' },
   order_not_shipped: { status: 409, message: 'The order has not shipped yet; only a shipped order can be completed.' },
+  order_not_pending: {
+    status: 409,
+    message: 'The order has shipped or been cancelled: its petId, quantity and shipDate can no longer change (its metadata can).',
+  },
   idempotency_key_in_use: {
     status: 409,
     message: 'A request with this Idempotency-Key is still being processed; retry after the time given in Retry-After.',
@@ -53,6 +61,7 @@ export const ERRORS = {
     status: 410,
     message: 'Events after this cursor have been deleted by retention; read the feed again from its oldest event (without after).',
   },
+  precondition_failed: { status: 412, message: 'The order is not at the version If-Match names; nothing was changed.' },
   payload_too_large: { status: 413, message: 'The request body is too large.' },
   uri_too_long: { status: 414, message: 'The request URI is too long.' },
   unsupported_media_type: { status: 415, message: 'The request body has an unsupported content type.' },
@@ -75,7 +84,10 @@ export const V2_ONLY_ERROR_CODES: readonly ErrorCode[] = [
   'invalid_parameter',
   'invalid_cursor',
   'invalid_idempotency_key',
+  'invalid_if_match',
   'order_cancelled',
+  'order_not_pending',
+  'precondition_failed',
   'order_not_shipped',
   'idempotency_key_in_use',
   'order_ids_exhausted',

@@ -7,7 +7,7 @@ import { CANCELLATION_REASONS, ORDER_STATUSES, type OrderRecord } from '../src/d
 import { OrderV2, toApiOrderV2 } from '../src/schemas/order-v2.js'
 import { forEachStore, order, startTestServer, type TestServer } from './support/harness.js'
 import { pageRecords } from './support/order-pages.js'
-import { orderV2Json } from '../src/store/sqlite/order-pages.js'
+import { orderV2Json } from '../src/store/order-json.js'
 
 const COUNT = 3000
 
@@ -44,8 +44,22 @@ function randomOrders(): OrderRecord[] {
       record.cancelledAt = new Date(Date.UTC(2026, 5, 1) + Math.floor(next() * 1e10)).toISOString()
       if (next() < 0.5) record.cancellationReason = pick(CANCELLATION_REASONS)
     }
+    if (next() < 0.3) record.metadata = randomMetadata(next)
     return record
   })
+}
+
+/**
+ * Metadata whose keys and values a JSON writer must take care with: keys JavaScript orders first
+ * (integer-like), `__proto__` and `constructor`; values with quotes, backslashes, control and
+ * line-separator characters, and characters beyond the BMP.
+ */
+function randomMetadata(next: () => number): Record<string, string> {
+  const keys = ['customer', '10', '2', '__proto__', 'constructor', 'cart.id', 'note:1', 'a-b_c']
+  const values = ['c-1042', 'say "hi"', 'back\\slash', 'tab\tand\nline', '\u2028\u2029', 'ü €', '🐶🐱', '', '\u0001\u001f']
+  const entries: [string, string][] = []
+  for (const key of keys) if (next() < 0.4) entries.push([key, values[Math.floor(next() * values.length)]!])
+  return Object.fromEntries(entries.length === 0 ? [['customer', 'c-1']] : entries)
 }
 
 /** Every filter path: the primary key's (pending and shipped, nothing else) and the branches', with and without a probe. */
@@ -79,6 +93,11 @@ forEachStore('v2 pages as JSON written by the database', (kind) => {
     for (const { id } of orders.filter((o) => o.status === 'shipped' && !o.complete).slice(0, 50)) {
       assert.equal((await server.store.orders.complete(id)).outcome, 'completed')
     }
+    // Changed through the store: versions above 1, metadata set, replaced and removed.
+    for (const [i, { id }] of orders.slice(0, 100).entries()) {
+      const metadata = new Map<string, string | null>([['customer', i % 3 === 0 ? null : `c-${i}`], ['__proto__', 'p']])
+      assert.equal((await server.store.orders.update({ id, patch: { metadata } })).outcome, 'updated')
+    }
   })
 
   it("equals the OrderV2 serializer's output for the same page, with its last id and whether more follow", async () => {
@@ -103,26 +122,25 @@ forEachStore('v2 pages as JSON written by the database', (kind) => {
   it('writes every field the serializer does: nulls omitted, reasons with and without, shipped and completed times, ids beyond 2^53', async () => {
     const all = await server.store.orders.pageJson({ filters: { statuses: [...ORDER_STATUSES] }, limit: 1000 })
     const text = all.json.toString()
-    for (const field of ['"petId"', '"quantity"', '"shipDate"', '"shippedAt"', '"completedAt"', '"cancelledAt"', '"cancellationReason"']) {
+    for (const field of ['"petId"', '"quantity"', '"shipDate"', '"shippedAt"', '"completedAt"', '"cancelledAt"', '"cancellationReason"', '"metadata"', '"__proto__"', '"version":2']) {
       assert.ok(text.includes(field), field)
     }
-    assert.match(text, /"status":"shipped"(,"petId":-?\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?,"shippedAt":"[^"]+","completedAt":"[^"]+"}/)
-    assert.match(text, /"complete":true,"status":"shipped"(,"petId":-?\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?,"completedAt":"[^"]+"}/)
-    assert.match(text, /"status":"cancelled"(,"petId":\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?,"cancelledAt":"[^"]+"}/)
-    assert.match(text, /\{"id":-?\d{17,},"complete":(true|false)/)
-    const shippedAt = /"status":"shipped"(,"petId":\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?,"shippedAt":"[^"]+"/
+    assert.match(text, /"status":"shipped","version":\d+(,"petId":-?\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?,"shippedAt":"[^"]+","completedAt":"[^"]+"}/)
+    assert.match(text, /"complete":true,"status":"shipped","version":\d+(,"petId":-?\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?,"completedAt":"[^"]+"}/)
+    assert.match(text, /"status":"cancelled","version":\d+(,"petId":\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?,"cancelledAt":"[^"]+"}/)
+    assert.match(text, /\{"id":-?\d{17,},"complete":(true|false),"status":"[a-z]+","version":\d+/)
+    const shippedAt = /"status":"shipped","version":\d+(,"petId":\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?,"shippedAt":"[^"]+"/
     assert.match(text, new RegExp(`"complete":false,${shippedAt.source}}`), 'shipped, not complete')
     assert.match(text, new RegExp(`"complete":true,${shippedAt.source},"completedAt":"[^"]+"}`), 'shipped and completed')
-    assert.match(text, /"complete":true,"status":"shipped"(,"petId":\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?,"completedAt":"[^"]+"}/, 'imported shipped, completed')
-    assert.match(text, /"complete":true,"status":"shipped"(,"petId":\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?}/, 'imported complete')
+    assert.match(text, /"complete":true,"status":"shipped","version":\d+(,"petId":\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?,"completedAt":"[^"]+"}/, 'imported shipped, completed')
+    assert.match(text, /"complete":true,"status":"shipped","version":\d+(,"petId":\d+)?(,"quantity":\d+)?(,"shipDate":"[^"]+")?}/, 'imported complete')
   })
 
-  if (kind === 'sqlite') {
-    it("orderV2Json (the JSON of an order just written, made in JavaScript) equals the serializer's for every order", async () => {
-      const records = await pageRecords(server.database, { filters: { statuses: [...ORDER_STATUSES] }, limit: COUNT })
-      assert.equal(records.length, COUNT)
-      assert.ok(records.some((record) => record.shippedAt !== null) && records.some((record) => record.completedAt !== null))
-      for (const record of records) assert.equal(`[${orderV2Json(record)}]`, serialize([toApiOrderV2(record)]), String(record.id))
-    })
-  }
+  it("orderV2Json (the JSON of an order just written, made in JavaScript) equals the serializer's for every order", async () => {
+    const records = await pageRecords(server.database, { filters: { statuses: [...ORDER_STATUSES] }, limit: COUNT })
+    assert.equal(records.length, COUNT)
+    assert.ok(records.some((record) => record.shippedAt !== null) && records.some((record) => record.completedAt !== null))
+    assert.ok(records.some((record) => record.metadata !== null) && records.some((record) => record.version > 1))
+    for (const record of records) assert.equal(`[${orderV2Json(record)}]`, serialize([toApiOrderV2(record)]), String(record.id))
+  })
 })

@@ -1,4 +1,5 @@
 import { hash } from 'node:crypto'
+import type { OrderMetadata } from './order-metadata.js'
 import type { IdempotencyClaim, NewOrder, PlaceResult } from './orders.js'
 
 /** The status a placed order's Idempotency-Key record keeps: the first response's, 201 Created. */
@@ -53,13 +54,20 @@ export class KeysInFlight {
 /**
  * What identifies a placeOrder body for its Idempotency-Key: SHA-256 (hex) of its canonical JSON,
  * made from the validated order, not from the bytes sent. Keys in order, no whitespace, `petId` as
- * its exact decimal, `shipDate` as stored (UTC, milliseconds), absent when not given. So the same
+ * its exact decimal, `shipDate` as stored (UTC, milliseconds), absent when not given, `metadata` with its keys sorted. So the same
  * order however spelled (keys reordered, spaces, `+01:00` or `Z`, `5` or `5e0` refused alike) is
  * the same body, and any difference in what would be placed is another. (`hash()` is Node's one-shot
  * digest: a keyed place computes one, and it costs half of a createHash() chain.)
  */
 export function placeFingerprint(order: NewOrder): string {
   const shipDate = order.shipDate === null ? '' : `,"shipDate":${JSON.stringify(order.shipDate)}`
-  const canonical = `{"petId":${order.petId.toString()},"quantity":${order.quantity}${shipDate}}`
+  const canonical = `{"petId":${order.petId.toString()},"quantity":${order.quantity}${shipDate}${canonicalMetadata(order.metadata ?? null)}}`
   return hash('sha256', canonical, 'hex')
+}
+
+/** Metadata with its keys sorted (the same keys and values in another order are the same order); none: nothing. */
+function canonicalMetadata(metadata: OrderMetadata | null): string {
+  if (metadata === null) return ''
+  const keys = Object.keys(metadata).sort()
+  return `,"metadata":{${keys.map((key) => `${JSON.stringify(key)}:${JSON.stringify(metadata[key])}`).join(',')}}`
 }

@@ -100,7 +100,10 @@ export function toEventsPage(after: bigint | undefined, read: EventsRead): Order
   return { json: read.json, count: read.count, next: read.last ?? after ?? head }
 }
 
-/** An event's JSON after its `"id":"…",`, the part stored with it: `"type":…,"occurredAt":…,"order":{…}}`. */
-export function eventBody(type: OrderEventType, occurredAt: string, orderJson: string): string {
-  return `"type":"${type}","occurredAt":"${occurredAt}","order":${orderJson}}`
+/**
+ * An event's JSON after its `"id":"…",`, the part stored with it: `"type":…,"occurredAt":…,"order":{…}}`,
+ * and an update's `"previous":{…}` last (order-patch.ts's previousJson).
+ */
+export function eventBody(type: OrderEventType, occurredAt: string, orderJson: string, previousJson?: string): string {
+  return `"type":"${type}","occurredAt":"${occurredAt}","order":${orderJson}${previousJson === undefined ? '' : `,"previous":${previousJson}`}}`
 }

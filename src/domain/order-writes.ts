@@ -1,4 +1,4 @@
-import type { OrderV2Record, CancelResult, CompleteResult, ShipResult } from './orders.js'
+import { preconditionFailed, type CancelResult, type CompleteResult, type ExpectedVersion, type OrderV2Record, type ShipResult } from './orders.js'
 
 /**
  * What one kind of conditional write to one order (cancel, ship, complete) answers, whichever store
@@ -9,11 +9,11 @@ export interface OrderWriteRule<Result> {
   changed(order: OrderV2Record): Result
   /**
    * The write's conditional update missed: the answer, from the order as it stands (undefined: no
-   * such order). Undefined when the order can still take the write: another transaction held its
-   * row or changed it after the update's snapshot (never within one transaction), so it is written
-   * again (on its own, waiting for the lock).
+   * such order) and the version the write required (If-Match). Undefined when the order can still
+   * take the write: another transaction held its row or changed it after the update's snapshot
+   * (never within one transaction), so it is written again (on its own, waiting for the lock).
    */
-  missed(order: OrderV2Record | undefined): Result | undefined
+  missed(order: OrderV2Record | undefined, expected?: ExpectedVersion): Result | undefined
   /** What a later write of the same order in one batch gets, given the first one's answer. */
   repeated(first: Result): Result
 }
@@ -24,8 +24,10 @@ const CANCELLED = { outcome: 'cancelled' } as const
 /** pending → cancelled. A cancelled order keeps its first cancellation, which later cancels are shown. */
 export const CANCEL: OrderWriteRule<CancelResult> = {
   changed: (order) => ({ outcome: 'cancelled', order }),
-  missed(order) {
+  missed(order, expected) {
     if (order === undefined) return NOT_FOUND
+    const failed = preconditionFailed(order, expected)
+    if (failed !== undefined) return failed
     if (order.status === 'cancelled') return { outcome: 'already_cancelled', order }
     return order.status === 'shipped' ? { outcome: 'already_shipped' } : undefined
   },
@@ -35,8 +37,10 @@ export const CANCEL: OrderWriteRule<CancelResult> = {
 /** pending → shipped, once: a retry finds it shipped and changes nothing. */
 export const SHIP: OrderWriteRule<ShipResult> = {
   changed: (order) => ({ outcome: 'shipped', order }),
-  missed(order) {
+  missed(order, expected) {
     if (order === undefined) return NOT_FOUND
+    const failed = preconditionFailed(order, expected)
+    if (failed !== undefined) return failed
     if (order.status === 'cancelled') return CANCELLED
     return order.status === 'shipped' ? { outcome: 'already_shipped', order } : undefined
   },
@@ -46,8 +50,10 @@ export const SHIP: OrderWriteRule<ShipResult> = {
 /** shipped and not complete → complete, once. */
 export const COMPLETE: OrderWriteRule<CompleteResult> = {
   changed: (order) => ({ outcome: 'completed', order }),
-  missed(order) {
+  missed(order, expected) {
     if (order === undefined) return NOT_FOUND
+    const failed = preconditionFailed(order, expected)
+    if (failed !== undefined) return failed
     if (order.status === 'cancelled') return CANCELLED
     if (order.status === 'pending') return { outcome: 'not_shipped' }
     return order.complete ? { outcome: 'already_complete', order } : undefined

@@ -1,6 +1,7 @@
 import type { Order } from '../schemas/order.js'
 import { parseDateTime } from './date-time.js'
 import { INT64_MAX, INT64_MIN } from './int64.js'
+import type { OrderMetadata } from './order-metadata.js'
 
 /** Stored order status. v1 does not expose it; listOrders returns every order that is not cancelled. */
 export const ORDER_STATUSES = ['pending', 'shipped', 'cancelled'] as const
@@ -19,6 +20,8 @@ export interface OrderRecord {
   cancelledAt?: string
   /** A cancelled order's reason; absent: none. */
   cancellationReason?: CancellationReason
+  /** The order's metadata (order-metadata.ts); absent or null: none. */
+  metadata?: OrderMetadata | null
 }
 
 /** Why an order was cancelled: the closed set both stores CHECK and v2 shows. */
@@ -26,13 +29,17 @@ export const CANCELLATION_REASONS = ['customer_request', 'out_of_stock', 'duplic
 export type CancellationReason = (typeof CANCELLATION_REASONS)[number]
 
 /** An order as v2 shows it: the stored order, and on a cancelled one when and why (null: not known). */
-export interface OrderV2Record extends Omit<OrderRecord, 'cancelledAt' | 'cancellationReason'> {
+export interface OrderV2Record extends Omit<OrderRecord, 'cancelledAt' | 'cancellationReason' | 'metadata'> {
   cancelledAt: string | null
   cancellationReason: CancellationReason | null
   /** When it was shipped through the API or the CLI (RFC 3339 UTC, milliseconds); null: not known (an import). */
   shippedAt: string | null
   /** When it was completed through the API or the CLI; null: not known or not complete. */
   completedAt: string | null
+  /** The store's own keys and values (order-metadata.ts); null: none. */
+  metadata: OrderMetadata | null
+  /** 1 when placed or first imported, one more with every change of any kind: what an ETag names. */
+  version: number
 }
 
 /**
@@ -43,7 +50,25 @@ export interface OrderV2Record extends Omit<OrderRecord, 'cancelledAt' | 'cancel
 type OrderWriteResult<Changed extends string, Already extends string, Refused extends string> =
   | { outcome: Changed; order: OrderV2Record }
   | { outcome: Already; order: OrderV2Record }
+  | PreconditionFailed
   | { [Outcome in Refused | 'not_found']: { outcome: Outcome } }[Refused | 'not_found']
+
+/** The write named a version (If-Match) that is not the order's: nothing was written; `version` is the current one. */
+export interface PreconditionFailed {
+  outcome: 'precondition_failed'
+  version: number
+}
+
+/**
+ * The version a write requires the order to be at (If-Match), or undefined for any. Checked before
+ * anything else about the order but its existence: a write with a stale version changes nothing.
+ */
+export type ExpectedVersion = number | undefined
+
+/** What `expected` makes of a write to `order`: refused with the current version, or undefined (go on). */
+export function preconditionFailed(order: OrderV2Record, expected: ExpectedVersion): PreconditionFailed | undefined {
+  return expected === undefined || expected === order.version ? undefined : { outcome: 'precondition_failed', version: order.version }
+}
 
 /**
  * What one cancel found. `already_cancelled`: it was cancelled before (by another request, an
@@ -67,6 +92,8 @@ export interface NewOrder {
   quantity: number
   /** RFC 3339 in UTC, as `Date#toISOString()` writes it; null: none given. */
   shipDate: string | null
+  /** The store's own keys and values, checked by the caller (order-metadata.ts); absent or null: none. */
+  metadata?: OrderMetadata | null
 }
 
 /** The most units an order may have: PostgreSQL's `integer`, which both stores keep it in. */

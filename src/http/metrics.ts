@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type { UpdateOutcome } from '../domain/order-patch.js'
 import type { CancelOutcome, CompleteOutcome, PlaceResult, ShipOutcome } from '../domain/orders.js'
 
 interface Series {
@@ -37,6 +38,7 @@ export class Metrics {
   private readonly places = this.outcomes('place')
   private readonly ships = this.outcomes('ship')
   private readonly completes = this.outcomes('complete')
+  private readonly updates = this.outcomes('update')
 
   readonly webhookDeliveries = new Counter({
     name: 'webhook_deliveries_total',
@@ -89,6 +91,10 @@ export class Metrics {
 
   completed(outcome: CompleteOutcome | 'error'): void {
     this.completes.inc({ outcome })
+  }
+
+  updated(outcome: UpdateOutcome | 'error'): void {
+    this.updates.inc({ outcome })
   }
 
   /** A delivery attempt of the webhook dispatcher. */

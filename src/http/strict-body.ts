@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fast
 import { isLosslessNumber, stringify as stringifyLossless } from 'lossless-json'
 import { parseDateTime } from '../domain/date-time.js'
 import { INT64_MAX, INT64_MIN, parseInt64 } from '../domain/int64.js'
+import { MAX_METADATA_KEYS, metadataKeyProblem, metadataValueProblem } from '../domain/order-metadata.js'
 import { ApiError } from '../errors.js'
 import { shorten } from './shorten.js'
 
@@ -13,13 +14,17 @@ export interface BodySchema {
 /**
  * The property kinds a body may have: a closed set of strings (a string `enum`, or a union of string
  * literals), an int64 (exact, however large), a bounded integer, an RFC 3339 date-time, a string of
- * bounded length, a boolean, an array of distinct strings from a closed set.
+ * bounded length, a boolean, an array of distinct strings from a closed set, an order's metadata (an
+ * object of strings: domain/order-metadata.ts), and any of these or null (a union with `null`, as a
+ * merge patch removes a field).
  */
 interface PropertySchema {
   type?: string
   format?: string
   enum?: readonly unknown[]
-  anyOf?: readonly { const?: unknown }[]
+  anyOf?: readonly (PropertySchema & { const?: unknown })[]
+  additionalProperties?: PropertySchema | boolean
+  maxProperties?: number
   minimum?: number
   maximum?: number
   minLength?: number
@@ -67,6 +72,12 @@ export function strictBodyValidator(schema: BodySchema): (body: unknown) => { va
 }
 
 function fieldReader(name: string, property: PropertySchema): FieldReader {
+  const nullable = property.anyOf?.length === 2 ? property.anyOf.findIndex((member) => member.type === 'null') : -1
+  if (nullable !== -1) {
+    const read = fieldReader(name, property.anyOf![1 - nullable]!)
+    return (value) => (value === null ? { value: null } : read(value))
+  }
+  if (property.type === 'object' && typeof property.additionalProperties === 'object') return metadataReader(name, property)
   const values = property.enum ?? property.anyOf?.map((member) => member.const)
   if (values !== undefined && values.length > 0 && values.every((value): value is string => typeof value === 'string')) {
     return (value) =>
@@ -129,6 +140,38 @@ function fieldReader(name: string, property: PropertySchema): FieldReader {
   throw new Error(`body field "${name}": no strict validator for this schema`)
 }
 
+/**
+ * An order's metadata: an object of at most `maxProperties` keys, each key and value by
+ * order-metadata.ts's rules, a value null too where the schema allows it (a patch's removal). Read
+ * into a Map, in the body's order: no key, `__proto__` included, is ever assigned to an object here.
+ */
+function metadataReader(name: string, property: PropertySchema): FieldReader {
+  const values = property.additionalProperties as PropertySchema
+  const nullable = values.anyOf?.some((member) => member.type === 'null') === true
+  const max = property.maxProperties ?? MAX_METADATA_KEYS
+  return (value) => {
+    if (typeof value !== 'object' || value === null || Array.isArray(value) || isLosslessNumber(value)) {
+      return { problem: `"${name}" must be an object of string values; got ${describe(value)}.` }
+    }
+    const entries = Object.entries(value)
+    if (entries.length > max) return { problem: `"${name}" must have at most ${max} keys; got ${entries.length}.` }
+    const metadata = new Map<string, string | null>()
+    for (const [key, given] of entries) {
+      const keyProblem = metadataKeyProblem(key)
+      if (keyProblem !== undefined) return { problem: `"${name}": ${keyProblem}.` }
+      if (given === null && nullable) {
+        metadata.set(key, null)
+        continue
+      }
+      const valueProblem = metadataValueProblem(key, given)
+      const orNull = nullable && typeof given !== 'string' ? ' (or null, to remove the key)' : ''
+      if (valueProblem !== undefined) return { problem: `"${name}": ${valueProblem}${orNull}; got ${describe(given)}.` }
+      metadata.set(key, given as string)
+    }
+    return { value: metadata }
+  }
+}
+
 /** A value as the client wrote it (numbers digit for digit), cut to a length fit for a message. */
 function describe(value: unknown): string {
   return shorten(stringifyLossless(value) ?? String(value))
@@ -143,6 +186,10 @@ export const BODY_MUST_BE_JSON = 'The request body must be JSON, sent with Conte
  * (the `text/plain` Fastify parses by default) is 415, as any other media type is.
  */
 export function jsonObjectBody(request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  // A merge patch is JSON for a PATCH only: any other write's body is no patch.
+  if (request.method !== 'PATCH' && MERGE_PATCH.test(request.headers['content-type'] ?? '')) {
+    return done(new ApiError('unsupported_media_type', BODY_MUST_BE_JSON))
+  }
   if (request.body === null) return done(new ApiError('invalid_body', notAnObject(null)))
   // A JSON string is a string too: only the text parser's output is told apart, by its media type.
   if (typeof request.body !== 'string' || JSON_MEDIA_TYPE.test(request.headers['content-type'] ?? '')) return done()
@@ -154,6 +201,10 @@ export function jsonObjectBody(request: FastifyRequest, _reply: FastifyReply, do
 }
 
 const JSON_MEDIA_TYPE = /^\s*application\/json\s*(;|$)/i
+
+/** A JSON Merge Patch (RFC 7396): JSON, taken by updateOrder only. */
+export const MERGE_PATCH_MEDIA_TYPE = 'application/merge-patch+json'
+const MERGE_PATCH = /^\s*application\/merge-patch\+json\s*(;|$)/i
 
 /** The message for a missing body: the fields it must have, then those it may (never one looking required that is not). */
 function bodyRequired(required: readonly string[], optional: readonly string[]): string {

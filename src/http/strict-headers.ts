@@ -6,22 +6,23 @@ export interface HeadersSchema {
 }
 
 // The error each checked header answers with when it is malformed.
-const INVALID: Record<string, ErrorCode> = { 'idempotency-key': 'invalid_idempotency_key' }
+const INVALID: Record<string, ErrorCode> = { 'idempotency-key': 'invalid_idempotency_key', 'if-match': 'invalid_if_match' }
 
 /**
- * Validates the request headers a route's schema names: each, when present, must match its
- * `pattern`, else it is 400 with the header's own code (Fastify's default validator would answer a
- * generic 400). Every other header is left alone. A header sent twice reaches here joined by ", "
- * (Node joins repeated unknown headers), which no pattern without spaces accepts.
+ * Validates the request headers a route's schema names with a `pattern`: each, when present, must
+ * match it, else it is 400 with the header's own code (Fastify's default validator would answer a
+ * generic 400). A header named without a pattern is documented only (If-None-Match: one that matches
+ * nothing is simply no match), and every other header is left alone. A header sent twice reaches
+ * here joined by ", " (Node joins repeated unknown headers), which no pattern without spaces accepts.
  */
 export function strictHeadersValidator(schema: HeadersSchema): (headers: unknown) => { value: unknown } | { error: ApiError } {
-  const checks = Object.entries(schema.properties ?? {}).map(([name, property]) => {
+  const checks = Object.entries(schema.properties ?? {}).flatMap(([name, property]) => {
     const lower = name.toLowerCase()
     const code = INVALID[lower]
-    if (property.type !== 'string' || property.pattern === undefined || code === undefined) {
-      throw new Error(`header "${name}": a string with a pattern and a known error code is expected`)
-    }
-    return { name: lower, pattern: new RegExp(property.pattern), code }
+    if (property.type !== 'string') throw new Error(`header "${name}": a string is expected`)
+    if (property.pattern === undefined) return []
+    if (code === undefined) throw new Error(`header "${name}": a pattern needs a known error code`)
+    return [{ name: lower, pattern: new RegExp(property.pattern), code }]
   })
   return (headers) => {
     const given = headers as Record<string, string | string[] | undefined>

@@ -1,6 +1,21 @@
 import Type from 'typebox'
 import { CANCELLATION_REASONS, type CancellationReason, type OrderV2Record, ORDER_STATUSES } from '../domain/orders.js'
 import { Int64 } from './primitives.js'
+import { MAX_METADATA_KEYS, MAX_METADATA_VALUE_LENGTH, METADATA_KEY_PATTERN } from '../domain/order-metadata.js'
+
+const METADATA_RULES =
+  `at most ${MAX_METADATA_KEYS} keys, each 1–40 characters of \`A–Z a–z 0–9 _ - . :\`, each value a string of at most ` +
+  `${MAX_METADATA_VALUE_LENGTH} characters`
+
+/** An order's metadata as v2 shows it and placeOrder takes it: the store's own keys and values. */
+const Metadata = (description: string, value = Type.String({ maxLength: MAX_METADATA_VALUE_LENGTH })) =>
+  Type.Unsafe<Record<string, string>>({
+    type: 'object',
+    additionalProperties: value,
+    propertyNames: { pattern: METADATA_KEY_PATTERN },
+    maxProperties: MAX_METADATA_KEYS,
+    description,
+  })
 
 /**
  * The v2 Order: the v1 fields, `status` (always); on a shipped order `shippedAt` and on a complete one
@@ -33,6 +48,19 @@ export const OrderV2 = Type.Object(
     cancellationReason: Type.Optional(
       Type.String({ enum: [...CANCELLATION_REASONS], description: 'Why the order was cancelled, when a reason was given' }),
     ),
+    metadata: Type.Optional(
+      Metadata(
+        `The store's own keys and values on the order (a customer id, a cart, a note), never interpreted by the service; ` +
+          `present when it has at least one key. ${METADATA_RULES}`,
+      ),
+    ),
+    version: Type.Integer({
+      minimum: 1,
+      format: 'int32',
+      description:
+        '1 when the order is placed, one more with every change of any kind (update, ship, complete, cancel, an import). ' +
+        'The `ETag` of getOrder and of every write is this number in quotes; send it back in `If-Match` to change the order only if nobody else has.',
+    }),
   },
   {
     $id: 'OrderV2',
@@ -47,6 +75,8 @@ export const OrderV2 = Type.Object(
         status: 'cancelled',
         cancelledAt: '2026-11-20T08:15:00.000Z',
         cancellationReason: 'customer_request',
+        metadata: { customer: 'c-1042', channel: 'web' },
+        version: 3,
       },
     ],
   },
@@ -55,7 +85,7 @@ export type OrderV2 = Type.Static<typeof OrderV2>
 
 /** The v2 view of a stored order: unknown values omitted, never null. */
 export function toApiOrderV2(record: OrderV2Record): OrderV2 {
-  const order: OrderV2 = { id: record.id, complete: record.complete, status: record.status }
+  const order: OrderV2 = { id: record.id, complete: record.complete, status: record.status, version: record.version }
   if (record.petId !== null) order.petId = record.petId
   if (record.quantity !== null) order.quantity = record.quantity
   if (record.shipDate !== null) order.shipDate = record.shipDate
@@ -67,6 +97,8 @@ export function toApiOrderV2(record: OrderV2Record): OrderV2 {
     if (record.cancelledAt !== null) order.cancelledAt = record.cancelledAt
     if (record.cancellationReason !== null) order.cancellationReason = record.cancellationReason
   }
+  if (record.metadata !== null) order.metadata = record.metadata
+  order.version = record.version
   return order
 }
 
@@ -173,6 +205,7 @@ export const PlaceOrderBody = Type.Object(
         description: 'Expected ship date (RFC 3339 with a time zone); stored and returned in UTC, to the millisecond',
       }),
     ),
+    metadata: Type.Optional(Metadata(`The store's own keys and values to keep on the order, never interpreted by the service: ${METADATA_RULES}`)),
   },
   {
     additionalProperties: false,
@@ -180,7 +213,63 @@ export const PlaceOrderBody = Type.Object(
     examples: [{ petId: 7, quantity: 2, shipDate: '2026-12-01T10:00:00Z' }],
   },
 )
-export type PlaceOrderBody = Type.Static<typeof PlaceOrderBody>
+export type PlaceOrderBody = Omit<Type.Static<typeof PlaceOrderBody>, 'metadata'> & { metadata?: ReadonlyMap<string, string> }
+
+/**
+ * updateOrder's body, a JSON Merge Patch (RFC 7396): each member given replaces the order's, null
+ * removes it (shipDate, a metadata key); `metadata` is merged key by key. `http/strict-body.ts`
+ * validates it as it does placeOrder's.
+ */
+export const UpdateOrderBody = Type.Object(
+  {
+    petId: Type.Optional(Int64({ minimum: 1, description: 'The animal ordered (int64, exact; 1 or more); pending orders only' })),
+    quantity: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PLACE_QUANTITY, description: 'Number of units (1–1000); pending orders only' })),
+    shipDate: Type.Optional(
+      Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+        description: 'Expected ship date (RFC 3339 with a time zone), or null to remove it; pending orders only',
+      }),
+    ),
+    metadata: Type.Optional(
+      Metadata(
+        `Keys to add or replace (a string) or to remove (null); keys not named stay as they are. Changes in any state. ` +
+          `The order's metadata after the merge must keep to the same rules: ${METADATA_RULES}`,
+        Type.Union([Type.String({ maxLength: MAX_METADATA_VALUE_LENGTH }), Type.Null()]) as never,
+      ),
+    ),
+  },
+  {
+    additionalProperties: false,
+    description:
+      'A JSON Merge Patch of the order: only the members given change. `id`, `status`, `complete` and the times are not ' +
+      'patchable (status moves through ship, complete and cancel). `{}` changes nothing.',
+    examples: [{ quantity: 3, metadata: { customer: 'c-1042', note: null } }],
+  },
+)
+export type UpdateOrderBody = {
+  petId?: bigint
+  quantity?: number
+  shipDate?: string | null
+  metadata?: ReadonlyMap<string, string | null>
+}
+
+/** The headers of a write to one order: the version it requires (If-Match). */
+export const IfMatchHeaders = Type.Object({
+  'If-Match': Type.Optional(
+    Type.String({
+      pattern: '^(\\*|"[1-9][0-9]{0,9}")$',
+      description:
+        'Change the order only if it is still at this version: its `ETag`, such as `"3"` (or `*`: any). Another version is 412 ' +
+        '`precondition_failed`, and nothing changes. Without it the write applies to the order as it stands.',
+    }),
+  ),
+})
+
+/** getOrder's headers: the ETag a cache holds (If-None-Match). */
+export const IfNoneMatchHeaders = Type.Object({
+  'If-None-Match': Type.Optional(
+    Type.String({ description: 'The `ETag` of a copy held, such as `"3"`: 304 with no body while the order is still at that version' }),
+  ),
+})
 
 /** shipOrder's and completeOrder's body: none, or an empty object. */
 export const EmptyBody = Type.Object({}, { additionalProperties: false, description: 'Optional: no body, or `{}`' })

@@ -124,7 +124,8 @@ const CLOSING_BRACKET = 0x5d
 /**
  * The page of `limit` orders from the JSON array of the `count` orders read (orderPageJsonStatement:
  * at most limit + 1, in id order). Every order's JSON starts with `{"id":`, which occurs nowhere else
- * in it (its other strings are statuses, reasons and instants), followed by the id and a comma. With
+ * in it (its other strings are statuses, reasons, instants and metadata, whose keys have no quote
+ * and whose values' quotes are escaped), followed by the id and a comma. With
  * one order too many, the comma before the last `{"id":` becomes the array's `]`, in place; the
  * page's last id is read from its last order's text.
  */

@@ -1,4 +1,5 @@
 import type { ApiKey, Scope } from '../domain/api-keys.js'
+import { parseMetadataText } from '../domain/order-metadata.js'
 import type { CancellationReason, OrderStatus, OrderV2Record } from '../domain/orders.js'
 import type { Pet } from '../schemas/pet.js'
 
@@ -18,6 +19,8 @@ export interface OrderV2Row {
   completed_at: string | null
   cancelled_at: string | null
   cancellation_reason: CancellationReason | null
+  metadata: string | null
+  version: bigint | number
 }
 
 export function toOrderV2Record(row: OrderV2Row): OrderV2Record {
@@ -32,6 +35,8 @@ export function toOrderV2Record(row: OrderV2Row): OrderV2Record {
     completedAt: row.completed_at,
     cancelledAt: row.cancelled_at,
     cancellationReason: row.cancellation_reason,
+    metadata: parseMetadataText(row.metadata),
+    version: Number(row.version),
   }
 }
 

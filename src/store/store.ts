@@ -1,8 +1,10 @@
 import type { ApiKey, NewApiKey } from '../domain/api-keys.js'
+import type { UpdateRequest, UpdateResult } from '../domain/order-patch.js'
 import type {
   CancellationReason,
   CancelResult,
   CompleteResult,
+  ExpectedVersion,
   OrderRecord,
   OrderV2Record,
   PlaceRequest,
@@ -60,8 +62,11 @@ export interface OrdersRepository {
    * durable before it resolves. Group-committed with the cancels of the same moment. Of any number
    * of concurrent cancels of one order exactly one is `cancelled`; the others, and any later one,
    * are `already_cancelled` with the order as that first cancel left it (its time and reason).
+   * Every change to an order (these writes, update, an import that changes it) moves its version on
+   * by one, in the same statement; a write given `expected` (If-Match) to an order at another
+   * version is `precondition_failed` and changes nothing.
    */
-  cancel(id: bigint, cancelledByKey: bigint | null, reason?: CancellationReason | null): Promise<CancelResult>
+  cancel(id: bigint, cancelledByKey: bigint | null, reason?: CancellationReason | null, expected?: ExpectedVersion): Promise<CancelResult>
   /**
    * placeOrder: a new pending order with an id above every id the store holds (imported ones
    * included), never reused, with its `order.created` event and its Idempotency-Key record (if it
@@ -76,12 +81,20 @@ export interface OrdersRepository {
    * pending → shipped, `shippedAt` set, by one conditional update with its `order.shipped` event in
    * the same transaction; durable before it resolves. Shipped already: `already_shipped`, unchanged.
    */
-  ship(id: bigint): Promise<ShipResult>
+  ship(id: bigint, expected?: ExpectedVersion): Promise<ShipResult>
   /**
    * shipped and not complete → complete, `completedAt` set, by one conditional update with its
    * `order.completed` event; durable before it resolves. Complete already: `already_complete`.
    */
-  complete(id: bigint): Promise<CompleteResult>
+  complete(id: bigint, expected?: ExpectedVersion): Promise<CompleteResult>
+  /**
+   * updateOrder: the patch applied to the order as the writing transaction reads it, by the rule of
+   * domain/order-patch.ts; when it changes anything, the order and its `order.updated` event (with
+   * `previous`) in one transaction, durable before it resolves, group-committed with the updates of
+   * the same moment. Concurrent updates of one order are applied one after the other: none is lost.
+   * A patch value a statement would refuse (checkNewOrder) rejects with a RangeError, writing nothing.
+   */
+  update(request: UpdateRequest): Promise<UpdateResult>
   /** Deletes at most `limit` Idempotency-Key records that expired before `now`; returns how many. */
   pruneIdempotencyKeys(now: Date, limit: number): Promise<number>
   /**

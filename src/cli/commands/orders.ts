@@ -77,12 +77,13 @@ function orderId(text: string): bigint {
  */
 function orderWrite<Outcome extends string>(
   write: (store: Store, id: bigint) => Promise<{ outcome: Outcome }>,
-  answers: (id: bigint) => Record<Outcome, string | CommandError>,
+  // The CLI names no version (If-Match): a write of it never fails a precondition.
+  answers: (id: bigint) => Record<Exclude<Outcome, 'precondition_failed'>, string | CommandError>,
 ): Command['run'] {
   return async ({ positionals }, io) => {
     const id = orderId(positionals[0]!)
     const { outcome } = await withStore(io, (store) => write(store, id))
-    const answer = answers(id)[outcome]
+    const answer = (answers(id) as Record<Outcome, string | CommandError>)[outcome]
     if (answer instanceof CommandError) throw answer
     io.stdout.write(`${answer}\n`)
   }

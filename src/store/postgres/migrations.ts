@@ -245,6 +245,38 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
       )
     `,
   },
+  {
+    version: 15,
+    name: "orders: a version moved by every change, metadata, and metadata's index kept by the database",
+    // `version` starts at 1 for every order, those already here included; `metadata` is its JSON
+    // text as the code writes it (text, not jsonb: jsonb would reorder its keys and respace it, and
+    // the order's JSON is built from the text as it is; NULL: none). order_metadata is an index of
+    // that text, derived from it by a trigger in the statement that writes it, so it can never
+    // disagree with it: the list's metadata filter reads (key, value, order_id) in id order. Since
+    // PostgreSQL 11 a column with a constant default rewrites no row.
+    sql: `
+      ALTER TABLE orders ADD COLUMN version integer NOT NULL DEFAULT 1 CHECK (version >= 1), ADD COLUMN metadata text;
+      CREATE TABLE order_metadata (
+        key text NOT NULL,
+        value text NOT NULL,
+        order_id bigint NOT NULL,
+        PRIMARY KEY (key, value, order_id)
+      );
+      CREATE INDEX order_metadata_order ON order_metadata (order_id);
+      CREATE FUNCTION order_metadata_index() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF TG_OP = 'UPDATE' THEN
+          DELETE FROM order_metadata WHERE order_id = OLD.id;
+        END IF;
+        INSERT INTO order_metadata (key, value, order_id) SELECT key, value, NEW.id FROM json_each_text(NEW.metadata::json);
+        RETURN NULL;
+      END $$;
+      CREATE TRIGGER orders_metadata_inserted AFTER INSERT ON orders
+        FOR EACH ROW WHEN (NEW.metadata IS NOT NULL) EXECUTE FUNCTION order_metadata_index();
+      CREATE TRIGGER orders_metadata_updated AFTER UPDATE OF metadata ON orders
+        FOR EACH ROW WHEN (OLD.metadata IS DISTINCT FROM NEW.metadata) EXECUTE FUNCTION order_metadata_index();
+    `,
+  },
 ]
 
 /** Created before anything else, under the migration lock. */

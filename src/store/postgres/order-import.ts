@@ -1,3 +1,4 @@
+import { metadataText } from '../../domain/order-metadata.js'
 import type { OrderRecord, OrderStatus } from '../../domain/orders.js'
 import { ImportConflictError, type ImportProgress } from '../store.js'
 import type { PostgresDatabase } from './database.js'
@@ -7,25 +8,27 @@ import { bumpVersion, recordEvents, WRITE_TIME } from './write-sql.js'
 
 // A status only moves forward (pending → shipped | cancelled); the WHERE refuses anything else and
 // the refused rows are then looked up to name the first one. It also leaves an order the record
-// would not change untouched: no event (an unchanged re-import records nothing). A cancelled record
+// would not change untouched: no event (an unchanged re-import records nothing); one it changes has
+// its version moved on. A cancelled record
 // without its own cancelledAt gets the transaction's start, so every order an import cancels so gets
 // the same cancelled_at, as in the SQLite store. An order already cancelled keeps its first time and
 // reason. Each row written is noted, with its order's v2 JSON, in the import's IMPORT_EVENTS table
 // (`xmax = 0`: the row is new); its events are recorded when the import ends (RECORD_IMPORT_EVENTS).
-const UPSERT_ORDERS = `WITH written AS (INSERT INTO orders AS o (id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason)
+const UPSERT_ORDERS = `WITH written AS (INSERT INTO orders AS o (id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason, metadata)
   SELECT t.id, t.pet_id, t.quantity, t.ship_date, t.complete, t.status,
          CASE WHEN t.status = 'cancelled' THEN coalesce(t.cancelled_at, ${WRITE_TIME}) END,
-         CASE WHEN t.status = 'cancelled' THEN t.reason END
-  FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::timestamptz[], $5::boolean[], $6::text[], $7::timestamptz[], $8::text[])
-    AS t(id, pet_id, quantity, ship_date, complete, status, cancelled_at, reason)
+         CASE WHEN t.status = 'cancelled' THEN t.reason END,
+         t.metadata
+  FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::timestamptz[], $5::boolean[], $6::text[], $7::timestamptz[], $8::text[], $9::text[])
+    AS t(id, pet_id, quantity, ship_date, complete, status, cancelled_at, reason, metadata)
   ON CONFLICT (id) DO UPDATE SET
     pet_id = excluded.pet_id, quantity = excluded.quantity, ship_date = excluded.ship_date,
-    complete = excluded.complete, status = excluded.status,
+    complete = excluded.complete, status = excluded.status, metadata = excluded.metadata, version = o.version + 1,
     cancelled_at = CASE WHEN o.status = 'cancelled' THEN o.cancelled_at ELSE excluded.cancelled_at END,
     cancellation_reason = CASE WHEN o.status = 'cancelled' THEN o.cancellation_reason ELSE excluded.cancellation_reason END
   WHERE (o.status = 'pending' OR o.status = excluded.status)
-    AND (o.pet_id, o.quantity, o.ship_date, o.complete, o.status)
-      IS DISTINCT FROM (excluded.pet_id, excluded.quantity, excluded.ship_date, excluded.complete, excluded.status)
+    AND (o.pet_id, o.quantity, o.ship_date, o.complete, o.status, o.metadata)
+      IS DISTINCT FROM (excluded.pet_id, excluded.quantity, excluded.ship_date, excluded.complete, excluded.status, excluded.metadata)
   RETURNING o.id, o.xmax = 0 AS created, ${ORDER_V2_JSON} AS json)
   INSERT INTO import_events (order_id, type, json)
     SELECT id, CASE WHEN created THEN 'order.created' ELSE 'order.updated' END, json FROM written`
@@ -63,6 +66,8 @@ export async function importOrders(database: PostgresDatabase, records: AsyncIte
         statuses,
         textArray(batch.map((r) => (r.status === 'cancelled' ? r.cancelledAt : null))),
         textArray(batch.map((r) => (r.status === 'cancelled' ? r.cancellationReason : null))),
+        // NULL for the whole array when no record has metadata: unnest() pads it with NULLs.
+        batch.some((r) => r.metadata != null) ? textArray(batch.map((r) => metadataText(r.metadata ?? null))) : null,
       ]
       const result = await connection.query(UPSERT_ORDERS, params)
       written += result.rowCount ?? 0

@@ -18,7 +18,7 @@ export const utc = (column: string): string => `to_char(${column} AT TIME ZONE '
  */
 export const orderV2Columns = (table = ''): string => {
   const t = table === '' ? '' : `${table}.`
-  return `${t}id, ${t}pet_id, ${t}quantity, ${utc(`${t}ship_date`)} AS ship_date, ${t}complete, ${t}status, ${utc(`${t}shipped_at`)} AS shipped_at, ${utc(`${t}completed_at`)} AS completed_at, ${utc(`${t}cancelled_at`)} AS cancelled_at, ${t}cancellation_reason`
+  return `${t}id, ${t}pet_id, ${t}quantity, ${utc(`${t}ship_date`)} AS ship_date, ${t}complete, ${t}status, ${utc(`${t}shipped_at`)} AS shipped_at, ${utc(`${t}completed_at`)} AS completed_at, ${utc(`${t}cancelled_at`)} AS cancelled_at, ${t}cancellation_reason, ${t}metadata, ${t}version`
 }
 
 /**
@@ -29,18 +29,21 @@ export const orderV2Columns = (table = ''): string => {
 const SHIPPED_FIELDS = `CASE WHEN status = 'shipped' THEN coalesce(',"shippedAt":"' || ${utc('shipped_at')} || '"', '')
       || CASE WHEN complete THEN coalesce(',"completedAt":"' || ${utc('completed_at')} || '"', '') ELSE '' END ELSE '' END`
 
+/** What every order's v2 JSON ends with: its metadata (the stored text, when it has some). */
+const TAIL = `coalesce(',"metadata":' || metadata, '') || '}'`
+
 /**
  * An order's v2 JSON, as the OrderV2 serializer writes it: required fields first, absent ones omitted
  * (`',"petId":' || NULL` is NULL), ids and quantities as integer literals, instants as toISOString()
  * writes them. Pages and events build it from the row's columns (unqualified).
  */
-export const ORDER_V2_JSON = `'{"id":' || id || CASE WHEN complete THEN ',"complete":true' ELSE ',"complete":false' END || ',"status":"' || status || '"'
+export const ORDER_V2_JSON = `'{"id":' || id || CASE WHEN complete THEN ',"complete":true' ELSE ',"complete":false' END || ',"status":"' || status || '","version":' || version
     || coalesce(',"petId":' || pet_id, '') || coalesce(',"quantity":' || quantity, '')
     || coalesce(',"shipDate":"' || ${utc('ship_date')} || '"', '')
     || ${SHIPPED_FIELDS}
     || CASE WHEN status = 'cancelled' THEN coalesce(',"cancelledAt":"' || ${utc('cancelled_at')} || '"', '')
       || coalesce(',"cancellationReason":"' || cancellation_reason || '"', '') ELSE '' END
-    || '}'`
+    || ${TAIL}`
 
 /**
  * ORDER_V2_JSON, from the order's v1 JSON where that is cheaper. `list_json` (migration 2) is the v1
@@ -55,8 +58,8 @@ export const ORDER_V2_JSON = `'{"id":' || id || CASE WHEN complete THEN ',"compl
  */
 const ORDER_V2_PAGE_JSON = `CASE WHEN status = 'cancelled' OR pet_id IS NULL THEN ${ORDER_V2_JSON}
     ELSE replace(split_part(list_json, ',"complete":', 1), ',"petId":',
-      CASE WHEN complete THEN ',"complete":true,"status":"' ELSE ',"complete":false,"status":"' END || status || '","petId":')
-      || ${SHIPPED_FIELDS} || '}' END`
+      CASE WHEN complete THEN ',"complete":true,"status":"' ELSE ',"complete":false,"status":"' END || status || '","version":' || version || ',"petId":')
+      || ${SHIPPED_FIELDS} || ${TAIL} END`
 
 export const POSTGRES_PAGE_DIALECT: PageDialect = {
   columns: orderV2Columns(),

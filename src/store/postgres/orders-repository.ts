@@ -5,6 +5,7 @@ import {
   type CancellationReason,
   type CancelResult,
   type CompleteResult,
+  type ExpectedVersion,
   type OrderRecord,
   type OrderV2Record,
   type PlaceRequest,
@@ -16,6 +17,8 @@ import { StoreUnavailableError, type ImportProgress, type OrderPageJson, type Or
 import { RowWriteBatcher, type BatchOutcome } from './row-write-batcher.js'
 import type { PostgresDatabase } from './database.js'
 import { PlaceBatcher } from './place-batcher.js'
+import { PostgresOrderUpdates } from './order-updates.js'
+import { checkPatch, type UpdateRequest, type UpdateResult } from '../../domain/order-patch.js'
 import { mustRetryPlaces, placeInTransaction } from './place-orders.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { ORDER_V2_JSON, orderV2Columns, readOrderPageJson, readOrderV2 } from './order-pages.js'
@@ -39,8 +42,9 @@ const CHANGED_ORDER_COLUMNS = `${ORDER_COLUMNS}, ${ORDER_V2_JSON} AS json, t.tra
 /**
  * One kind of write to single orders (a cancel, a ship, a complete) as SQL: the requests' parameter
  * arrays (`request`, unnested into `columns`, the first `order_id`: not `id`, which the order's columns name;
- * the last two `traceparent, tracestate`, traceArrays), what the write changes (`set`, which
- * reads the request as `t`), what the order (`o`) must be for it to change (`when`), and its event.
+ * then `if_match`, the version the write requires (NULL: any); the last two `traceparent, tracestate`,
+ * traceArrays), what the write changes (`set`, which reads the request as `t`; the version moves on
+ * too), what the order (`o`) must be for it to change (`when`), and its event.
  */
 interface RowWriteSql {
   request: string
@@ -65,34 +69,36 @@ interface RowWriteSql {
  * order changed. It returns the order it changed; a miss is read by a separate statement, whose fresh
  * snapshot sees whatever change made the update miss.
  */
-function rowWriteStatements({ request, columns, set, when, type }: RowWriteSql): { batch: string; single: string } {
+function rowWriteStatements({ request, columns, set, when: state, type }: RowWriteSql): { batch: string; single: string } {
+  const when = `${state} AND (t.if_match IS NULL OR o.version = t.if_match)`
   const recorded = `bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
   ), recorded AS (
     ${recordEvents(changedOrders(type))}
   )`
+  const update = `UPDATE orders o SET ${set}, version = o.version + 1`
   return {
     batch: `WITH request AS (
       SELECT * FROM ${request} AS r(${columns})
     ), target AS (
-      SELECT r.* FROM orders o JOIN request r ON r.order_id = o.id WHERE ${when} ORDER BY o.id FOR UPDATE OF o SKIP LOCKED
+      SELECT t.* FROM orders o JOIN request t ON t.order_id = o.id WHERE ${when} ORDER BY o.id FOR UPDATE OF o SKIP LOCKED
     ), changed AS (
-      UPDATE orders o SET ${set} FROM target t WHERE o.id = t.order_id AND ${when} RETURNING ${CHANGED_ORDER_COLUMNS}
+      ${update} FROM target t WHERE o.id = t.order_id AND ${when} RETURNING ${CHANGED_ORDER_COLUMNS}
     ), ${recorded}
-    SELECT true AS changed, changed.*, (SELECT version FROM bumped) AS version FROM changed
+    SELECT true AS changed, changed.*, (SELECT version FROM bumped) AS data_version FROM changed
     UNION ALL
-    SELECT false, ${ORDER_COLUMNS}, NULL, NULL, NULL, NULL FROM orders o JOIN request r ON r.order_id = o.id
+    SELECT false, ${ORDER_COLUMNS}, NULL, NULL, NULL, NULL FROM orders o JOIN request t ON t.order_id = o.id
     WHERE NOT (${when}) OR o.id NOT IN (SELECT id FROM changed)`,
     single: `WITH changed AS (
-      UPDATE orders o SET ${set} FROM ${request} AS t(${columns}) WHERE o.id = t.order_id AND ${when} RETURNING ${CHANGED_ORDER_COLUMNS}
+      ${update} FROM ${request} AS t(${columns}) WHERE o.id = t.order_id AND ${when} RETURNING ${CHANGED_ORDER_COLUMNS}
     ), ${recorded}
-    SELECT changed.*, (SELECT version FROM bumped) AS version FROM changed`,
+    SELECT changed.*, (SELECT version FROM bumped) AS data_version FROM changed`,
   }
 }
-const IDS = { request: 'unnest($1::bigint[], $2::text[], $3::text[])', columns: 'order_id, traceparent, tracestate' }
+const IDS = { request: 'unnest($1::bigint[], $2::integer[], $3::text[], $4::text[])', columns: 'order_id, if_match, traceparent, tracestate' }
 const CANCELS = rowWriteStatements({
-  request: 'unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[])',
-  columns: 'order_id, cancelled_by_key, reason, traceparent, tracestate',
+  request: 'unnest($1::bigint[], $2::integer[], $3::bigint[], $4::text[], $5::text[], $6::text[])',
+  columns: 'order_id, if_match, cancelled_by_key, reason, traceparent, tracestate',
   set: `status = 'cancelled', cancelled_at = ${WRITE_TIME}, cancelled_by_key = t.cancelled_by_key, cancellation_reason = t.reason`,
   when: `o.status = 'pending'`,
   type: 'order.cancelled',
@@ -104,7 +110,14 @@ const COMPLETES = rowWriteStatements({
   when: `o.status = 'shipped' AND NOT o.complete`,
   type: 'order.completed',
 })
-const idParams = (requests: Traced<{ id: bigint }>[]): unknown[] => [intArray(requests.map((r) => r.id)), ...traceArrays(requests)]
+/** The If-Match versions of a batch, NULL for the whole array when no write has one (as traceArrays). */
+const expectedArray = (requests: readonly { expected: ExpectedVersion }[]): string | null =>
+  requests.some((r) => r.expected !== undefined) ? intArray(requests.map((r) => r.expected ?? null)) : null
+const idParams = (requests: Traced<Conditional<{ id: bigint }>>[]): unknown[] => [
+  intArray(requests.map((r) => r.id)),
+  expectedArray(requests),
+  ...traceArrays(requests),
+]
 
 /**
  * At most `limit` expired Idempotency-Key records, oldest first through the expires_at index, by
@@ -117,27 +130,34 @@ const PRUNE_IDEMPOTENCY_KEYS = `DELETE FROM idempotency_keys WHERE ctid = ANY (A
 const PLACE_ATTEMPTS = 100
 const PLACE_RETRY_MS = { first: 10, max: 250 }
 
-/** What a single write returns: the order it changed. */
-type ChangedRow = OrderV2Row & { version: bigint | null }
+/** A write to one order, and the version it requires (If-Match; undefined: any). */
+type Conditional<Request> = Request & { expected: ExpectedVersion }
+/** What a single write returns: the order it changed, and data_version if it bumped it. */
+type ChangedRow = OrderV2Row & { data_version: bigint | null }
 /** What a batch returns: the orders it changed, and the others as they were. */
 type BatchRow = ChangedRow & { changed: boolean }
 
-type CancelRequest = Traced<{
-  id: bigint
-  cancelledByKey: bigint | null
-  reason: CancellationReason | null
-}>
+type CancelRequest = Traced<
+  Conditional<{
+    id: bigint
+    cancelledByKey: bigint | null
+    reason: CancellationReason | null
+  }>
+>
+type IdRequest = Traced<Conditional<{ id: bigint }>>
 
 export class PostgresOrdersRepository implements OrdersRepository {
   private readonly cancels: RowWriteBatcher<CancelRequest, CancelResult>
-  private readonly ships: RowWriteBatcher<Traced<{ id: bigint }>, ShipResult>
-  private readonly completes: RowWriteBatcher<Traced<{ id: bigint }>, CompleteResult>
+  private readonly ships: RowWriteBatcher<IdRequest, ShipResult>
+  private readonly completes: RowWriteBatcher<IdRequest, CompleteResult>
   private readonly places: PlaceBatcher
+  private readonly updates: PostgresOrderUpdates
   private closing = false
 
   constructor(private readonly database: PostgresDatabase) {
     this.cancels = this.rowWrites(CANCEL, CANCELS, (requests: CancelRequest[]) => [
       intArray(requests.map((r) => r.id)),
+      expectedArray(requests),
       intArray(requests.map((r) => r.cancelledByKey)),
       textArray(requests.map((r) => r.reason)),
       ...traceArrays(requests),
@@ -145,6 +165,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
     this.ships = this.rowWrites(SHIP, SHIPS, idParams)
     this.completes = this.rowWrites(COMPLETE, COMPLETES, idParams)
     this.places = new PlaceBatcher((requests) => this.commitPlaces(requests))
+    this.updates = new PostgresOrderUpdates(database)
   }
 
   pageJson(query: OrderPageQuery): Promise<OrderPageJson> {
@@ -197,8 +218,8 @@ export class PostgresOrdersRepository implements OrdersRepository {
   }
 
   /** Group-committed with the cancels of the same moment (row-write-batcher.ts). */
-  cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null): Promise<CancelResult> {
-    return this.submit((trace) => this.cancels.write({ id, cancelledByKey, reason, trace }))
+  cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null, expected?: ExpectedVersion): Promise<CancelResult> {
+    return this.submit((trace) => this.cancels.write({ id, cancelledByKey, reason, expected, trace }))
   }
 
   /**
@@ -213,13 +234,21 @@ export class PostgresOrdersRepository implements OrdersRepository {
   }
 
   /** Group-committed with the ships of the same moment (row-write-batcher.ts). */
-  ship(id: bigint): Promise<ShipResult> {
-    return this.submit((trace) => this.ships.write({ id, trace }))
+  ship(id: bigint, expected?: ExpectedVersion): Promise<ShipResult> {
+    return this.submit((trace) => this.ships.write({ id, expected, trace }))
   }
 
   /** Group-committed with the completes of the same moment (row-write-batcher.ts). */
-  complete(id: bigint): Promise<CompleteResult> {
-    return this.submit((trace) => this.completes.write({ id, trace }))
+  complete(id: bigint, expected?: ExpectedVersion): Promise<CompleteResult> {
+    return this.submit((trace) => this.completes.write({ id, expected, trace }))
+  }
+
+  /** Group-committed with the updates of the same moment (order-updates.ts). */
+  update(request: UpdateRequest): Promise<UpdateResult> {
+    return this.submit((trace) => {
+      const refused = checkPatch(request)
+      return refused === undefined ? this.updates.update({ ...request, trace }) : Promise.reject(new RangeError(refused))
+    })
   }
 
   /**
@@ -242,33 +271,39 @@ export class PostgresOrdersRepository implements OrdersRepository {
   /** Refuses new writes, and settles those in flight. */
   async close(): Promise<void> {
     this.closing = true
-    await Promise.all([this.cancels.drain(), this.ships.drain(), this.completes.drain(), this.places.drain()])
+    await Promise.all([this.cancels.drain(), this.ships.drain(), this.completes.drain(), this.places.drain(), this.updates.drain()])
   }
 
   /** Group commit for one kind of write (row-write-batcher.ts): its batches, and its writes on their own. */
-  private rowWrites<Request extends { id: bigint }, Result>(
+  private rowWrites<Request extends Conditional<{ id: bigint }>, Result>(
     rule: OrderWriteRule<Result>,
     statements: { batch: string; single: string },
     params: (requests: Request[]) => unknown[],
   ): RowWriteBatcher<Request, Result> {
     return new RowWriteBatcher({
-      commitBatch: (requests) => this.commitBatch(rule, statements.batch, params(requests)),
-      writeOne: (request) => this.writeOne(rule, statements.single, params([request]), request.id),
+      commitBatch: (requests) => this.commitBatch(rule, statements.batch, params(requests), requests),
+      writeOne: (request) => this.writeOne(rule, statements.single, params([request]), request),
       notFound: rule.missed(undefined)!, // the answer for an unknown order
       repeated: rule.repeated,
     })
   }
 
   /** One batch of writes of distinct orders; resolves once committed. Not retried on a lost connection: the commit may have happened. */
-  private async commitBatch<Result>(rule: OrderWriteRule<Result>, statement: string, params: unknown[]): Promise<Map<bigint, BatchOutcome<Result>>> {
+  private async commitBatch<Result>(
+    rule: OrderWriteRule<Result>,
+    statement: string,
+    params: unknown[],
+    requests: Conditional<{ id: bigint }>[],
+  ): Promise<Map<bigint, BatchOutcome<Result>>> {
     const { rows } = await this.database.write<BatchRow>(statement, params)
+    const expected = new Map(requests.map((request) => [request.id, request.expected]))
     const results = new Map<bigint, BatchOutcome<Result>>()
     for (const row of rows) {
       if (row.changed) {
-        if (row.version !== null) this.database.versions.observe(row.version)
+        if (row.data_version !== null) this.database.versions.observe(row.data_version)
         results.set(row.id, rule.changed(toOrderV2Record(row)))
       } else {
-        results.set(row.id, rule.missed(toOrderV2Record(row)) ?? 'locked')
+        results.set(row.id, rule.missed(toOrderV2Record(row), expected.get(row.id)) ?? 'locked')
       }
     }
     // Any other order is unknown: not found.
@@ -276,15 +311,15 @@ export class PostgresOrdersRepository implements OrdersRepository {
   }
 
   /** One write in its own transaction, waiting for the order's row lock if another holds it. Never retried on a lost connection: it may have committed. */
-  private async writeOne<Result>(rule: OrderWriteRule<Result>, statement: string, params: unknown[], id: bigint): Promise<Result> {
+  private async writeOne<Result>(rule: OrderWriteRule<Result>, statement: string, params: unknown[], request: Conditional<{ id: bigint }>): Promise<Result> {
     for (;;) {
       const { rows } = await this.database.write<ChangedRow>(statement, params)
       const changed = rows[0]
       if (changed !== undefined) {
-        if (changed.version !== null) this.database.versions.observe(changed.version)
+        if (changed.data_version !== null) this.database.versions.observe(changed.data_version)
         return rule.changed(toOrderV2Record(changed))
       }
-      const answer = rule.missed(await this.find(id))
+      const answer = rule.missed(await this.find(request.id), request.expected)
       if (answer !== undefined) return answer
       // It can take the write after all: placed or imported after the update's snapshot. Its turn now.
     }

@@ -1,6 +1,7 @@
 import { KEY_IN_USE, keyAnswer, PLACED_STATUS, type StoredKey } from '../../domain/idempotency.js'
 import { INT64_MAX } from '../../domain/int64.js'
 import type { PlaceRequest, PlaceResult } from '../../domain/orders.js'
+import { metadataText } from '../../domain/order-metadata.js'
 import { intArray, textArray } from './import.js'
 import type { Connection } from './connection.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
@@ -42,13 +43,13 @@ const PLACE_LOCKS = `SELECT k.obtained, set_config('lock_timeout', '${INSERT_LOC
  * order) get the ids above every id the store holds, `max(id) + seq` (from 1 in an empty store or one
  * of negative ids), as long as they are int64. Each new order is inserted with its Idempotency-Key
  * record (an expired one replaced) and its `order.created` event, which keeps the request's trace
- * context ($9 and $10, traceArrays), and the version is bumped if any was. One row per request, in
+ * context ($9 and $10, traceArrays) and its metadata ($11), and the version is bumped if any was. One row per request, in
  * order: its order as inserted, or its record, or neither — ids exhausted, or an id taken by an
  * import meanwhile (`ON CONFLICT DO NOTHING`; the batch is tried again).
  */
 const PLACE_BATCH = `WITH request AS (
-    SELECT * FROM unnest($1::bigint[], $2::integer[], $3::timestamptz[], $4::bigint[], $5::text[], $6::text[], $7::timestamptz[], $9::text[], $10::text[])
-      WITH ORDINALITY AS r(pet_id, quantity, ship_date, api_key_id, key, fingerprint, expires_at, traceparent, tracestate, n)
+    SELECT * FROM unnest($1::bigint[], $2::integer[], $3::timestamptz[], $4::bigint[], $5::text[], $6::text[], $7::timestamptz[], $9::text[], $10::text[], $11::text[])
+      WITH ORDINALITY AS r(pet_id, quantity, ship_date, api_key_id, key, fingerprint, expires_at, traceparent, tracestate, metadata, n)
   ), kept AS (
     SELECT r.n, k.fingerprint, k.order_id AS "orderId", k.response_status AS "responseStatus",
       k.response_body AS "responseBody", ${utc('k.expires_at')} AS "expiresAt"
@@ -59,8 +60,8 @@ const PLACE_BATCH = `WITH request AS (
   ), top AS (
     SELECT greatest(max(id), 0) AS id FROM orders
   ), inserted AS (
-    INSERT INTO orders (id, pet_id, quantity, ship_date)
-    SELECT top.id + p.seq, p.pet_id, p.quantity, p.ship_date FROM to_place p CROSS JOIN top
+    INSERT INTO orders (id, pet_id, quantity, ship_date, metadata)
+    SELECT top.id + p.seq, p.pet_id, p.quantity, p.ship_date, p.metadata FROM to_place p CROSS JOIN top
     WHERE p.seq <= ${INT64_MAX} - top.id
     ORDER BY p.seq
     ON CONFLICT (id) DO NOTHING
@@ -80,7 +81,7 @@ const PLACE_BATCH = `WITH request AS (
       FROM inserted i CROSS JOIN top JOIN to_place p ON p.seq = i.id - top.id ORDER BY i.id`)}
   )
   SELECT r.n, p.seq, (SELECT id FROM top) AS top, k.fingerprint, k."orderId", k."responseStatus", k."responseBody", k."expiresAt",
-    i.*, (SELECT version FROM bumped) AS version
+    i.*, (SELECT version FROM bumped) AS data_version
   FROM request r
   LEFT JOIN kept k ON k.n = r.n
   LEFT JOIN to_place p ON p.n = r.n
@@ -91,7 +92,7 @@ type PlacedRow = Partial<OrderV2Row> & Partial<StoredKey> & {
   seq: bigint | null
   top: bigint
   fingerprint: string | null
-  version: bigint | null
+  data_version: bigint | null
 }
 
 /** An id the batch was to take was committed meanwhile (by an import), or is being: try it again. */
@@ -140,13 +141,15 @@ export async function placeInTransaction(
     textArray(keys.map((k) => k?.expiresAt.toISOString())),
     at,
     ...traceArrays(placing.map(({ request }) => request)),
+    // NULL for the whole array when no order has metadata, as for the trace arrays.
+    orders.some((o) => o.metadata != null) ? textArray(orders.map((o) => metadataText(o.metadata ?? null))) : null,
   ])
   let version: bigint | undefined
   rows.forEach((row, n) => {
     const { request, i } = placing[n]!
     let answer: PlaceResult | undefined
     if (row.id !== undefined && row.id !== null) {
-      version = row.version ?? version
+      version = row.data_version ?? version
       results[i] = { outcome: 'placed', order: toOrderV2Record(row as OrderV2Row) }
     } else if (row.fingerprint !== null && (answer = keyAnswer(row as StoredKey, request.idempotency!.fingerprint, at)) !== undefined) {
       results[i] = answer

@@ -24,15 +24,17 @@ export const WRITE_TIME = `date_trunc('milliseconds', now())`
 /**
  * The outbox (../order-events.ts): the events of `source`'s rows (order_id, type, json: the order's
  * v2 JSON after the change; traceparent and tracestate: the trace context of the write, NULL when
- * it had none), in the statement's transaction, all at the transaction's time. Joined with
+ * it had none; and when `previous` is given, the name of its column: an update's `previous` JSON),
+ * in the statement's transaction, all at the transaction's time. Joined with
  * `bumped`, the data_version bump of the same statement, positions are taken only once the
  * transaction holds that row's lock, which it keeps until COMMIT: so positions are handed out in
  * commit order (docs/decisions.md).
  */
-export function recordEvents(source: string): string {
+export function recordEvents(source: string, previous?: string): string {
+  const tail = previous === undefined ? `'}'` : `',"previous":' || s.${previous} || '}'`
   return `INSERT INTO order_events (position, occurred_at, order_id, type, body, traceparent, tracestate)
     SELECT nextval('order_event_position'), ${WRITE_TIME}, s.order_id, s.type,
-      '"type":"' || s.type || '","occurredAt":"' || (SELECT ${utc(WRITE_TIME)}) || '","order":' || s.json || '}',
+      '"type":"' || s.type || '","occurredAt":"' || (SELECT ${utc(WRITE_TIME)}) || '","order":' || s.json || ${tail},
       s.traceparent, s.tracestate
     FROM (${source}) AS s CROSS JOIN bumped`
 }

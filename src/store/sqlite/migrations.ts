@@ -196,4 +196,31 @@ export const SQLITE_MIGRATIONS: Migration[] = [
       );
     `,
   },
+  {
+    version: 9,
+    name: "orders: a version moved by every change, metadata, and metadata's index kept by the database",
+    // `version` starts at 1 for every order, those already here included; `metadata` is its JSON
+    // text as the code writes it (NULL: none). order_metadata is an index of that text, derived from
+    // it by triggers in the statement that writes it, so it can never disagree with it: the list's
+    // metadata filter reads (key, value, order_id) in id order. Adding columns with a constant
+    // default rewrites no row.
+    sql: `
+      ALTER TABLE orders ADD COLUMN version INTEGER NOT NULL DEFAULT 1 CHECK (version >= 1);
+      ALTER TABLE orders ADD COLUMN metadata TEXT;
+      CREATE TABLE order_metadata (
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        order_id INTEGER NOT NULL,
+        PRIMARY KEY (key, value, order_id)
+      ) WITHOUT ROWID;
+      CREATE INDEX order_metadata_order ON order_metadata (order_id);
+      CREATE TRIGGER orders_metadata_inserted AFTER INSERT ON orders WHEN NEW.metadata IS NOT NULL BEGIN
+        INSERT INTO order_metadata (key, value, order_id) SELECT key, value, NEW.id FROM json_each(NEW.metadata);
+      END;
+      CREATE TRIGGER orders_metadata_updated AFTER UPDATE OF metadata ON orders WHEN OLD.metadata IS NOT NEW.metadata BEGIN
+        DELETE FROM order_metadata WHERE order_id = OLD.id;
+        INSERT INTO order_metadata (key, value, order_id) SELECT key, value, NEW.id FROM json_each(NEW.metadata);
+      END;
+    `,
+  },
 ]

@@ -26,7 +26,8 @@ export const INSERT_EVENT = 'INSERT INTO order_events (occurred_at, order_id, ty
 
 /**
  * INSERT_EVENT's parameters: the order's v2 JSON as it is after the change, at `occurredAt`
- * (toISOString form), and the trace context of the write that made the change (none: NULL).
+ * (toISOString form), the trace context of the write that made the change (none: NULL), and an
+ * update's `previous` (order-patch.ts).
  */
 export function orderEvent(
   type: OrderEventType,
@@ -34,8 +35,9 @@ export function orderEvent(
   orderId: bigint,
   orderJson: string,
   trace?: TraceContext,
+  previousJson?: string,
 ): [string, bigint, string, string, string | null, string | null] {
-  return [occurredAt, orderId, type, eventBody(type, occurredAt, orderJson), trace?.traceparent ?? null, trace?.tracestate ?? null]
+  return [occurredAt, orderId, type, eventBody(type, occurredAt, orderJson, previousJson), trace?.traceparent ?? null, trace?.tracestate ?? null]
 }
 
 export class SqliteOrderEventsRepository implements OrderEventsRepository {

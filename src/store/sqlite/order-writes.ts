@@ -1,11 +1,24 @@
 import type Database from 'better-sqlite3'
 import { keyAnswer, PLACED_STATUS, type StoredKey } from '../../domain/idempotency.js'
 import { INT64_MAX } from '../../domain/int64.js'
-import type { CancellationReason, OrderV2Record, CancelResult, CompleteResult, NewOrder, PlaceRequest, PlaceResult, ShipResult } from '../../domain/orders.js'
+import { metadataText } from '../../domain/order-metadata.js'
+import { applyPatch, previousJson, type UpdateRequest, type UpdateResult } from '../../domain/order-patch.js'
+import type {
+  CancellationReason,
+  CancelResult,
+  CompleteResult,
+  ExpectedVersion,
+  NewOrder,
+  OrderV2Record,
+  PlaceRequest,
+  PlaceResult,
+  ShipResult,
+} from '../../domain/orders.js'
 import { CANCEL, COMPLETE, SHIP, type OrderWriteRule } from '../../domain/order-writes.js'
 import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
+import { orderV2Json } from '../order-json.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
-import { ORDER_V2_COLUMNS, ORDER_V2_JSON, orderV2Json } from './order-pages.js'
+import { ORDER_V2_COLUMNS, ORDER_V2_JSON } from './order-pages.js'
 import type { Batch } from './write-batcher.js'
 import type { TraceContext } from '../../tracing/trace-context.js'
 
@@ -26,15 +39,22 @@ export class OrderWrites {
     this.statements = {
       find: db.prepare(`SELECT ${ORDER_V2_COLUMNS} FROM orders WHERE id = ?`),
       insertEvent: db.prepare(INSERT_EVENT),
+      // Each also requires the version given (If-Match; NULL: any), and moves it on.
       cancel: db.prepare(
-        `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ?, cancellation_reason = ?
-         WHERE id = ? AND status = 'pending' ${returning}`,
+        `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ?, cancellation_reason = ?, version = version + 1
+         WHERE id = ? AND status = 'pending' AND coalesce(? = version, TRUE) ${returning}`,
       ),
-      ship: db.prepare(`UPDATE orders SET status = 'shipped', shipped_at = ? WHERE id = ? AND status = 'pending' ${returning}`),
-      complete: db.prepare(`UPDATE orders SET complete = 1, completed_at = ? WHERE id = ? AND status = 'shipped' AND complete = 0 ${returning}`),
+      ship: db.prepare(
+        `UPDATE orders SET status = 'shipped', shipped_at = ?, version = version + 1 WHERE id = ? AND status = 'pending' AND coalesce(? = version, TRUE) ${returning}`,
+      ),
+      complete: db.prepare(
+        `UPDATE orders SET complete = 1, completed_at = ?, version = version + 1
+         WHERE id = ? AND status = 'shipped' AND complete = 0 AND coalesce(? = version, TRUE) ${returning}`,
+      ),
+      update: db.prepare(`UPDATE orders SET pet_id = ?, quantity = ?, ship_date = ?, metadata = ?, version = ? WHERE id = ?`),
       // The rowid's B-tree gives its largest key at once; imported ids included.
       maxId: db.prepare('SELECT max(id) FROM orders').pluck(),
-      insertOrder: db.prepare(`INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status) VALUES (?, ?, ?, ?, 0, 'pending')`),
+      insertOrder: db.prepare(`INSERT INTO orders (id, pet_id, quantity, ship_date, metadata, complete, status) VALUES (?, ?, ?, ?, ?, 0, 'pending')`),
       findKey: db.prepare(
         `SELECT fingerprint, order_id AS orderId, response_status AS responseStatus, response_body AS responseBody, expires_at AS expiresAt
          FROM idempotency_keys WHERE api_key_id = ? AND key = ?`,
@@ -54,16 +74,39 @@ export class OrderWrites {
    * pending → cancelled. Of several cancels of one order in a batch the first cancels it, and the
    * later ones find it cancelled, with the first one's time and reason.
    */
-  cancel(batch: Batch, trace: TraceContext | undefined, id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null): CancelResult {
-    return this.answer(batch, trace, CANCEL, 'order.cancelled', id, this.statements.cancel.get(batch.now, cancelledByKey, reason, id))
+  cancel(
+    batch: Batch,
+    trace: TraceContext | undefined,
+    id: bigint,
+    cancelledByKey: bigint | null,
+    reason: CancellationReason | null,
+    expected: ExpectedVersion,
+  ): CancelResult {
+    const changed = this.statements.cancel.get(batch.now, cancelledByKey, reason, id, version(expected))
+    return this.answer(batch, trace, CANCEL, 'order.cancelled', id, expected, changed)
   }
 
-  ship(batch: Batch, trace: TraceContext | undefined, id: bigint): ShipResult {
-    return this.answer(batch, trace, SHIP, 'order.shipped', id, this.statements.ship.get(batch.now, id))
+  ship(batch: Batch, trace: TraceContext | undefined, id: bigint, expected: ExpectedVersion): ShipResult {
+    return this.answer(batch, trace, SHIP, 'order.shipped', id, expected, this.statements.ship.get(batch.now, id, version(expected)))
   }
 
-  complete(batch: Batch, trace: TraceContext | undefined, id: bigint): CompleteResult {
-    return this.answer(batch, trace, COMPLETE, 'order.completed', id, this.statements.complete.get(batch.now, id))
+  complete(batch: Batch, trace: TraceContext | undefined, id: bigint, expected: ExpectedVersion): CompleteResult {
+    return this.answer(batch, trace, COMPLETE, 'order.completed', id, expected, this.statements.complete.get(batch.now, id, version(expected)))
+  }
+
+  /**
+   * updateOrder: the order as this transaction reads it, the patch applied by the rule both stores
+   * share (order-patch.ts), and when it changed anything, the row and its `order.updated` event.
+   */
+  update(batch: Batch, trace: TraceContext | undefined, { id, patch, expected }: UpdateRequest): UpdateResult {
+    const row = this.statements.find.get(id) as OrderV2Row | undefined
+    const result = applyPatch(row === undefined ? undefined : toOrderV2Record(row), patch, expected)
+    if (result.outcome !== 'updated') return result
+    const { order, previous } = result
+    this.statements.update.run(order.petId, order.quantity === null ? null : BigInt(order.quantity), order.shipDate, metadataText(order.metadata), BigInt(order.version), id)
+    this.statements.insertEvent.run(...orderEvent('order.updated', batch.now, id, orderV2Json(order), trace, previousJson(previous)))
+    batch.changed()
+    return result
   }
 
   /**
@@ -80,7 +123,7 @@ export class OrderWrites {
     if (max === INT64_MAX) return { outcome: 'ids_exhausted' }
     const placed = newOrder(max === null || max < 1n ? 1n : max + 1n, order)
     const json = orderV2Json(placed)
-    this.statements.insertOrder.run(placed.id, placed.petId, BigInt(order.quantity), placed.shipDate)
+    this.statements.insertOrder.run(placed.id, placed.petId, BigInt(order.quantity), placed.shipDate, metadataText(placed.metadata))
     this.statements.insertEvent.run(...orderEvent('order.created', batch.now, placed.id, json, trace))
     batch.changed()
     if (claim !== undefined) {
@@ -100,6 +143,7 @@ export class OrderWrites {
     rule: OrderWriteRule<R>,
     type: 'order.cancelled' | 'order.shipped' | 'order.completed',
     id: bigint,
+    expected: ExpectedVersion,
     changed: unknown,
   ): R {
     if (changed !== undefined) {
@@ -109,12 +153,15 @@ export class OrderWrites {
       return rule.changed(toOrderV2Record(row))
     }
     const row = this.statements.find.get(id) as OrderV2Row | undefined
-    const answer = rule.missed(row === undefined ? undefined : toOrderV2Record(row))
+    const answer = rule.missed(row === undefined ? undefined : toOrderV2Record(row), expected)
     // Nothing else writes between the update and this read: the order cannot still take the write.
     if (answer === undefined) throw new Error(`order ${id} could take the write its update missed`)
     return answer
   }
 }
+
+/** An If-Match version as a parameter: NULL for none (`coalesce(? = version, TRUE)`). */
+const version = (expected: ExpectedVersion): bigint | null => (expected === undefined ? null : BigInt(expected))
 
 function newOrder(id: bigint, order: NewOrder): OrderV2Record {
   return {
@@ -122,6 +169,8 @@ function newOrder(id: bigint, order: NewOrder): OrderV2Record {
     petId: order.petId,
     quantity: order.quantity,
     shipDate: order.shipDate,
+    metadata: order.metadata ?? null,
+    version: 1,
     complete: false,
     status: 'pending',
     shippedAt: null,

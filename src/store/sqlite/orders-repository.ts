@@ -1,8 +1,10 @@
 import { KEY_IN_USE, KeysInFlight } from '../../domain/idempotency.js'
 import type { OrderPageQuery } from '../../domain/order-pages.js'
+import { checkPatch, type UpdateRequest, type UpdateResult } from '../../domain/order-patch.js'
 import {
   canMoveTo,
   checkNewOrder,
+  type ExpectedVersion,
   type CancellationReason,
   type CancelResult,
   type CompleteResult,
@@ -18,7 +20,9 @@ import { classified, classify, connect, type SqliteDatabase } from './database.j
 import { BUMP_DATA_VERSION } from './migrations.js'
 import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
 import { OrderWrites } from './order-writes.js'
-import { ORDER_V2_JSON, orderV2Json, readOrderPageJson, readOrderV2 } from './order-pages.js'
+import { ORDER_V2_JSON, readOrderPageJson, readOrderV2 } from './order-pages.js'
+import { orderV2Json } from '../order-json.js'
+import { metadataText } from '../../domain/order-metadata.js'
 import { WriteBatcher, type Batch } from './write-batcher.js'
 import { activeTraceContext, type TraceContext } from '../../tracing/trace-context.js'
 
@@ -43,23 +47,23 @@ const JSON_PAGE = `
 // nothing). An order already cancelled keeps its first cancellation's time and reason. It returns
 // the order's v2 JSON when it wrote the row, for the row's event.
 const UPSERT = `
-  INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason)
-  VALUES (@id, @petId, @quantity, @shipDate, @complete, @status, @cancelledAt, @cancellationReason)
+  INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason, metadata)
+  VALUES (@id, @petId, @quantity, @shipDate, @complete, @status, @cancelledAt, @cancellationReason, @metadata)
   ON CONFLICT (id) DO UPDATE SET
     pet_id = excluded.pet_id, quantity = excluded.quantity, ship_date = excluded.ship_date,
-    complete = excluded.complete, status = excluded.status,
+    complete = excluded.complete, status = excluded.status, metadata = excluded.metadata, version = orders.version + 1,
     cancelled_at = iif(orders.status = 'cancelled', orders.cancelled_at, excluded.cancelled_at),
     cancellation_reason = iif(orders.status = 'cancelled', orders.cancellation_reason, excluded.cancellation_reason)
   WHERE (orders.status = 'pending' OR orders.status = excluded.status)
     AND (orders.pet_id IS NOT excluded.pet_id OR orders.quantity IS NOT excluded.quantity OR orders.ship_date IS NOT excluded.ship_date
-      OR orders.complete IS NOT excluded.complete OR orders.status IS NOT excluded.status)
+      OR orders.complete IS NOT excluded.complete OR orders.status IS NOT excluded.status OR orders.metadata IS NOT excluded.metadata)
   RETURNING ${ORDER_V2_JSON} AS json`
 
 // Tried first: an order the database does not hold yet is inserted (its event's JSON made here, by
 // orderV2Json); one it holds is left to UPSERT.
 const INSERT_NEW = `
-  INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+  INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason, metadata)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 
 export class SqliteOrdersRepository implements OrdersRepository {
   private writer: { batcher: WriteBatcher; writes: OrderWrites } | undefined // opened on first use: the tables exist after migrate()
@@ -103,8 +107,8 @@ export class SqliteOrdersRepository implements OrdersRepository {
     return this.database.dataVersion()
   }
 
-  cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null): Promise<CancelResult> {
-    return this.write((writes, batch, trace) => writes.cancel(batch, trace, id, cancelledByKey, reason))
+  cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null, expected?: ExpectedVersion): Promise<CancelResult> {
+    return this.write((writes, batch, trace) => writes.cancel(batch, trace, id, cancelledByKey, reason, expected))
   }
 
   place(request: PlaceRequest): Promise<PlaceResult> {
@@ -120,12 +124,18 @@ export class SqliteOrdersRepository implements OrdersRepository {
     return this.write((writes, batch, trace) => writes.place(batch, trace, request)).finally(() => this.keysInFlight.release(slot))
   }
 
-  ship(id: bigint): Promise<ShipResult> {
-    return this.write((writes, batch, trace) => writes.ship(batch, trace, id))
+  ship(id: bigint, expected?: ExpectedVersion): Promise<ShipResult> {
+    return this.write((writes, batch, trace) => writes.ship(batch, trace, id, expected))
   }
 
-  complete(id: bigint): Promise<CompleteResult> {
-    return this.write((writes, batch, trace) => writes.complete(batch, trace, id))
+  complete(id: bigint, expected?: ExpectedVersion): Promise<CompleteResult> {
+    return this.write((writes, batch, trace) => writes.complete(batch, trace, id, expected))
+  }
+
+  update(request: UpdateRequest): Promise<UpdateResult> {
+    const refused = checkPatch(request)
+    if (refused !== undefined) return Promise.reject(new RangeError(refused))
+    return this.write((writes, batch, trace) => writes.update(batch, trace, request))
   }
 
   async pruneIdempotencyKeys(now: Date, limit: number): Promise<number> {
@@ -187,15 +197,31 @@ export class SqliteOrdersRepository implements OrdersRepository {
         const cancellationReason = record.status === 'cancelled' ? (record.cancellationReason ?? null) : null
         const quantity = record.quantity === null ? null : BigInt(record.quantity)
         const complete = record.complete ? 1n : 0n
+        const metadata = record.metadata ?? null
+        const stored = metadataText(metadata)
         let before: OrderStatus | undefined
         let json: string | undefined
-        if (insertNew.run(record.id, record.petId, quantity, record.shipDate, complete, record.status, cancelledAt, cancellationReason).changes === 1) {
+        if (insertNew.run(record.id, record.petId, quantity, record.shipDate, complete, record.status, cancelledAt, cancellationReason, stored).changes === 1) {
           // Each field named, not spread from the record: 3.9 s instead of 5.9 s for 200,000 orders here.
           const { id, petId, shipDate, status } = record
-          json = orderV2Json({ id, petId, quantity: record.quantity, shipDate, complete: record.complete, status, shippedAt: null, completedAt: null, cancelledAt, cancellationReason })
+          json = orderV2Json({
+            id,
+            petId,
+            quantity: record.quantity,
+            shipDate,
+            complete: record.complete,
+            status,
+            shippedAt: null,
+            completedAt: null,
+            cancelledAt,
+            cancellationReason,
+            metadata,
+            version: 1,
+          })
         } else {
           before = statusOf.get(record.id) as OrderStatus
-          json = upsert.get({ id: record.id, petId: record.petId, quantity, shipDate: record.shipDate, complete, status: record.status, cancelledAt, cancellationReason }) as
+          const { id, petId, shipDate, status } = record
+          json = upsert.get({ id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason, metadata: stored }) as
             | string
             | undefined
         }

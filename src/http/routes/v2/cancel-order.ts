@@ -1,9 +1,10 @@
 import { errorResponses } from '../../../schemas/error.js'
-import { CancelOrderBody, NoQuery, OrderIdV2Params, OrderV2Ref } from '../../../schemas/order-v2.js'
+import { CancelOrderBody, NoQuery, OrderIdV2Params, OrderV2Ref, IfMatchHeaders } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
 import { operation } from '../operation.js'
-import { answerOrderWrite } from './order-write.js'
+import { expectedVersion } from '../../preconditions.js'
+import { answerOrderWrite, PRECONDITION_FAILED } from './order-write.js'
 
 /**
  * v2's cancel, answered as every write to an order is (`answerOrderWrite`): the order as it stands
@@ -31,6 +32,7 @@ export function cancelOrderV2Route(app: ApiApp): void {
           'the same `cancelledAt`. A shipped order cannot be cancelled (409). The body is optional; without one, no ' +
           'reason is recorded. Requires the `orders:cancel` scope; a key without `orders:read` too is answered 204 ' +
           'with no body instead of 200 with the order (a retry is 204 again).',
+        headers: IfMatchHeaders,
         params: OrderIdV2Params,
         querystring: NoQuery,
         body: CancelOrderBody,
@@ -45,13 +47,14 @@ export function cancelOrderV2Route(app: ApiApp): void {
             403: 'The API key lacks the `orders:cancel` scope (`insufficient_scope`)',
             404: 'No order has this id (`order_not_found`)',
             409: 'The order has already shipped and cannot be cancelled (`order_already_shipped`)',
+            412: PRECONDITION_FAILED,
             415: 'The body is not JSON (`unsupported_media_type`): send it with `Content-Type: application/json`, or send none',
           }),
         },
       },
     },
     async (request, reply) => {
-      const cancel = store.orders.cancel(request.params.orderId, request.apiKey!.id, request.body?.reason ?? null)
+      const cancel = store.orders.cancel(request.params.orderId, request.apiKey!.id, request.body?.reason ?? null, expectedVersion(request.headers['if-match']))
       return answerOrderWrite(request, reply, cancel, (outcome) => metrics.cancelled(outcome), { already_shipped: 'order_already_shipped' })
     },
   )

@@ -1,9 +1,10 @@
 import { errorResponses } from '../../../schemas/error.js'
-import { CompleteOrderParams, EmptyBody, NoQuery, OrderV2Ref } from '../../../schemas/order-v2.js'
+import { CompleteOrderParams, EmptyBody, NoQuery, OrderV2Ref, IfMatchHeaders } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
 import { operation } from '../operation.js'
-import { answerOrderWrite } from './order-write.js'
+import { expectedVersion } from '../../preconditions.js'
+import { answerOrderWrite, PRECONDITION_FAILED } from './order-write.js'
 
 /** completeOrder: a shipped order is fulfilled, answered as every write to an order is (`answerOrderWrite`). */
 export function completeOrderRoute(app: ApiApp): void {
@@ -24,6 +25,7 @@ export function completeOrderRoute(app: ApiApp): void {
           'complete is returned as it stands (its first `completedAt`). Only a shipped order can be completed: a ' +
           'pending or a cancelled one is 409. No body, or `{}`. Requires the `orders:write` scope; a key without ' +
           '`orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again).',
+        headers: IfMatchHeaders,
         params: CompleteOrderParams,
         querystring: NoQuery,
         body: EmptyBody,
@@ -37,13 +39,14 @@ export function completeOrderRoute(app: ApiApp): void {
             403: 'The API key lacks the `orders:write` scope (`insufficient_scope`)',
             404: 'No order has this id (`order_not_found`)',
             409: 'The order has not shipped yet (`order_not_shipped`), or it has been cancelled (`order_cancelled`)',
+            412: PRECONDITION_FAILED,
             415: 'The body is not JSON (`unsupported_media_type`): send none, or `{}` with `Content-Type: application/json`',
           }),
         },
       },
     },
     async (request, reply) =>
-      answerOrderWrite(request, reply, store.orders.complete(request.params.orderId), (outcome) => metrics.completed(outcome), {
+      answerOrderWrite(request, reply, store.orders.complete(request.params.orderId, expectedVersion(request.headers['if-match'])), (outcome) => metrics.completed(outcome), {
         not_shipped: 'order_not_shipped',
         cancelled: 'order_cancelled',
       }),

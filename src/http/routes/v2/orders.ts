@@ -3,7 +3,8 @@ import { ORDER_STATUSES, type OrderStatus } from '../../../domain/orders.js'
 import type { OrderFilters } from '../../../domain/order-pages.js'
 import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
-import { ListOrdersQuery, NoQuery, OrderIdV2Params, OrderPage, OrderV2Ref, toApiOrderV2 } from '../../../schemas/order-v2.js'
+import { IfNoneMatchHeaders, ListOrdersQuery, NoQuery, OrderIdV2Params, OrderPage, OrderV2Ref, toApiOrderV2 } from '../../../schemas/order-v2.js'
+import { etag, noneMatchHits } from '../../preconditions.js'
 import type { ApiApp } from '../../api-app.js'
 import { Cursors } from '../../cursor.js'
 import { operation } from '../operation.js'
@@ -79,11 +80,15 @@ export function ordersV2Routes(app: ApiApp): void {
         operationId: 'getOrder',
         ...operation('orders', 'beta'),
         summary: 'Show an order',
-        description: 'Returns the order with its status, cancelled orders included. Requires the `orders:read` scope.',
+        description:
+          'Returns the order with its status, cancelled orders included, and its version as `ETag`. With `If-None-Match` ' +
+          'holding that ETag, 304 and no body while the order has not changed. Requires the `orders:read` scope.',
+        headers: IfNoneMatchHeaders,
         params: OrderIdV2Params,
         querystring: NoQuery,
         response: {
           200: { ...OrderV2Ref, description: 'The order' },
+          304: { type: 'null', description: 'The order is still at the version `If-None-Match` names; no body' },
           ...errorResponses({
             400: '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); a query parameter was sent (`invalid_parameter`)',
             403: NO_READ_SCOPE,
@@ -92,9 +97,11 @@ export function ordersV2Routes(app: ApiApp): void {
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const record = await store.orders.find(request.params.orderId)
       if (record === undefined) throw new ApiError('order_not_found', 'No order has this id.')
+      reply.header('etag', etag(record.version))
+      if (noneMatchHits(request.headers['if-none-match'], record.version)) return reply.code(304).send(null)
       return toApiOrderV2(record)
     },
   )

@@ -4,6 +4,8 @@ import type { NewOrder, PlaceRequest } from '../../../domain/orders.js'
 import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
 import { NoQuery, OrderV2Ref, PlaceOrderBody, PlaceOrderHeaders, toApiOrderV2 } from '../../../schemas/order-v2.js'
+import { toMetadata } from '../../../domain/order-metadata.js'
+import { etag } from '../../preconditions.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
 import { operation } from '../operation.js'
@@ -51,8 +53,8 @@ export function placeOrderRoute(app: ApiApp): void {
           201: { ...OrderV2Ref, description: 'The order placed (by this request, or, replayed, by the first with its Idempotency-Key)' },
           ...errorResponses({
             400:
-              'The body is missing, not a JSON object, has a field other than `petId`, `quantity` and `shipDate`, or one ' +
-              'of them is missing or invalid (`invalid_body`, naming the field); the `Idempotency-Key` header is empty, ' +
+              'The body is missing, not a JSON object, has a field other than `petId`, `quantity`, `shipDate` and `metadata`, ' +
+              'or one of them is missing or invalid (`invalid_body`, naming the field or metadata key); the `Idempotency-Key` header is empty, ' +
               'longer than 255 characters, has a character that is not visible ASCII, or is sent twice ' +
               '(`invalid_idempotency_key`); a query parameter was sent (`invalid_parameter`)',
             403: 'The API key lacks the `orders:write` scope (`insufficient_scope`)',
@@ -67,8 +69,8 @@ export function placeOrderRoute(app: ApiApp): void {
       },
     },
     async (request, reply) => {
-      const { petId, quantity, shipDate } = request.body
-      const order: NewOrder = { petId, quantity, shipDate: shipDate ?? null }
+      const { petId, quantity, shipDate, metadata } = request.body as PlaceOrderBody
+      const order: NewOrder = { petId, quantity, shipDate: shipDate ?? null, metadata: metadata === undefined ? null : toMetadata(metadata) }
       const key = request.headers['idempotency-key']
       const place: PlaceRequest = { order }
       if (typeof key === 'string') {
@@ -82,7 +84,7 @@ export function placeOrderRoute(app: ApiApp): void {
       metrics.placed(result.outcome)
       switch (result.outcome) {
         case 'placed':
-          reply.code(201).header('location', orderLocation(result.order.id))
+          reply.code(201).header('location', orderLocation(result.order.id)).header('etag', etag(result.order.version))
           return toApiOrderV2(result.order)
         case 'replayed':
           // The first response's own bytes: already the Order JSON, sent as they are (no serializer).
@@ -90,6 +92,7 @@ export function placeOrderRoute(app: ApiApp): void {
             .code(result.status)
             .header('location', orderLocation(result.orderId))
             .header('idempotent-replayed', 'true')
+            .header('etag', etag(1)) // the first response's: every order is placed at version 1
             .type('application/json; charset=utf-8')
             .send(result.body)
         case 'key_reused':

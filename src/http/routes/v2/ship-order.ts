@@ -1,9 +1,10 @@
 import { errorResponses } from '../../../schemas/error.js'
-import { EmptyBody, NoQuery, OrderV2Ref, ShipOrderParams } from '../../../schemas/order-v2.js'
+import { EmptyBody, NoQuery, OrderV2Ref, ShipOrderParams, IfMatchHeaders } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
 import { operation } from '../operation.js'
-import { answerOrderWrite } from './order-write.js'
+import { expectedVersion } from '../../preconditions.js'
+import { answerOrderWrite, PRECONDITION_FAILED } from './order-write.js'
 
 /** shipOrder: pending → shipped, answered as every write to an order is (`answerOrderWrite`). */
 export function shipOrderRoute(app: ApiApp): void {
@@ -25,6 +26,7 @@ export function shipOrderRoute(app: ApiApp): void {
           'cancel racing on one pending order, on any instances, exactly one wins. No body, or `{}`. Requires the ' +
           '`orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the ' +
           'order (a retry is 204 again).',
+        headers: IfMatchHeaders,
         params: ShipOrderParams,
         querystring: NoQuery,
         body: EmptyBody,
@@ -38,13 +40,14 @@ export function shipOrderRoute(app: ApiApp): void {
             403: 'The API key lacks the `orders:write` scope (`insufficient_scope`)',
             404: 'No order has this id (`order_not_found`)',
             409: 'The order has been cancelled and cannot be shipped (`order_cancelled`)',
+            412: PRECONDITION_FAILED,
             415: 'The body is not JSON (`unsupported_media_type`): send none, or `{}` with `Content-Type: application/json`',
           }),
         },
       },
     },
     async (request, reply) =>
-      answerOrderWrite(request, reply, store.orders.ship(request.params.orderId), (outcome) => metrics.shipped(outcome), {
+      answerOrderWrite(request, reply, store.orders.ship(request.params.orderId, expectedVersion(request.headers['if-match'])), (outcome) => metrics.shipped(outcome), {
         cancelled: 'order_cancelled',
       }),
   )
