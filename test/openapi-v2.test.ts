@@ -105,7 +105,7 @@ describe('OpenAPI document of v2', () => {
       '/webhook-endpoints/{endpointId}/rotate-secret',
     ])
     assert.deepEqual(Object.keys(doc.paths['/store/orders']!), ['get', 'post'])
-    assert.deepEqual(Object.keys(doc.paths['/store/orders/{orderId}']!), ['get'])
+    assert.deepEqual(Object.keys(doc.paths['/store/orders/{orderId}']!), ['get', 'patch'])
     assert.deepEqual(Object.keys(doc.paths['/store/orders/{orderId}/cancel']!), ['post'])
     const list = doc.paths['/store/orders']!.get!
     const get = doc.paths['/store/orders/{orderId}']!.get!
@@ -121,12 +121,15 @@ describe('OpenAPI document of v2', () => {
       assert.ok((op.description ?? '').length > (op.summary ?? '').length)
     }
     assert.deepEqual(Object.keys(list.responses).sort(), ['200', '400', '401', '403', 'default'])
-    assert.deepEqual(Object.keys(get.responses).sort(), ['200', '400', '401', '403', '404', 'default'])
+    assert.deepEqual(Object.keys(get.responses).sort(), ['200', '304', '400', '401', '403', '404', 'default'])
+    assert.equal(get.responses['304']!.content, undefined, 'a 304 has no body')
+    assert.deepEqual(get.responses['304']!.headers!.ETag, { $ref: '#/components/headers/ETag' })
+    assert.deepEqual(get.responses['200']!.headers!.ETag, { $ref: '#/components/headers/ETag' })
     assert.deepEqual(get.responses['200']!.content!['application/json']!.schema, { $ref: '#/components/schemas/Order' })
-    assert.deepEqual(Object.keys(cancel.responses).sort(), ['200', '204', '400', '401', '403', '404', '409', '415', 'default'])
+    assert.deepEqual(Object.keys(cancel.responses).sort(), ['200', '204', '400', '401', '403', '404', '409', '412', '415', 'default'])
     assert.equal(cancel.responses['204']!.content, undefined, 'a key without orders:read gets no body')
     assert.deepEqual(cancel.responses['200']!.content!['application/json']!.schema, { $ref: '#/components/schemas/Order' })
-    assert.deepEqual(Object.keys(cancel.responses['400']!.content!['application/json']!.examples!), ['invalid_order_id', 'invalid_body', 'invalid_parameter'])
+    assert.deepEqual(Object.keys(cancel.responses['400']!.content!['application/json']!.examples!), ['invalid_order_id', 'invalid_body', 'invalid_parameter', 'invalid_if_match'])
   })
 
   it('documents cancelOrder\'s optional body: only `reason`, one of the five, with an example', () => {
@@ -139,7 +142,7 @@ describe('OpenAPI document of v2', () => {
     assert.equal(media.schema.additionalProperties, false)
     assert.equal(media.schema.required, undefined)
     assert.deepEqual(media.example, { reason: 'customer_request' })
-    assert.deepEqual(doc.paths['/store/orders/{orderId}/cancel']!.post!.parameters!.map((p) => [p.name, p.in]), [['orderId', 'path']])
+    assert.deepEqual(doc.paths['/store/orders/{orderId}/cancel']!.post!.parameters!.map((p) => [p.name, p.in]), [['orderId', 'path'], ['If-Match', 'header']])
   })
 
   it('describes placeOrder, shipOrder and completeOrder: beta, scope orders:write, every error code of each', () => {
@@ -179,23 +182,33 @@ describe('OpenAPI document of v2', () => {
       422: ['idempotency_key_reused'],
     })
     assert.deepEqual(errorsOf('shipOrder'), {
-      400: ['invalid_order_id', 'invalid_body', 'invalid_parameter'],
+      400: ['invalid_order_id', 'invalid_body', 'invalid_parameter', 'invalid_if_match'],
       401: ['unauthorized'],
       403: ['insufficient_scope'],
       404: ['order_not_found'],
       409: ['order_cancelled'],
+      412: ['precondition_failed'],
+      415: ['unsupported_media_type'],
+    })
+    assert.deepEqual(errorsOf('updateOrder'), {
+      400: ['invalid_order_id', 'invalid_body', 'invalid_parameter', 'invalid_if_match'],
+      401: ['unauthorized'],
+      403: ['insufficient_scope'],
+      404: ['order_not_found'],
+      409: ['order_not_pending'],
+      412: ['precondition_failed'],
       415: ['unsupported_media_type'],
     })
     assert.deepEqual(errorsOf('completeOrder'), { ...errorsOf('shipOrder'), 409: ['order_cancelled', 'order_not_shipped'] })
     const place = operations.get('placeOrder')!.op
-    assert.deepEqual(Object.keys(place.responses['201']!.headers!).sort(), ['Idempotent-Replayed', 'Location', 'RateLimit', 'RateLimit-Policy', 'X-Request-Id'])
+    assert.deepEqual(Object.keys(place.responses['201']!.headers!).sort(), ['ETag', 'Idempotent-Replayed', 'Location', 'RateLimit', 'RateLimit-Policy', 'X-Request-Id'])
     assert.ok('Retry-After' in place.responses['409']!.headers!)
   })
 
   it("documents placeOrder's body (petId, quantity, shipDate) and its Idempotency-Key header", () => {
     const place = doc.paths['/store/orders']!.post!
     const media = place.requestBody!.content['application/json']!
-    assert.deepEqual(Object.keys(media.schema.properties as object), ['petId', 'quantity', 'shipDate'])
+    assert.deepEqual(Object.keys(media.schema.properties as object), ['petId', 'quantity', 'shipDate', 'metadata'])
     assert.deepEqual(media.schema.required, ['petId', 'quantity'])
     assert.equal(media.schema.additionalProperties, false)
     const properties = media.schema.properties as Record<string, Record<string, unknown>>
@@ -213,8 +226,41 @@ describe('OpenAPI document of v2', () => {
       const op = doc.paths[path]!.post!
       assert.deepEqual(op.requestBody!.content['application/json']!.schema.properties, {}, path)
       assert.equal(op.requestBody!.required, false, path)
-      assert.deepEqual(op.parameters!.map((p) => [p.name, p.in]), [['orderId', 'path']], path)
+      assert.deepEqual(op.parameters!.map((p) => [p.name, p.in]).sort(), [['If-Match', 'header'], ['orderId', 'path']], path)
     }
+  })
+
+  it("documents updateOrder: a merge patch of petId, quantity, shipDate and metadata, If-Match, and the ETag of every write", () => {
+    const update = doc.paths['/store/orders/{orderId}']!.patch!
+    assert.equal(update.operationId, 'updateOrder')
+    assert.match(update.description ?? '', /`orders:write`/)
+    assert.match(update.description ?? '', /without `orders:read`.*204/)
+    assert.deepEqual(Object.keys(update.requestBody!.content), ['application/merge-patch+json', 'application/json'])
+    const schema = update.requestBody!.content['application/merge-patch+json']!.schema
+    assert.deepEqual(Object.keys(schema.properties as object), ['petId', 'quantity', 'shipDate', 'metadata'])
+    assert.equal(schema.required, undefined, 'every member is optional')
+    assert.equal(schema.additionalProperties, false)
+    const properties = schema.properties as Record<string, Record<string, unknown>>
+    assert.equal(properties.shipDate!.nullable, true, 'shipDate may be null')
+    const metadata = properties.metadata as { maxProperties: number; description: string; additionalProperties: { nullable?: boolean; maxLength?: number } }
+    assert.equal(metadata.maxProperties, 50)
+    assert.ok(metadata.description.includes('`^[A-Za-z0-9_.:-]{1,40}$`'), metadata.description)
+    assert.deepEqual([metadata.additionalProperties.nullable, metadata.additionalProperties.maxLength], [true, 500], 'a metadata key may be set to null')
+    const ifMatch = update.parameters!.find((p) => p.name === 'If-Match')!
+    assert.deepEqual([ifMatch.in, ifMatch.required], ['header', false])
+    assert.deepEqual(Object.keys(update.responses).sort(), ['200', '204', '400', '401', '403', '404', '409', '412', '415', 'default'])
+    for (const [id, statuses] of [
+      ['updateOrder', ['200', '204', '412']],
+      ['shipOrder', ['200', '204', '412']],
+      ['completeOrder', ['200', '204', '412']],
+      ['cancelOrder', ['200', '204', '412']],
+      ['placeOrder', ['201']],
+    ] as const) {
+      const op = operationsOf(doc).get(id)!.op
+      for (const status of statuses) assert.deepEqual(op.responses[status]!.headers!.ETag, { $ref: '#/components/headers/ETag' }, `${id} ${status}`)
+      assert.equal(op.responses['400']?.headers?.ETag, undefined, `${id} 400`)
+    }
+    assert.match(doc.components.headers.ETag!.description, /If-Match/)
   })
 
   it('documents exactly the query parameters the list validates, from the same schema', () => {
@@ -263,7 +309,7 @@ describe('OpenAPI document of v2', () => {
     assert.deepEqual(Object.keys(op.responses['410']!.content!['application/json']!.examples!), ['events_expired'])
 
     const event = doc.components.schemas.OrderEvent!
-    assert.deepEqual(Object.keys(event.properties), ['id', 'type', 'occurredAt', 'order'])
+    assert.deepEqual(Object.keys(event.properties), ['id', 'type', 'occurredAt', 'order', 'previous'])
     assert.deepEqual(event.required, ['id', 'type', 'occurredAt', 'order'])
     assert.equal(event.properties.id!.type, 'string', 'an event id is a decimal string')
     assert.deepEqual(event.properties.type!.enum, ['order.created', 'order.updated', 'order.shipped', 'order.completed', 'order.cancelled'])
@@ -306,10 +352,12 @@ describe('OpenAPI document of v2', () => {
       'completedAt',
       'cancelledAt',
       'cancellationReason',
+      'metadata',
+      'version',
     ])
     assert.equal(order.properties.shippedAt!.format, 'date-time')
     assert.equal(order.properties.completedAt!.format, 'date-time')
-    assert.deepEqual(order.required, ['id', 'complete', 'status'])
+    assert.deepEqual(order.required, ['id', 'complete', 'status', 'version'])
     assert.deepEqual(order.properties.status!.enum, ['pending', 'shipped', 'cancelled'])
     assert.deepEqual(order.properties.cancellationReason!.enum, ['customer_request', 'out_of_stock', 'duplicate', 'fraudulent', 'other'])
     assert.deepEqual(order.properties.id, { type: 'integer', format: 'int64', description: 'Unique order identifier' })
@@ -481,7 +529,7 @@ describe('OpenAPI document of v2', () => {
 })
 
 /** The response headers the document declares, lower-cased as fetch gives them. */
-const DECLARABLE = ['idempotent-replayed', 'link', 'location', 'ratelimit', 'ratelimit-policy', 'retry-after', 'www-authenticate', 'x-request-id']
+const DECLARABLE = ['idempotent-replayed', 'link', 'location', 'ratelimit', 'ratelimit-policy', 'retry-after', 'www-authenticate', 'x-request-id', 'etag']
 
 /** Each operation by id, with its path and method. */
 function operationsOf(doc: Document): Map<string, { path: string; method: string; op: Operation }> {
@@ -632,6 +680,11 @@ describe('the v2 document against the service', () => {
       ['shipOrder', o, '/store/orders/987654321/ship', { method: 'POST', headers: bearer(key) }],
       ['completeOrder', o, `/store/orders/${shipped}/complete`, { method: 'POST', headers: bearer(key) }],
       ['completeOrder', o, `/store/orders/${data[1]!.id}/complete`, { method: 'POST', headers: bearer(key) }],
+      ['getOrder', o, `/store/orders/${data[0]!.id}`, { headers: { ...bearer(key), 'if-none-match': '*' } }],
+      ['updateOrder', o, `/store/orders/${data[1]!.id}`, { method: 'PATCH', headers: { ...bearer(key), ...json }, body: '{"metadata": {"doc": "headers"}}' }],
+      ['updateOrder', o, `/store/orders/${data[1]!.id}`, { method: 'PATCH', headers: { ...bearer(cancelOnly), ...json }, body: '{}' }],
+      ['updateOrder', o, `/store/orders/${data[1]!.id}`, { method: 'PATCH', headers: { ...bearer(key), ...json, 'if-match': '"999"' }, body: '{}' }],
+      ['shipOrder', o, `/store/orders/${data[1]!.id}/ship`, { method: 'POST', headers: { ...bearer(key), 'if-match': '"999"' } }],
       ['listOrderEvents', o, '/store/order-events?after=10&limit=5', { headers: bearer(key) }],
       ['listOrderEvents', o, '/store/order-events?after=x', { headers: bearer(key) }],
     ]
@@ -667,7 +720,7 @@ describe('the v2 document against the service', () => {
         assert.ok(names.has(name.toLowerCase()), `${key}: ${name} is declared but never sent`)
       }
     }
-    for (const expected of ['listOrders 200', 'listOrders 400', 'listOrders 401', 'listOrders 403', 'listOrders default', 'getOrder 404', 'cancelOrder 409', 'cancelOrder 415', 'cancelOrder default', 'listOrderEvents 200', 'placeOrder 201', 'placeOrder 422', 'shipOrder 200', 'completeOrder 409']) {
+    for (const expected of ['listOrders 200', 'listOrders 400', 'listOrders 401', 'listOrders 403', 'listOrders default', 'getOrder 404', 'cancelOrder 409', 'cancelOrder 415', 'cancelOrder default', 'listOrderEvents 200', 'placeOrder 201', 'placeOrder 422', 'shipOrder 200', 'completeOrder 409', 'getOrder 304', 'updateOrder 200', 'updateOrder 412', 'shipOrder 412']) {
       assert.ok(seen.has(expected), expected)
     }
     for (const name of Object.keys(doc.components.headers)) assert.ok(doc.components.headers[name]!.description.length > 0, name)

@@ -330,13 +330,14 @@ forEachStore('store contract', (kind) => {
         order(513n, { status: 'cancelled', ...other }), // pending until now: takes them
       ]),
     )
-    assert.deepEqual(await store.orders.find(510n), { ...given, quantity: 5 })
+    // A change moves the version on; the unchanged ones keep theirs.
+    assert.deepEqual(await store.orders.find(510n), { ...given, quantity: 5, version: 2 })
     assert.deepEqual(await store.orders.find(511n), byImport)
     assert.deepEqual(await store.orders.find(512n), cancelled.order)
     const now = await store.orders.find(513n)
     assert.deepEqual([now?.status, now?.cancelledAt, now?.cancellationReason], ['cancelled', other.cancelledAt, other.cancellationReason])
     // A cancel of an imported cancellation answers with it.
-    assert.deepEqual(await store.orders.cancel(510n, null, 'other'), { outcome: 'already_cancelled', order: { ...given, quantity: 5 } })
+    assert.deepEqual(await store.orders.cancel(510n, null, 'other'), { outcome: 'already_cancelled', order: { ...given, quantity: 5, version: 2 } })
   })
 
   it('reports import progress every 10,000 records and bumps data_version once', async () => {

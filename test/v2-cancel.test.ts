@@ -76,7 +76,7 @@ forEachStore('v2 cancelOrder', (kind) => {
     const before = Date.now()
     const order = await cancelled(await cancel(1n, { body: '{"reason":"customer_request"}' }))
     const { cancelledAt, ...rest } = order
-    assert.deepEqual(rest, { id: '1', petId: '11', quantity: 2, shipDate: '2026-11-25T10:00:00.000Z', complete: false, status: 'cancelled', cancellationReason: 'customer_request' })
+    assert.deepEqual(rest, { id: '1', petId: '11', quantity: 2, shipDate: '2026-11-25T10:00:00.000Z', complete: false, status: 'cancelled', version: 2, cancellationReason: 'customer_request' })
     assert.match(cancelledAt ?? '', ISO_MS)
     const at = Date.parse(cancelledAt!)
     assert.ok(at >= before - 1000 && at <= Date.now() + 1000, `${cancelledAt} is now`)

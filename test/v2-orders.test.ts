@@ -33,8 +33,8 @@ forEachStore('v2 listOrders and getOrder', (kind) => {
     assert.equal(page.nextCursor, undefined)
     assert.equal(page.link, null)
     assert.ok(page.text.includes(`"id":${MAX}`) && page.text.includes(`"petId":${MAX - 1n}`), page.text)
-    assert.deepEqual(page.data[0], { id: '3', petId: '11', quantity: 5, shipDate: '2026-12-01T08:30:00.000Z', complete: true, status: 'shipped' })
-    assert.deepEqual(page.data[3], { id: String(TWO_53 + 1n), petId: String(TWO_53 + 1n), quantity: 1, complete: false, status: 'pending' })
+    assert.deepEqual(page.data[0], { id: '3', petId: '11', quantity: 5, shipDate: '2026-12-01T08:30:00.000Z', complete: true, status: 'shipped', version: 1 })
+    assert.deepEqual(page.data[3], { id: String(TWO_53 + 1n), petId: String(TWO_53 + 1n), quantity: 1, complete: false, status: 'pending', version: 1 })
     assert.ok(!page.text.includes('null'), page.text)
   })
 
@@ -47,7 +47,7 @@ forEachStore('v2 listOrders and getOrder', (kind) => {
     assert.match(withReason.cancelledAt ?? '', /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
     assert.equal(without.cancellationReason, undefined)
     assert.ok(without.cancelledAt !== undefined)
-    assert.deepEqual(Object.keys(without).sort(), ['cancelledAt', 'complete', 'id', 'petId', 'status'])
+    assert.deepEqual(Object.keys(without).sort(), ['cancelledAt', 'complete', 'id', 'petId', 'status', 'version'])
   })
 
   it('filters by status, petId (exact int64), complete and a ship date range', async () => {
@@ -174,8 +174,9 @@ forEachStore('v2 listOrders and getOrder', (kind) => {
   })
 
   it('answers HEAD like GET without a body, OPTIONS with Allow, other methods 405 with Allow, unknown paths 404', async () => {
-    // The list's path also takes POST (placeOrder: test/v2-place.test.ts); an order's path does not.
-    const allowed = { '/v2/store/orders': ['GET', 'HEAD', 'POST', 'OPTIONS'], '/v2/store/orders/3': ['GET', 'HEAD', 'OPTIONS'] }
+    // The list's path also takes POST (placeOrder: test/v2-place.test.ts), an order's PATCH
+    // (updateOrder: test/v2-update.test.ts).
+    const allowed = { '/v2/store/orders': ['GET', 'HEAD', 'POST', 'OPTIONS'], '/v2/store/orders/3': ['GET', 'HEAD', 'PATCH', 'OPTIONS'] }
     for (const [path, methods] of Object.entries(allowed)) {
       const head = await fetch(`${server.origin}${path}`, { method: 'HEAD', headers: bearer(key) })
       assert.equal(head.status, 200)

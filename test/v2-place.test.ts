@@ -43,8 +43,9 @@ forEachStore('v2 placeOrder', (kind) => {
     assert.equal(answer.headers.get('idempotent-replayed'), null)
     assert.equal(
       answer.text,
-      `{"id":1001,"complete":false,"status":"pending","petId":${BIG_PET},"quantity":3,"shipDate":"2026-12-01T10:30:00.000Z"}`,
+      `{"id":1001,"complete":false,"status":"pending","version":1,"petId":${BIG_PET},"quantity":3,"shipDate":"2026-12-01T10:30:00.000Z"}`,
     )
+    assert.equal(answer.headers.get('etag'), '"1"')
     const shown = await fetch(`${server.origin}${answer.headers.get('location')!}`, { headers: bearer(key) })
     assert.equal(await shown.text(), answer.text, 'getOrder shows it as placed')
     const second = await place(server.origin, key, '{"petId": 1, "quantity": 1000}')
@@ -121,7 +122,7 @@ forEachStore('v2 placeOrder', (kind) => {
     // No body, or an empty one: what it must have, and shipDate as the option it is.
     for (const headers of [bearer(key), { ...bearer(key), 'content-type': 'application/json' }]) {
       const none = await fetch(`${server.origin}/v2/store/orders`, { method: 'POST', headers })
-      assert.equal((await expectError(none, 400, 'invalid_body')).message, 'The body is required, with "petId" and "quantity" (and optionally "shipDate").')
+      assert.equal((await expectError(none, 400, 'invalid_body')).message, 'The body is required, with "petId" and "quantity" (and optionally "shipDate" and "metadata").')
     }
     const text = await fetch(`${server.origin}/v2/store/orders`, { method: 'POST', headers: { ...bearer(key), 'content-type': 'text/plain' }, body: '{"petId":1,"quantity":1}' })
     await expectError(text, 415, 'unsupported_media_type')

@@ -31,6 +31,9 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
         'pending order can be cancelled. Every write is durable before its answer and safe to retry: placeOrder with ' +
         'an `Idempotency-Key`, the others by their nature (an order already shipped, complete or cancelled is returned ' +
         'as it stands). Placing, shipping and completing need the `orders:write` scope, which no key has by default.\n\n' +
+        'An order can be changed while pending (`updateOrder`, a JSON Merge Patch; its `metadata` in any state). Every order ' +
+        'carries a `version`, answered as `ETag`: send it in `If-Match` with a write to change the order only if nobody else ' +
+        'has since (412 otherwise), and in `If-None-Match` with getOrder for a 304 while it is unchanged.\n\n' +
         'Every error, of every status, has the body `{code, message, status}`; `message` names the parameter at ' +
         'fault. Any request may also get 429 (with `Retry-After`), 500 or 503. Error codes:',
       tags: [
@@ -115,7 +118,8 @@ function withDefaultErrors(document: OperationsOf): OperationsOf {
  * and `RateLimit-Policy` go on every response (the two limits' headers on any that follows counting
  * a known key, and on every 429), `WWW-Authenticate` on 401 and 403, `Retry-After` with 429 and 503
  * (`default`) and with placeOrder's 409 `idempotency_key_in_use`, `Link` on listOrders' pages that
- * have a next one, `Location` and `Idempotent-Replayed` on placeOrder's 201, `Location` on createWebhookEndpoint's 201.
+ * have a next one, `Location` and `Idempotent-Replayed` on placeOrder's 201, `Location` on createWebhookEndpoint's 201,
+ * `ETag` on every answer that names an order's version (ETAG_RESPONSES).
  */
 function withHeaders(document: Document): Document {
   const ref = (name: string) => ({ $ref: `#/components/headers/${name}` })
@@ -131,6 +135,7 @@ function withHeaders(document: Document): Document {
       }
       if (status === '409' && operation.operationId === 'placeOrder') headers['Retry-After'] = ref('Retry-After')
       if (status === '201' && operation.operationId === 'createWebhookEndpoint') headers.Location = ref('Location')
+      if (ETAG_RESPONSES[operation.operationId ?? '']?.includes(status)) headers.ETag = ref('ETag')
       response.headers = headers
     }
   }
@@ -138,7 +143,24 @@ function withHeaders(document: Document): Document {
   return document
 }
 
+/** The responses that carry the order's `ETag`: an order shown or written, and a 412 (the current version). */
+const ETAG_RESPONSES: Record<string, string[]> = {
+  getOrder: ['200', '304'],
+  placeOrder: ['201'],
+  updateOrder: ['200', '204', '412'],
+  shipOrder: ['200', '204', '412'],
+  completeOrder: ['200', '204', '412'],
+  cancelOrder: ['200', '204', '412'],
+}
+
 const HEADERS: Record<string, { description: string; schema: object }> = {
+  ETag: {
+    description:
+      "The order's version, quoted (`\"3\"`): the `version` of the order shown or written (on a 412, the current one). Send it " +
+      'back in `If-Match` to change the order only if it is still at that version, or in `If-None-Match` to getOrder for a 304 ' +
+      'while it is.',
+    schema: { type: 'string', pattern: '^"[1-9][0-9]*"$', example: '"3"' },
+  },
   'X-Request-Id': {
     description:
       "The request's id, as the service logs it: the request's own `X-Request-Id` when that is 1–128 characters of " +
@@ -236,7 +258,7 @@ function withDeliveryCallback(document: OperationsOf): OperationsOf {
                 'secret after `whsec_`; for 24 hours after a rotation, two such entries separated by a space (the new and ' +
                 'the previous secret): accept either. The example signs the WebhookDelivery example (as compact JSON) with ' +
                 "the WebhookSecret example's secret",
-              'v1,i46O3GyedVvUB9U5ZA5VJ9dUTG4PTYES8gr7wsjNl0s=',
+              'v1,FtW1H1Tx5z9UDVdIc8sJPeTEU2rd8OtOVLXSWEgcgrA=',
             ),
           ],
           requestBody: {

@@ -1,6 +1,7 @@
 import Type from 'typebox'
 import { EVENT_POSITION_PATTERN, ORDER_EVENT_TYPES } from '../domain/order-events.js'
 import { OrderV2Ref } from './order-v2.js'
+import { Int64 } from './primitives.js'
 
 export { EVENT_POSITION_PATTERN }
 
@@ -20,11 +21,29 @@ export const OrderEvent = Type.Object(
     type: Type.String({
       enum: [...ORDER_EVENT_TYPES],
       description:
-        'What happened: `order.created` (placeOrder, or an import of a new order), `order.updated` (an import), ' +
-        '`order.shipped`, `order.completed`, `order.cancelled` (through v1 or v2)',
+        'What happened: `order.created` (placeOrder, or an import of a new order), `order.updated` (updateOrder, ' +
+        'or an import that changed the order), `order.shipped`, `order.completed`, `order.cancelled` (through v1 or v2)',
     }),
     occurredAt: Type.String({ format: 'date-time', description: 'When the change happened (RFC 3339, UTC)' }),
     order: OrderV2Ref,
+    previous: Type.Optional(
+      Type.Object(
+        {
+          petId: Type.Optional(Type.Union([Int64(), Type.Null()], { description: 'The petId before (null: it had none)' })),
+          quantity: Type.Optional(Type.Union([Type.Integer({ format: 'int32', minimum: 1 }), Type.Null()], { description: 'The quantity before (null: none)' })),
+          shipDate: Type.Optional(Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'The ship date before (null: none)' })),
+          metadata: Type.Optional(
+            Type.Union([Type.Record(Type.String(), Type.String()), Type.Null()], { description: 'The whole metadata before (null: none)' }),
+          ),
+        },
+        {
+          additionalProperties: false,
+          description:
+            "An `order.updated` of updateOrder only: the value before the change of each field it changed, and of no other " +
+            '(`metadata` as the whole previous object); a field the order did not have is `null`',
+        },
+      ),
+    ),
   },
   {
     $id: 'OrderEvent',
@@ -39,6 +58,7 @@ export const OrderEvent = Type.Object(
           id: 10,
           complete: false,
           status: 'cancelled',
+          version: 2,
           petId: 198772,
           quantity: 7,
           shipDate: '2026-11-25T10:00:00.000Z',

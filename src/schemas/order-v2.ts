@@ -4,15 +4,17 @@ import { Int64 } from './primitives.js'
 import { MAX_METADATA_KEYS, MAX_METADATA_VALUE_LENGTH, METADATA_KEY_PATTERN } from '../domain/order-metadata.js'
 
 const METADATA_RULES =
-  `at most ${MAX_METADATA_KEYS} keys, each 1–40 characters of \`A–Z a–z 0–9 _ - . :\`, each value a string of at most ` +
-  `${MAX_METADATA_VALUE_LENGTH} characters`
+  `at most ${MAX_METADATA_KEYS} keys, each 1–40 characters of \`A–Z a–z 0–9 _ - . :\` (\`${METADATA_KEY_PATTERN}\`), each value ` +
+  `a string of at most ${MAX_METADATA_VALUE_LENGTH} characters`
 
-/** An order's metadata as v2 shows it and placeOrder takes it: the store's own keys and values. */
+/**
+ * An order's metadata as v2 shows it and placeOrder takes it: the store's own keys and values. The
+ * key pattern (METADATA_KEY_PATTERN) is in the description: OpenAPI 3.0 has no `propertyNames`.
+ */
 const Metadata = (description: string, value = Type.String({ maxLength: MAX_METADATA_VALUE_LENGTH })) =>
   Type.Unsafe<Record<string, string>>({
     type: 'object',
     additionalProperties: value,
-    propertyNames: { pattern: METADATA_KEY_PATTERN },
     maxProperties: MAX_METADATA_KEYS,
     description,
   })

@@ -168,7 +168,7 @@ export const WebhookDelivery = Type.Object(
           type: 'order.shipped',
           occurredAt: '2026-11-20T08:15:00.000Z',
           // In the order the service writes an order's fields.
-          order: { id: 10, complete: false, status: 'shipped', petId: 198772, quantity: 7, shipDate: '2026-11-25T10:00:00.000Z', shippedAt: '2026-11-20T08:15:00.000Z' },
+          order: { id: 10, complete: false, status: 'shipped', version: 2, petId: 198772, quantity: 7, shipDate: '2026-11-25T10:00:00.000Z', shippedAt: '2026-11-20T08:15:00.000Z' },
         },
       },
     ],

@@ -31,7 +31,8 @@ export function cancelOrderV2Route(app: ApiApp): void {
           'concurrent cancels of one order, on any number of instances, exactly one cancels it and all of them return ' +
           'the same `cancelledAt`. A shipped order cannot be cancelled (409). The body is optional; without one, no ' +
           'reason is recorded. Requires the `orders:cancel` scope; a key without `orders:read` too is answered 204 ' +
-          'with no body instead of 200 with the order (a retry is 204 again).',
+          'with no body instead of 200 with the order (a retry is 204 again). ' +
+          'With `If-Match` (the order\'s `ETag`), only an order still at that version is changed: 412 `precondition_failed` otherwise, nothing changed.',
         headers: IfMatchHeaders,
         params: OrderIdV2Params,
         querystring: NoQuery,
@@ -43,7 +44,7 @@ export function cancelOrderV2Route(app: ApiApp): void {
             400:
               '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is not a JSON object, ' +
               'has a field other than `reason`, or `reason` is not one of the five (`invalid_body`); a query parameter was ' +
-              'sent (`invalid_parameter`)',
+              'sent (`invalid_parameter`); `If-Match` is not `*` or one ETag (`invalid_if_match`)',
             403: 'The API key lacks the `orders:cancel` scope (`insufficient_scope`)',
             404: 'No order has this id (`order_not_found`)',
             409: 'The order has already shipped and cannot be cancelled (`order_already_shipped`)',

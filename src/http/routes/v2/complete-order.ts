@@ -24,7 +24,8 @@ export function completeOrderRoute(app: ApiApp): void {
           'the change is durable, with its `order.completed` event in the feed. Safe to retry: an order already ' +
           'complete is returned as it stands (its first `completedAt`). Only a shipped order can be completed: a ' +
           'pending or a cancelled one is 409. No body, or `{}`. Requires the `orders:write` scope; a key without ' +
-          '`orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again).',
+          '`orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again). ' +
+          'With `If-Match` (the order\'s `ETag`), only an order still at that version is changed: 412 `precondition_failed` otherwise, nothing changed.',
         headers: IfMatchHeaders,
         params: CompleteOrderParams,
         querystring: NoQuery,
@@ -35,7 +36,7 @@ export function completeOrderRoute(app: ApiApp): void {
           ...errorResponses({
             400:
               '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor ' +
-              '`{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`)',
+              '`{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`); `If-Match` is not `*` or one ETag (`invalid_if_match`)',
             403: 'The API key lacks the `orders:write` scope (`insufficient_scope`)',
             404: 'No order has this id (`order_not_found`)',
             409: 'The order has not shipped yet (`order_not_shipped`), or it has been cancelled (`order_cancelled`)',

@@ -25,7 +25,8 @@ export function shipOrderRoute(app: ApiApp): void {
           'returned as it stands (its first `shippedAt`). A cancelled order cannot be shipped (409); of a ship and a ' +
           'cancel racing on one pending order, on any instances, exactly one wins. No body, or `{}`. Requires the ' +
           '`orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the ' +
-          'order (a retry is 204 again).',
+          'order (a retry is 204 again). ' +
+          'With `If-Match` (the order\'s `ETag`), only an order still at that version is changed: 412 `precondition_failed` otherwise, nothing changed.',
         headers: IfMatchHeaders,
         params: ShipOrderParams,
         querystring: NoQuery,
@@ -36,7 +37,7 @@ export function shipOrderRoute(app: ApiApp): void {
           ...errorResponses({
             400:
               '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor ' +
-              '`{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`)',
+              '`{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`); `If-Match` is not `*` or one ETag (`invalid_if_match`)',
             403: 'The API key lacks the `orders:write` scope (`insufficient_scope`)',
             404: 'No order has this id (`order_not_found`)',
             409: 'The order has been cancelled and cannot be shipped (`order_cancelled`)',
