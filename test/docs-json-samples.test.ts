@@ -150,6 +150,8 @@ function realValue(value: unknown): SampleValue {
 function kindOf(object: SampleObject, within?: { kind: Kind; key: string }): Kind | null | undefined {
   const keys = new Set(object.fields.map((field) => field.key))
   if (keys.has('openapi')) return null
+  // Free-form: an order's metadata (the store's own keys), and an update's `previous` (the fields it changed).
+  if ((within?.kind === 'orderV2' && within.key === 'metadata') || (within?.kind === 'event' && within.key === 'previous')) return null
   if (within?.kind === 'event' && within.key === 'order') return 'orderV2'
   if (within?.kind === 'webhookBody' && within.key === 'data') return keys.has('endpointId') ? 'pingData' : 'event'
   if (keys.has('code')) return 'error'
@@ -298,6 +300,9 @@ forEachStore('JSON samples in README.md and docs/*.md', (kind) => {
     await call('POST', `/v2/store/orders/${placed}/complete`)
     const cancelled = idOf(await call('POST', '/v2/store/orders', { petId: 4, quantity: 1, shipDate: '2026-12-02T10:00:00Z' }))
     await call('POST', `/v2/store/orders/${cancelled}/cancel`, { reason: 'customer_request' })
+    // One changed: metadata, and an order.updated event with `previous`.
+    const changed = idOf(await call('POST', '/v2/store/orders', { petId: 7, quantity: 1, metadata: { customer: 'c-1042' } }))
+    await call('PATCH', `/v2/store/orders/${changed}`, { quantity: 2, metadata: { cart: 'k-77' } })
     await call('GET', '/v1/store/orders')
     await call('GET', '/v2/store/orders?status=pending,shipped,cancelled')
     await call('GET', '/v2/store/order-events')

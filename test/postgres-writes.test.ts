@@ -221,7 +221,7 @@ describe('PostgreSQL writes over several instances', { skip }, () => {
     const results = await Promise.all([0, 1, 2].map(() => first.orders.place({ order: NEW_ORDER })))
     assert.deepEqual(results.filter((r) => r.outcome === 'placed').map((r) => placedJson(r).id), [INT64_MAX - 1n, INT64_MAX])
     assert.deepEqual(results.filter((r) => r.outcome !== 'placed'), [{ outcome: 'ids_exhausted' }])
-    assert.equal(placedJson(results[1]!).json, `{"id":9223372036854775807,"complete":false,"status":"pending","petId":7,"quantity":2,"shipDate":"2026-12-01T10:00:00.000Z"}`)
+    assert.equal(placedJson(results[1]!).json, `{"id":9223372036854775807,"complete":false,"status":"pending","version":1,"petId":7,"quantity":2,"shipDate":"2026-12-01T10:00:00.000Z"}`)
 
     const snapshot = async (): Promise<unknown> =>
       (await admin.query(`SELECT (SELECT count(*) FROM orders) AS orders, (SELECT count(*) FROM order_events) AS events,
