@@ -202,6 +202,13 @@ export function jsonObjectBody(request: FastifyRequest, _reply: FastifyReply, do
 
 const JSON_MEDIA_TYPE = /^\s*application\/json\s*(;|$)/i
 
+/**
+ * The body limit of the writes that take an order's metadata (placeOrder, updateOrder): 50 values of
+ * 500 characters, each up to 4 bytes in UTF-8 (or 6 as a `\u` escape), and their keys. Every other
+ * body keeps the app's 16 KiB.
+ */
+export const METADATA_BODY_LIMIT = 256 * 1024
+
 /** A JSON Merge Patch (RFC 7396): JSON, taken by updateOrder only. */
 export const MERGE_PATCH_MEDIA_TYPE = 'application/merge-patch+json'
 const MERGE_PATCH = /^\s*application\/merge-patch\+json\s*(;|$)/i

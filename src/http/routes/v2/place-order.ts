@@ -7,7 +7,7 @@ import { NoQuery, OrderV2Ref, PlaceOrderBody, PlaceOrderHeaders, toApiOrderV2 } 
 import { toMetadata } from '../../../domain/order-metadata.js'
 import { etag } from '../../preconditions.js'
 import type { ApiApp } from '../../api-app.js'
-import { jsonObjectBody } from '../../strict-body.js'
+import { jsonObjectBody, METADATA_BODY_LIMIT } from '../../strict-body.js'
 import { operation } from '../operation.js'
 
 const HOUR_MS = 3_600_000
@@ -32,6 +32,7 @@ export function placeOrderRoute(app: ApiApp): void {
     {
       onRequest: app.requireScope('orders:write'),
       preValidation: jsonObjectBody,
+      bodyLimit: METADATA_BODY_LIMIT,
       schema: {
         operationId: 'placeOrder',
         ...operation('orders', 'beta'),

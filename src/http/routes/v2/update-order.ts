@@ -4,7 +4,7 @@ import { errorResponses } from '../../../schemas/error.js'
 import { IfMatchHeaders, NoQuery, OrderIdV2Params, OrderV2Ref, UpdateOrderBody } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
 import { expectedVersion } from '../../preconditions.js'
-import { jsonObjectBody, MERGE_PATCH_MEDIA_TYPE } from '../../strict-body.js'
+import { jsonObjectBody, MERGE_PATCH_MEDIA_TYPE, METADATA_BODY_LIMIT } from '../../strict-body.js'
 import { operation } from '../operation.js'
 import { answerOrderWrite, PRECONDITION_FAILED } from './order-write.js'
 
@@ -21,6 +21,7 @@ export function updateOrderRoute(app: ApiApp): void {
     {
       onRequest: app.requireScope('orders:write'),
       preValidation: jsonObjectBody,
+      bodyLimit: METADATA_BODY_LIMIT,
       schema: {
         operationId: 'updateOrder',
         ...operation('orders', 'beta'),
