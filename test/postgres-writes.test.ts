@@ -264,7 +264,7 @@ describe('PlaceBatcher (the group commit of places, without a database)', () => 
   const request = (key?: string): Traced<PlaceRequest> => ({ order: NEW_ORDER, idempotency: key === undefined ? undefined : claim(key), trace: undefined })
   const placed = (n: number): PlaceResult => ({
     outcome: 'placed',
-    order: { ...NEW_ORDER, id: BigInt(n), complete: false, status: 'pending', shippedAt: null, completedAt: null, cancelledAt: null, cancellationReason: null },
+    order: { ...NEW_ORDER, id: BigInt(n), complete: false, status: 'pending', shippedAt: null, completedAt: null, cancelledAt: null, cancellationReason: null, metadata: null, version: 1 },
   })
 
   it('commits the places of one turn together, one batch at a time, each settled after its commit', async () => {

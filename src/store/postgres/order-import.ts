@@ -67,7 +67,7 @@ export async function importOrders(database: PostgresDatabase, records: AsyncIte
         textArray(batch.map((r) => (r.status === 'cancelled' ? r.cancelledAt : null))),
         textArray(batch.map((r) => (r.status === 'cancelled' ? r.cancellationReason : null))),
         // NULL for the whole array when no record has metadata: unnest() pads it with NULLs.
-        batch.some((r) => r.metadata != null) ? textArray(batch.map((r) => metadataText(r.metadata ?? null))) : null,
+        batch.some((r) => r.metadata !== undefined && r.metadata !== null) ? textArray(batch.map((r) => metadataText(r.metadata ?? null))) : null,
       ]
       const result = await connection.query(UPSERT_ORDERS, params)
       written += result.rowCount ?? 0

@@ -142,7 +142,7 @@ export async function placeInTransaction(
     at,
     ...traceArrays(placing.map(({ request }) => request)),
     // NULL for the whole array when no order has metadata, as for the trace arrays.
-    orders.some((o) => o.metadata != null) ? textArray(orders.map((o) => metadataText(o.metadata ?? null))) : null,
+    orders.some((o) => o.metadata !== undefined && o.metadata !== null) ? textArray(orders.map((o) => metadataText(o.metadata ?? null))) : null,
   ])
   let version: bigint | undefined
   rows.forEach((row, n) => {
