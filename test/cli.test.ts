@@ -551,7 +551,7 @@ function commandTests(kind: StoreKind): void {
     assertOneLineError(
       await cli(['orders', 'import', file(ndjson([{ id: 1 }, { id: 2, price: 3 }]), 'ndjson')], env),
       1,
-      /line 2: unknown field "price" \(an order has id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason\); nothing was imported$/,
+      /line 2: unknown field "price" \(an order has id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason, metadata\); nothing was imported$/,
     )
     assertOneLineError(
       await cli(['orders', 'import', file('[{"id": 1, "complete": true}]')], env),

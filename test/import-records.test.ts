@@ -178,8 +178,82 @@ describe('order records', () => {
     )
   })
 
-  test('anything but an object of the eight fields is refused', () => {
-    refused(validateOrderRecord, '{"id": 1, "price": 3}', /^unknown field "price" \(an order has id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason\)$/)
+  test('metadata: an object of string values, in any status; kept in the record\'s key order', () => {
+    const metadata = { customer: 'c-1042', 'cart.id': 'A:9-x_1', note: 'Zoë 🐈 — ' + '🐕'.repeat(490) }
+    assert.deepEqual(order(`{"id": 1, "metadata": ${JSON.stringify(metadata)}}`), {
+      id: 1n, petId: null, quantity: null, shipDate: null, complete: false, status: 'pending', metadata,
+    })
+    assert.deepEqual(Object.keys(order(`{"id": 1, "metadata": ${JSON.stringify(metadata)}}`).metadata!), ['customer', 'cart.id', 'note'])
+    for (const status of ['"shipped", "complete": true', '"cancelled"']) {
+      assert.deepEqual(order(`{"id": 1, "status": ${status}, "metadata": {"a": "b"}}`).metadata, { a: 'b' })
+    }
+    // 50 keys of 40 characters, each value 500 characters (code points: 🐕 is two UTF-16 units), empty values too.
+    const full = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`${i}`.padStart(40, 'k'), i === 0 ? '' : '🐕'.repeat(500)]))
+    assert.deepEqual(order(`{"id": 1, "metadata": ${JSON.stringify(full)}}`).metadata, full)
+  })
+
+  test('metadata null, absent or {}: none (the record has no metadata, as one without petId has no petId)', () => {
+    const none: OrderRecord = { id: 1n, petId: null, quantity: null, shipDate: null, complete: false, status: 'pending' }
+    for (const text of ['{"id": 1}', '{"id": 1, "metadata": null}', '{"id": 1, "metadata": {}}']) {
+      const record = order(text)
+      assert.deepEqual(record, none, text)
+      assert.ok(!('metadata' in record), text)
+    }
+  })
+
+  test('metadata breaking a rule is refused, naming the key; as the API\'s limits', () => {
+    const keys = (n: number): string => JSON.stringify(Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, 'v'])))
+    refused(validateOrderRecord, `{"id": 1, "metadata": ${keys(51)}}`, /^metadata must have at most 50 keys, got 51$/)
+    const long = 'k'.repeat(41)
+    refused(validateOrderRecord, `{"id": 1, "metadata": {"a": "b", "${long}": "v"}}`, new RegExp(`^metadata key "${long}" must be 1 to 40 characters of A-Z a-z 0-9 _ - \\. :$`))
+    refused(validateOrderRecord, '{"id": 1, "metadata": {"": "v"}}', /^metadata key "" must be 1 to 40 characters/)
+    for (const key of ['a b', 'cart/id', 'é', 'a\\u0000', 'x+y', '#']) {
+      refused(validateOrderRecord, `{"id": 1, "metadata": {${JSON.stringify(key)}: "v"}}`, /^metadata key ".*" must be 1 to 40 characters of A-Z a-z 0-9 _ - \. :$/)
+    }
+    refused(validateOrderRecord, '{"id": 1, "metadata": {"a b": "v"}}', /^metadata key "a b" must/)
+    refused(validateOrderRecord, '{"id": 1, "metadata": {"qty": 5}}', /^metadata value of "qty" must be a string, got 5$/)
+    refused(validateOrderRecord, '{"id": 1, "metadata": {"id": 9223372036854775807}}', /^metadata value of "id" must be a string, got 9223372036854775807$/)
+    refused(validateOrderRecord, '{"id": 1, "metadata": {"gift": true}}', /^metadata value of "gift" must be a string, got true$/)
+    refused(validateOrderRecord, '{"id": 1, "metadata": {"a": "b", "gone": null}}', /^metadata value of "gone" must be a string, got null$/)
+    refused(validateOrderRecord, '{"id": 1, "metadata": {"address": {"city": "Oslo"}}}', /^metadata value of "address" must be a string, got an object$/)
+    refused(validateOrderRecord, '{"id": 1, "metadata": {"tags": ["a"]}}', /^metadata value of "tags" must be a string, got an array$/)
+    refused(validateOrderRecord, `{"id": 1, "metadata": {"note": "${'x'.repeat(501)}"}}`, /^metadata value of "note" must be at most 500 characters$/)
+    refused(validateOrderRecord, `{"id": 1, "metadata": {"note": "${'🐕'.repeat(501)}"}}`, /^metadata value of "note" must be at most 500 characters$/)
+    refused(validateOrderRecord, '{"id": 1, "metadata": {"note": "a\\u0000b"}}', /^metadata value of "note" must not contain U\+0000$/)
+    refused(validateOrderRecord, '{"id": 1, "metadata": {"note": "\\ud800"}}', /^metadata value of "note" has a lone surrogate$/)
+    for (const [value, shown] of [['"c-1042"', '"c-1042"'], ['["a"]', 'an array'], ['7', '7'], ['true', 'true']]) {
+      refused(validateOrderRecord, `{"id": 1, "metadata": ${value}}`, new RegExp(`^metadata must be an object of string values, got ${shown!.replace(/[[\]]/g, '\\$&')}$`))
+    }
+  })
+
+  test('metadata keys __proto__ and constructor are plain keys, from either file format; no prototype changes', async () => {
+    const text = '{"id": 1, "metadata": {"__proto__": "p", "constructor": "c", "toString": "t", "hasOwnProperty": "h"}}'
+    const fromArray = (await collect(readOrderRecords(source(`[${text}]`))))[0]!
+    const fromNdjson = (await collect(readOrderRecords(source(`${text}\n`))))[0]!
+    for (const record of [order(text), fromArray, fromNdjson]) {
+      const metadata = record.metadata!
+      assert.deepEqual(Object.keys(metadata), ['__proto__', 'constructor', 'toString', 'hasOwnProperty'])
+      assert.equal(Object.getPrototypeOf(metadata), Object.prototype)
+      assert.equal(Object.getOwnPropertyDescriptor(metadata, '__proto__')?.value, 'p')
+      assert.equal(metadata.constructor, 'c')
+      assert.equal(JSON.stringify(metadata), '{"__proto__":"p","constructor":"c","toString":"t","hasOwnProperty":"h"}')
+    }
+    // An object as the value of __proto__ is a value like any other: refused, not made a prototype.
+    for (const file of ['[{"id": 1, "metadata": {"__proto__": {"polluted": "yes"}}}]', '{"id": 1, "metadata": {"__proto__": {"polluted": "yes"}}}\n']) {
+      assert.equal((await importError(readOrderRecords(source(file)))).reason, 'metadata value of "__proto__" must be a string, got an object')
+    }
+    assert.equal(({} as Record<string, unknown>).polluted, undefined)
+  })
+
+  test('a record with bad metadata is named by its position and the key', async () => {
+    const lines = '{"id": 1, "metadata": {"a": "b"}}\n{"id": 2, "metadata": {"ok": "1", "bad key": "v"}}\n'
+    assert.equal((await importError(readOrderRecords(source(lines)))).message, 'line 2: metadata key "bad key" must be 1 to 40 characters of A-Z a-z 0-9 _ - . :')
+    const array = '[{"id": 1}, {"id": 2}, {"id": 3, "metadata": {"n": 1}}]'
+    assert.equal((await importError(readOrderRecords(source(array)))).message, 'record 3: metadata value of "n" must be a string, got 1')
+  })
+
+  test('anything but an object of the nine fields is refused', () => {
+    refused(validateOrderRecord, '{"id": 1, "price": 3}', /^unknown field "price" \(an order has id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason, metadata\)$/)
     refused(validateOrderRecord, '{"id": 1, "__proto__": {"x": 1}}', /^unknown field "__proto__"/)
     refused(validateOrderRecord, '[1]', /^expected a JSON object, got an array$/)
     refused(validateOrderRecord, 'null', /^expected a JSON object, got null$/)
@@ -277,7 +351,7 @@ describe('reading files', () => {
     const ndjson = `${orders[0]}\n\n{"id": 4, "colour": "red"}\n{"id": 5}\n`
     assert.equal(
       (await importError(readOrderRecords(source(ndjson)))).message,
-      'line 3: unknown field "colour" (an order has id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason)',
+      'line 3: unknown field "colour" (an order has id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason, metadata)',
     )
     assert.equal((await importError(readOrderRecords(source('[1]')))).message, 'record 1: expected a JSON object, got 1')
     assert.equal((await importError(readOrderRecords(source('{"id":1}\n[2]\n')))).message, 'line 2: expected a JSON object, got an array')

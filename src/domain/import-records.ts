@@ -5,7 +5,10 @@
  * non-whitespace character (`[` means an array). Both are streamed: a record is parsed, validated
  * and handed on before the next is read, so a file of millions of records never sits in memory.
  * Both parsers hand a number over as a {@link JsonNumber} holding its source text: an int64 id is
- * never rounded through a JS `number`, and a number is still told apart from a string.
+ * never rounded through a JS `number`, and a number is still told apart from a string. Both make
+ * every key of an object an own property, as JSON.parse does: a `__proto__` key (a metadata key
+ * may be one) is stored as a key, never handed to the inherited setter that would change the
+ * object's prototype (test/import-records.test.ts holds both parsers to it).
  *
  * The first problem stops the reading with an {@link ImportFileError} whose message names where it
  * is (`line N` in NDJSON, `record N` in an array, `line N, column C` for malformed JSON) and why.

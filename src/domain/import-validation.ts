@@ -5,6 +5,7 @@
 import type { Pet } from '../schemas/pet.js'
 import { parseDateTime } from './date-time.js'
 import { INT64_MAX, parseInt64 } from './int64.js'
+import { MAX_METADATA_KEYS, metadataKeyProblem, metadataValueProblem, toMetadata, type OrderMetadata } from './order-metadata.js'
 import { CANCELLATION_REASONS, checkNewOrder, MAX_QUANTITY, ORDER_STATUSES, type OrderRecord } from './orders.js'
 
 /** A record that breaks a rule; the reader adds its position. */
@@ -26,11 +27,11 @@ export class JsonNumber {
 export const MAX_PET_NAME_LENGTH = 200
 export const MAX_PET_TAG_LENGTH = 200
 
-const ORDER_FIELDS = ['id', 'petId', 'quantity', 'shipDate', 'complete', 'status', 'cancelledAt', 'cancellationReason'] as const
+const ORDER_FIELDS = ['id', 'petId', 'quantity', 'shipDate', 'complete', 'status', 'cancelledAt', 'cancellationReason', 'metadata'] as const
 const PET_FIELDS = ['id', 'name', 'tag'] as const
 
 /**
- * An order record: `{id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason}`.
+ * An order record: `{id, petId, quantity, shipDate, complete, status, cancelledAt, cancellationReason, metadata}`.
  * - `id`: required; `petId`: optional — both integers from 1 to 2^63−1, as JSON integers or decimal
  *   strings (int64 ids often travel as strings).
  * - `quantity`: optional, an integer from 1 to 2147483647.
@@ -39,7 +40,10 @@ const PET_FIELDS = ['id', 'name', 'tag'] as const
  * - `status`: optional, `pending` (default), `shipped` or `cancelled`.
  * - `cancelledAt`: optional, RFC 3339 with a timezone, as `shipDate`; a cancelled order only.
  * - `cancellationReason`: optional, one of CANCELLATION_REASONS; a cancelled order only.
- * `null` is the same as absent. Any other field is refused.
+ * - `metadata`: optional, an object of string values by order-metadata.ts's rules, in any status;
+ *   `{}` is none.
+ * `null` is the same as absent. Any other field is refused. A record is the order's whole state:
+ * the stores write every field, so a field left out (metadata too) clears what the order had.
  */
 export function validateOrderRecord(value: unknown): OrderRecord {
   const record = objectWith(value, ORDER_FIELDS, 'an order')
@@ -60,12 +64,14 @@ export function validateOrderRecord(value: unknown): OrderRecord {
       throw new InvalidRecordError(`order ${id}: ${given} is given but status is "${status}"; only a cancelled order has one`)
     }
   }
+  const metadata = optionalMetadata(record.metadata)
   const order: OrderRecord = { id, petId, quantity, shipDate, complete, status }
   // What a place would refuse (a quantity out of range): the same orders on both stores, either way.
   const refused = checkNewOrder(order)
   if (refused !== undefined) throw new InvalidRecordError(refused)
   if (cancelledAt !== null) order.cancelledAt = cancelledAt
   if (cancellationReason !== null) order.cancellationReason = cancellationReason
+  if (metadata !== null) order.metadata = metadata
   return order
 }
 
@@ -141,6 +147,31 @@ function boundedString(value: unknown, field: string, max: number, required: boo
     throw new InvalidRecordError(`${field} must be 1 to ${max} characters and not blank, got ${describe(value)}`)
   }
   return value
+}
+
+/**
+ * An order's metadata, as placeOrder takes it (order-metadata.ts): the message names the key. The
+ * parsers make every key an own property (`__proto__` too, as JSON.parse does), and toMetadata
+ * copies them the same way, so no key reaches a prototype.
+ */
+function optionalMetadata(value: unknown): OrderMetadata | null {
+  if (isAbsent(value)) return null
+  if (typeof value !== 'object' || Array.isArray(value) || value instanceof JsonNumber) {
+    throw new InvalidRecordError(`metadata must be an object of string values, got ${describe(value)}`)
+  }
+  const entries = Object.entries(value)
+  if (entries.length > MAX_METADATA_KEYS) {
+    throw new InvalidRecordError(`metadata must have at most ${MAX_METADATA_KEYS} keys, got ${entries.length}`)
+  }
+  for (const [key, given] of entries) {
+    const keyProblem = metadataKeyProblem(key)
+    if (keyProblem !== undefined) throw new InvalidRecordError(keyProblem)
+    const valueProblem = metadataValueProblem(key, given)
+    if (valueProblem !== undefined) {
+      throw new InvalidRecordError(typeof given === 'string' ? valueProblem : `${valueProblem}, got ${describe(given)}`)
+    }
+  }
+  return toMetadata(entries as [string, string][])
 }
 
 function optionalDateTime(value: unknown, field: string): string | null {

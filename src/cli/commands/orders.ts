@@ -1,4 +1,5 @@
 import { parseInt64, INT64_MAX } from '../../domain/int64.js'
+import { MAX_METADATA_KEY_LENGTH, MAX_METADATA_KEYS, MAX_METADATA_VALUE_LENGTH } from '../../domain/order-metadata.js'
 import type { Store } from '../../store/store.js'
 import { CommandError, PROGRAM, UsageError, withStore, type Command } from '../command.js'
 
@@ -34,10 +35,17 @@ An order record:
                       (default: the time of the import)
   cancellationReason  optional, cancelled orders only; customer_request, out_of_stock,
                       duplicate, fraudulent or other (default: none)
-null is the same as leaving a field out; any other field is refused. Status only moves forward:
-an import cannot make a shipped or cancelled order pending again, nor a cancelled one shipped.
-An order already cancelled keeps its first cancellation's time and reason: an import never
-changes them.
+  metadata   optional, any status; the store's own keys and values: an object of at most
+             ${MAX_METADATA_KEYS} keys, each 1 to ${MAX_METADATA_KEY_LENGTH} characters of A-Z a-z 0-9 _ - . :, each value a
+             string of at most ${MAX_METADATA_VALUE_LENGTH} characters; {} is none
+null is the same as leaving a field out; any other field is refused. A record is the whole
+order: an order that exists takes the record's fields and loses those it leaves out (a record
+without metadata removes the order's metadata, as one without petId removes its petId). A
+record that would not change its order writes nothing (same version, no event); one that
+changes it moves its version on by one and records an order.updated event. Status only moves
+forward: an import cannot make a shipped or cancelled order pending again, nor a cancelled one
+shipped. An order already cancelled keeps its first cancellation's time and reason: an import
+never changes them.
 
 Shows progress on stderr when stderr is a terminal.
 
@@ -52,7 +60,8 @@ Examples:
                     "shipDate": "2026-11-25T10:00:00Z", "status": "pending"}]
   orders.ndjson:  {"id": 9223372036854775807, "petId": 1, "status": "shipped", "complete": true}
                   {"id": 11, "status": "cancelled", "cancelledAt": "2026-11-20T08:15:00Z",
-                   "cancellationReason": "out_of_stock"}`,
+                   "cancellationReason": "out_of_stock"}
+                  {"id": 12, "petId": 4, "metadata": {"customer": "c-1042", "channel": "web"}}`,
   async run({ positionals }, io) {
     // The JSON parsers are loaded when a file is imported, not for --help.
     const [{ importFile }, { readOrderRecords }] = await Promise.all([import('./import-file.js'), import('../../domain/import-records.js')])
