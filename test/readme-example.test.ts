@@ -42,6 +42,21 @@ function placeOrderExample(): { command: string; expected: string[] }[] {
 }
 
 /**
+ * The block that changes an order (a placeOrder with metadata, then `curl -i -X PATCH`): each
+ * command, its `\\` continuations joined, with the `# ` lines after it.
+ */
+function updateOrderExample(): { command: string; expected: string[] }[] {
+  const block = /```sh\n(curl [^\n]*\\\n[^`]*?"metadata"[^`]*?-X PATCH[\s\S]*?)```/.exec(README)?.[1]
+  assert.ok(block !== undefined, 'no updateOrder example in README.md')
+  const steps: { command: string; expected: string[] }[] = []
+  for (const line of block.replaceAll('\\\n', ' ').split('\n')) {
+    if (line.startsWith('curl ')) steps.push({ command: line, expected: [] })
+    else if (line.startsWith('# ')) steps.at(-1)?.expected.push(line.slice(2))
+  }
+  return steps
+}
+
+/**
  * The README's reads of v2 shown with their answer: each `curl` GET of a /v2 URL (no -X, no -d) in
  * a shell block, with the `# ` line after it.
  */
@@ -164,6 +179,40 @@ test("the README's v2 reads (a page of cancelled orders, the event feed) answer 
       const run = spawnSync('bash', ['-c', command.replaceAll('http://127.0.0.1:8080', origin)], { env: { ...process.env, KEY: demo.key }, encoding: 'utf8', timeout: 30_000 })
       assert.equal(run.status, 0, run.stderr)
       assert.match(run.stdout.trim(), pattern(expected), `${command}\n  answered: ${run.stdout.slice(0, 300)}`)
+    }
+    assert.equal(await demo.stop(), 0)
+  } finally {
+    await demo.stop()
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test("the README's updateOrder example (metadata, If-Match, a 412, the metadata filter) answers as the README says", { skip: hasCurl ? false : 'curl is not installed' }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-readme-update-'))
+  const demo = await startDemo({ DATABASE_URL: `sqlite:${join(dir, 'petstore.db')}` }, dir)
+  try {
+    const origin = new URL(demo.url).origin
+    const steps = updateOrderExample()
+    assert.deepEqual(
+      steps.map((step) => [/-X [A-Z]+/.exec(step.command)?.[0] ?? (step.command.includes(' -d ') ? 'POST' : 'GET'), /If-Match: "\d+"/.exec(step.command)?.[0] ?? null]),
+      [['POST', null], ['-X PATCH', 'If-Match: "1"'], ['-X PATCH', 'If-Match: "1"'], ['GET', null]],
+      'the example lost a step',
+    )
+    for (const { command, expected } of steps) {
+      const run = spawnSync('bash', ['-c', command.replaceAll('http://127.0.0.1:8080', origin)], { env: { ...process.env, KEY: demo.key }, encoding: 'utf8', timeout: 30_000 })
+      assert.equal(run.status, 0, run.stderr)
+      if (command.includes(' -i ')) {
+        assert.equal(expected.length, 2, `a head and a body after ${command}`)
+        const [head, body] = run.stdout.split('\r\n\r\n') as [string, string]
+        const [status, ...headers] = expected[0]!.split(' … ')
+        const lines = head.split('\r\n')
+        assert.equal(lines[0], status, `${command}\n  answered: ${head}`)
+        for (const header of headers) assert.ok(lines.some((line) => line.toLowerCase() === header.toLowerCase()), `${header}\n  answered: ${head}`)
+        assert.match(body, pattern(expected[1]!), `${command}\n  answered: ${body}`)
+      } else {
+        assert.equal(expected.length, 1, `one answer after ${command}`)
+        assert.match(run.stdout.trim(), pattern(expected[0]!), `${command}\n  answered: ${run.stdout.slice(0, 300)}`)
+      }
     }
     assert.equal(await demo.stop(), 0)
   } finally {

@@ -110,6 +110,33 @@ forEachStore('webhook dispatcher', (kind) => {
     assert.equal((await store.webhooks.find(target.id))?.position.toString(), positions.at(-1))
   })
 
+  it("delivers an endpoint subscribed to order.updated alone only the updates, each with its previous values, in the order's order", async () => {
+    const receiving = await hook()
+    const secret = newSecret()
+    const created = await store.webhooks.create({ url: receiving.url, eventTypes: ['order.updated'], description: null, secret }, 100)
+    assert.notEqual(created, 'too_many')
+    await dispatcher()
+    const placed = await store.orders.place({ order: { petId: 1n, quantity: 1, shipDate: null, metadata: { customer: 'c-1' } } })
+    assert.ok(placed.outcome === 'placed')
+    const id = placed.order.id
+    assert.equal((await store.orders.update({ id, patch: { quantity: 2 } })).outcome, 'updated')
+    assert.equal((await store.orders.ship(id)).outcome, 'shipped')
+    assert.equal((await store.orders.update({ id, patch: { metadata: new Map([['tracking', 'Z1']]) } })).outcome, 'updated')
+    assert.equal((await store.orders.complete(id)).outcome, 'completed')
+    await within(10_000, 'both updates delivered', () => receiving.deliveries.length >= 2)
+    await sleep(300) // nothing more comes
+    const payloads = receiving.deliveries.map(
+      (delivery) => new Webhook(secret).verify(delivery.body, delivery.headers) as { type: string; data: { order: { version: number; status: string }; previous: unknown } },
+    )
+    assert.deepEqual(
+      payloads.map((payload) => [payload.type, payload.data.order.version, payload.data.order.status, payload.data.previous]),
+      [
+        ['order.updated', 2, 'pending', { quantity: 1 }],
+        ['order.updated', 4, 'shipped', { metadata: { customer: 'c-1' } }],
+      ],
+    )
+  })
+
   it('waits for its pace before each delivery (a busy instance spaces them)', async () => {
     const receiving = await hook()
     await endpoint(receiving.url)
