@@ -8,9 +8,10 @@ import { promisify } from 'node:util'
 import { after, before, describe, it } from 'node:test'
 import { startTestServer, type TestServer } from './support/harness.js'
 
-// docs/client.md says to run an example with `node example.mts`: its v1 example is run so, in a
-// directory of its own whose node_modules is this repository's (as a project that installed the
-// client), against a server holding the walk-through's orders; what it prints is what its comments say.
+// docs/client.md says to run an example with `node example.mts`: its v1 example and its updateOrder
+// example are run so, in a directory of its own whose node_modules is this repository's (as a project
+// that installed the client), against a server holding the walk-through's orders; what each prints is
+// what its comments say.
 const DOC = readFileSync(new URL('../docs/client.md', import.meta.url), 'utf8')
 const NODE_MODULES = fileURLToPath(new URL('../node_modules', import.meta.url))
 
@@ -41,17 +42,22 @@ function documentedNodeArgs(): string[] {
   return match[1]!.split(/\s+/)
 }
 
+/** A server holding the walk-through's walk.ndjson, as `orders import` stores it. */
+async function walkThroughServer(): Promise<TestServer> {
+  const server = await startTestServer('sqlite')
+  await server.importOrders([
+    { id: 9223372036854775807n, petId: 198772n, quantity: 2, shipDate: '2026-12-01T09:00:00.000Z', status: 'pending' },
+    { id: 9223372036854775806n, petId: 198772n, quantity: 1, status: 'shipped', complete: true },
+  ])
+  return server
+}
+
 describe('docs/client.md: the examples run with `node example.mts`', () => {
   let server: TestServer
   let dir: string
 
   before(async () => {
-    server = await startTestServer('sqlite')
-    // The walk-through's walk.ndjson, as `orders import` stores it.
-    await server.importOrders([
-      { id: 9223372036854775807n, petId: 198772n, quantity: 2, shipDate: '2026-12-01T09:00:00.000Z', status: 'pending' },
-      { id: 9223372036854775806n, petId: 198772n, quantity: 1, status: 'shipped', complete: true },
-    ])
+    server = await walkThroughServer()
     dir = mkdtempSync(join(tmpdir(), 'petstore-client-doc-'))
     symlinkSync(NODE_MODULES, join(dir, 'node_modules'))
   })
@@ -72,5 +78,23 @@ describe('docs/client.md: the examples run with `node example.mts`', () => {
     assert.equal(expected.length, 2, 'two outputs commented in the example')
     // console.log breaks a long object over lines: compared with its spaces folded.
     assert.equal(stdout.replace(/\s+/g, ' ').trim(), expected.join(' '))
+  })
+
+  it('runs the updateOrder example: a change with ifMatch, a 412 handled, a metadata key removed', async () => {
+    // Its own server: the v1 example cancels the order this one changes.
+    const walk = await walkThroughServer()
+    const code = example('### Changing an order (beta)')
+    assert.match(code, /'http:\/\/127\.0\.0\.1:8080\/v2'/)
+    writeFileSync(join(dir, 'update-example.mts'), code.replace("'http://127.0.0.1:8080/v2'", `'${walk.origin}/v2'`))
+    const key = await walk.createKey({ scopes: ['orders:read', 'orders:write'] })
+    const { stdout } = await promisify(execFile)(process.execPath, [...documentedNodeArgs().slice(0, -1), 'update-example.mts'], {
+      cwd: dir,
+      env: { ...process.env, PETSTORE_API_KEY: key, NODE_OPTIONS: '' },
+    })
+    const expected = printedAsCommented(code)
+    assert.equal(expected.length, 5, 'five outputs commented in the example')
+    assert.equal(stdout.replace(/\s+/g, ' ').trim(), expected.join(' '))
+    const order = await walk.store.orders.find(9223372036854775807n)
+    assert.deepEqual([order?.quantity, order?.metadata, order?.version], [3, { customer: 'c-1042' }, 3])
   })
 })

@@ -40,7 +40,7 @@ async function take(stream: AsyncIterableIterator<OrderEvent>, count: number, ms
 type Step = (request: IncomingMessage, response: ServerResponse) => void
 
 function eventJson(id: bigint, orderId: bigint, type = 'order.created'): string {
-  return `{"id":"${id}","type":"${type}","occurredAt":"2026-11-26T19:00:00.000Z","order":{"id":${orderId},"complete":false,"status":"pending","petId":${MAX}}}`
+  return `{"id":"${id}","type":"${type}","occurredAt":"2026-11-26T19:00:00.000Z","order":{"id":${orderId},"complete":false,"status":"pending","version":1,"petId":${MAX}}}`
 }
 
 function page(ids: bigint[], nextCursor: string): Step {

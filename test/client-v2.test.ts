@@ -131,7 +131,7 @@ describe('TypeScript client, v2 (createV2Client) against a real server', () => {
 
     const [top] = (await client.listOrdersPage({ status: ['pending', 'shipped', 'cancelled'], petId: MAX - 1n, shipDateFrom: '2026-01-01T00:00:00Z', limit: 1, cursor: undefined })).data
     const record = records.find((r) => r.id === top!.id)!
-    const wanted: OrderV2 = { id: record.id, petId: MAX - 1n, quantity: record.quantity!, shipDate: record.shipDate!, complete: record.complete, status: record.status }
+    const wanted: OrderV2 = { id: record.id, petId: MAX - 1n, quantity: record.quantity!, shipDate: record.shipDate!, complete: record.complete, status: record.status, version: 1 }
     if (record.status === 'cancelled') wanted.cancelledAt = top!.cancelledAt
     assert.deepEqual(top, wanted)
   })

@@ -137,13 +137,14 @@ forEachStore('TypeScript client, v2 writes (placeOrder, shipOrder, completeOrder
       shipDate: '2026-12-01T09:00:00.000Z',
       complete: false,
       status: 'pending',
+      version: 1,
     })
     assert.deepEqual(await client.getOrder(placed.id), placed)
     // The next id follows; petId as a decimal string, shipDate as RFC 3339 text, or none.
     const next = await client.placeOrder({ petId: String(MAX - 1n), quantity: 1000, shipDate: '2027-01-02T03:04:05.678Z' })
-    assert.deepEqual(next, { id: TWO_53 + 7n, petId: MAX - 1n, quantity: 1000, shipDate: '2027-01-02T03:04:05.678Z', complete: false, status: 'pending' })
+    assert.deepEqual(next, { id: TWO_53 + 7n, petId: MAX - 1n, quantity: 1000, shipDate: '2027-01-02T03:04:05.678Z', complete: false, status: 'pending', version: 1 })
     const bare = await client.placeOrder({ petId: 7n, quantity: 1 })
-    assert.deepEqual(bare, { id: TWO_53 + 8n, petId: 7n, quantity: 1, complete: false, status: 'pending' })
+    assert.deepEqual(bare, { id: TWO_53 + 8n, petId: 7n, quantity: 1, complete: false, status: 'pending', version: 1 })
   })
 
   for (const mode of ['drop', 'cut', 'reset'] as const) {
@@ -176,7 +177,7 @@ forEachStore('TypeScript client, v2 writes (placeOrder, shipOrder, completeOrder
         if (mode !== 'reset') assert.match(proxy.responses[0]!, /^HTTP\/1\.1 201 /)
 
         assert.deepEqual(await ordersOf(petId), [placed], 'exactly one order, the one the call resolved with')
-        assert.deepEqual(placed, { id: placed.id, petId, quantity: 2, complete: false, status: 'pending' })
+        assert.deepEqual(placed, { id: placed.id, petId, quantity: 2, complete: false, status: 'pending', version: 1 })
       } finally {
         await proxy.close()
       }
@@ -310,13 +311,13 @@ forEachStore('TypeScript client, v2 writes (placeOrder, shipOrder, completeOrder
     assert.equal(shipped.status, 'shipped')
     assert.equal(shipped.complete, false)
     assert.ok(shipped.shippedAt !== undefined && !Number.isNaN(Date.parse(shipped.shippedAt)), 'shippedAt is set')
-    assert.deepEqual(shipped, { ...placed, status: 'shipped', shippedAt: shipped.shippedAt })
+    assert.deepEqual(shipped, { ...placed, status: 'shipped', shippedAt: shipped.shippedAt, version: 2 })
     assert.deepEqual(await client.shipOrder(placed.id), shipped, 'shipped again: as it stands')
 
     const completed = await client.completeOrder(String(placed.id))
     assert.ok(completed !== undefined)
     assert.ok(completed.completedAt !== undefined && Date.parse(completed.completedAt) >= Date.parse(shipped.shippedAt!))
-    assert.deepEqual(completed, { ...shipped, complete: true, completedAt: completed.completedAt })
+    assert.deepEqual(completed, { ...shipped, complete: true, completedAt: completed.completedAt, version: 3 })
     assert.deepEqual(await client.completeOrder(placed.id), completed, 'completed again: as it stands')
     assert.deepEqual(await client.shipOrder(placed.id), completed, 'shipping a complete order: as it stands')
     assert.deepEqual(await client.getOrder(placed.id), completed)

@@ -39,8 +39,9 @@ export interface Io {
   env: Record<string, string | undefined>
 }
 
-export type OptionSpec = Record<string, { type: 'string' | 'boolean'; short?: string }>
-export type OptionValues = Record<string, string | boolean | undefined>
+/** `multiple`: the option may be given more than once; its value is then the list of them all. */
+export type OptionSpec = Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }>
+export type OptionValues = Record<string, string | string[] | boolean | undefined>
 
 export interface Command {
   /** The words that name it: `['keys', 'create']`. */
@@ -118,6 +119,12 @@ export function lowerFirst(text: string): string {
 export function stringOption(values: OptionValues, name: string): string | undefined {
   const value = values[name]
   return typeof value === 'string' ? value : undefined
+}
+
+/** The values of an option given `multiple` times, in the order given; none when absent. */
+export function stringsOption(values: OptionValues, name: string): string[] {
+  const value = values[name]
+  return Array.isArray(value) ? value : typeof value === 'string' ? [value] : []
 }
 
 /**

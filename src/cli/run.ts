@@ -8,7 +8,7 @@ import { eventsTail } from './commands/events.js'
 import { healthcheck } from './commands/healthcheck.js'
 import { keysCreate, keysList, keysRevoke } from './commands/keys.js'
 import { migrate } from './commands/migrate.js'
-import { ordersComplete, ordersImport, ordersShip } from './commands/orders.js'
+import { ordersComplete, ordersImport, ordersShip, ordersUpdate } from './commands/orders.js'
 import { petsImport } from './commands/pets.js'
 import { seed } from './commands/seed.js'
 import { serve } from './commands/serve.js'
@@ -24,12 +24,12 @@ import {
   webhooksRotate,
 } from './commands/webhooks.js'
 
-export const COMMANDS: Command[] = [serve, migrate, backup, healthcheck, keysCreate, keysList, keysRevoke, ordersImport, ordersShip, ordersComplete, petsImport, seed, eventsTail,
+export const COMMANDS: Command[] = [serve, migrate, backup, healthcheck, keysCreate, keysList, keysRevoke, ordersImport, ordersShip, ordersComplete, ordersUpdate, petsImport, seed, eventsTail,
   webhooksAdd, webhooksList, webhooksRemove, webhooksReplay, webhooksPing, webhooksAttempts, webhooksRotate, webhooksEnable, webhooksDisable]
 
 const GROUPS: Record<string, string> = {
   keys: 'API keys: create, list, revoke',
-  orders: 'orders: import a file, ship one',
+  orders: 'orders: import a file; ship, complete or update one',
   pets: 'pets: import a file',
   events: 'the order event feed: tail it',
   webhooks: 'webhook endpoints: add, list, remove, replay, ping, attempts, rotate, enable, disable',

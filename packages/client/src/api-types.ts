@@ -10,8 +10,14 @@ export type ErrorBody = components['schemas']['Error']
 /** The codes of the API's errors (README "Error codes"). */
 export type ErrorCode = ErrorBody['code']
 
-/** An order as v2 shows it: the v1 fields, its `status`, and on a cancelled order when and why. */
+/**
+ * An order as v2 shows it: the v1 fields, its `status`, on a cancelled order when and why, its
+ * `version` (1 when placed, one more with every change; its ETag is this number in quotes) and, when
+ * it has any key, its `metadata`.
+ */
 export type OrderV2 = componentsV2['schemas']['Order']
+/** The store's own keys and values on an order (string to string), never interpreted by the service. */
+export type OrderMetadata = NonNullable<OrderV2['metadata']>
 export type OrderStatus = OrderV2['status']
 export type CancellationReason = NonNullable<OrderV2['cancellationReason']>
 /**
@@ -43,7 +49,7 @@ export type UpdateWebhookEndpointBody = NonNullable<operationsV2['updateWebhookE
  * and `order`, the order as it was right after the change (ids `bigint`, exact).
  */
 export type OrderEvent = OrderEventPage['data'][number]
-/** `order.created`, `order.updated` (an import), `order.shipped`, `order.completed` or `order.cancelled`. */
+/** `order.created`, `order.updated` (updateOrder, or an import), `order.shipped`, `order.completed` or `order.cancelled`. */
 export type OrderEventType = OrderEvent['type']
 /** A page of the event feed: `nextCursor` is always present, the position to resume from. */
 export type OrderEventPage = operationsV2['listOrderEvents']['responses'][200]['content']['application/json']

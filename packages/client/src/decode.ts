@@ -51,14 +51,15 @@ function decodeOrder(value: unknown): Order {
 
 const STATUSES: readonly string[] = ['pending', 'shipped', 'cancelled'] satisfies OrderStatus[]
 
-/** A v2 Order from its lossless JSON: the v1 fields decoded as v1 does, and the status fields. */
+/** A v2 Order from its lossless JSON: the v1 fields decoded as v1 does, the status fields, `version` and `metadata`. */
 function decodeOrderV2(value: unknown): OrderV2 {
   const v1 = decodeOrder(value)
   const record = value as Record<string, unknown>
   if (v1.id === undefined) throw new Error('id is missing')
   if (typeof record.complete !== 'boolean') throw new Error('complete is not a boolean')
   if (typeof record.status !== 'string' || !STATUSES.includes(record.status)) throw new Error('status is not a known status')
-  const order: OrderV2 = { ...v1, id: v1.id, complete: record.complete, status: record.status as OrderStatus }
+  const order: OrderV2 = { ...v1, id: v1.id, complete: record.complete, status: record.status as OrderStatus, version: int32(record.version, 'version') }
+  if (order.version < 1) throw new Error('version is not 1 or more')
   if (record.shippedAt !== undefined) {
     if (typeof record.shippedAt !== 'string') throw new Error('shippedAt is not a string')
     order.shippedAt = record.shippedAt
@@ -75,7 +76,21 @@ function decodeOrderV2(value: unknown): OrderV2 {
     if (typeof record.cancellationReason !== 'string') throw new Error('cancellationReason is not a string')
     order.cancellationReason = record.cancellationReason as CancellationReason
   }
+  if (record.metadata !== undefined) order.metadata = decodeMetadata(record.metadata)
   return order
+}
+
+/**
+ * An order's metadata: an object of string values, as a new object with an own property per key
+ * (`__proto__` and `constructor` included, as the server may hold them), in the response's order.
+ */
+function decodeMetadata(value: unknown): Record<string, string> {
+  if (!isRecord(value)) throw new Error('metadata is not an object')
+  const entries = Object.entries(value)
+  for (const [key, item] of entries) {
+    if (typeof item !== 'string') throw new Error(`metadata ${JSON.stringify(key)} is not a string`)
+  }
+  return Object.fromEntries(entries) as Record<string, string>
 }
 
 export function decodePage(body: unknown, response: Response): OrderPage {

@@ -12,7 +12,7 @@
  * Its modules, by job: transport.ts sends a request and turns an error status into a
  * PetstoreApiError (errors.ts); decode.ts checks every response body; retries.ts says what is
  * retried and after how long; follow-events.ts follows the event feed; place-order.ts places an
- * order under one Idempotency-Key; v1.ts and v2.ts are the two clients.
+ * order under one Idempotency-Key; update-order.ts writes a change and reads its ETag; v1.ts and v2.ts are the two clients.
  */
 export type {
   CancellationReason,
@@ -24,6 +24,7 @@ export type {
   OrderEvent,
   OrderEventPage,
   OrderEventType,
+  OrderMetadata,
   OrderPage,
   OrderStatus,
   OrderV2,
@@ -40,4 +41,5 @@ export type { OrderFilters, PageOptions } from './list-query.js'
 export type { PlaceOptions, PlaceOrderBody, PlaceRetry } from './place-order.js'
 export type { ClientOptions, RequestOptions } from './transport.js'
 export { createClient, type PetstoreClient } from './v1.js'
-export { createV2Client, type AttemptsOptions, type CancelOptions, type IterateOptions, type PetstoreV2Client } from './v2.js'
+export type { OrderPatch, UpdatedOrder } from './update-order.js'
+export { createV2Client, type AttemptsOptions, type CancelOptions, type IterateOptions, type PetstoreV2Client, type WriteOptions } from './v2.js'

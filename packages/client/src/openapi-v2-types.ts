@@ -38,7 +38,7 @@ export interface paths {
         };
         /**
          * Show an order
-         * @description Returns the order with its status, cancelled orders included. Requires the `orders:read` scope.
+         * @description Returns the order with its status, cancelled orders included, and its version as `ETag`. With `If-None-Match` holding that ETag, 304 and no body while the order has not changed. Requires the `orders:read` scope.
          */
         get: operations["getOrder"];
         put?: never;
@@ -46,7 +46,11 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change an order
+         * @description Applies a JSON Merge Patch (RFC 7396) to the order and returns it: each member given replaces the order's, `null` removes it, and `metadata` is merged key by key (a key set to `null` is removed; keys not named stay). `petId`, `quantity` and `shipDate` change only while the order is `pending` (409 `order_not_pending` after); `metadata` changes in any state. Any other member is 400, and so is a bad value, naming it. The 200 is sent once the change is durable, with its `order.updated` event in the feed (its `previous` holds the values it replaced); the order's `version` is one more. A patch that changes nothing writes nothing and keeps the version. Send the `ETag` you read in `If-Match` so that a change made meanwhile by someone else is not overwritten: 412 `precondition_failed` then, and nothing changes. Without it, concurrent patches are applied one after the other: none is lost. Send `application/merge-patch+json` (or `application/json`). Requires the `orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order.
+         */
+        patch: operations["updateOrder"];
         trace?: never;
     };
     "/store/orders/{orderId}/cancel": {
@@ -278,7 +282,12 @@ export interface components {
          *       "complete": false,
          *       "status": "cancelled",
          *       "cancelledAt": "2026-11-20T08:15:00.000Z",
-         *       "cancellationReason": "customer_request"
+         *       "cancellationReason": "customer_request",
+         *       "metadata": {
+         *         "customer": "c-1042",
+         *         "channel": "web"
+         *       },
+         *       "version": 3
          *     }
          */
         Order: {
@@ -329,6 +338,15 @@ export interface components {
              * @enum {string}
              */
             cancellationReason?: "customer_request" | "out_of_stock" | "duplicate" | "fraudulent" | "other";
+            /** @description The store's own keys and values on the order (a customer id, a cart, a note), never interpreted by the service; present when it has at least one key. at most 50 keys, each 1–40 characters of `A–Z a–z 0–9 _ - . :`, each value a string of at most 500 characters */
+            metadata?: {
+                [key: string]: string;
+            };
+            /**
+             * Format: int32
+             * @description 1 when the order is placed, one more with every change of any kind (update, ship, complete, cancel, an import). The `ETag` of getOrder and of every write is this number in quotes; send it back in `If-Match` to change the order only if nobody else has.
+             */
+            version: number;
         };
         /**
          * @description One change to an order, with the order (v2) as it was right after the change
@@ -375,7 +393,7 @@ export interface components {
              * @description Machine-readable error code
              * @enum {string}
              */
-            code: "bad_request" | "invalid_order_id" | "invalid_endpoint_id" | "invalid_body" | "invalid_parameter" | "invalid_idempotency_key" | "invalid_cursor" | "invalid_webhook_url" | "unauthorized" | "insufficient_scope" | "not_found" | "order_not_found" | "webhook_endpoint_not_found" | "method_not_allowed" | "request_timeout" | "order_already_shipped" | "order_cancelled" | "order_not_shipped" | "idempotency_key_in_use" | "order_ids_exhausted" | "webhook_endpoint_limit" | "ping_in_flight" | "events_expired" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "headers_too_large" | "internal_error" | "service_unavailable";
+            code: "bad_request" | "invalid_order_id" | "invalid_endpoint_id" | "invalid_body" | "invalid_parameter" | "invalid_idempotency_key" | "invalid_if_match" | "invalid_cursor" | "invalid_webhook_url" | "unauthorized" | "insufficient_scope" | "not_found" | "order_not_found" | "webhook_endpoint_not_found" | "method_not_allowed" | "request_timeout" | "order_already_shipped" | "order_cancelled" | "order_not_shipped" | "order_not_pending" | "idempotency_key_in_use" | "order_ids_exhausted" | "webhook_endpoint_limit" | "ping_in_flight" | "events_expired" | "precondition_failed" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "headers_too_large" | "internal_error" | "service_unavailable";
             /** @description Human-readable description of the error */
             message: string;
             /** @description The HTTP status code */
@@ -734,6 +752,10 @@ export interface operations {
                      * @description Expected ship date (RFC 3339 with a time zone); stored and returned in UTC, to the millisecond
                      */
                     shipDate?: string;
+                    /** @description The store's own keys and values to keep on the order, never interpreted by the service: at most 50 keys, each 1–40 characters of `A–Z a–z 0–9 _ - . :`, each value a string of at most 500 characters */
+                    metadata?: {
+                        [key: string]: string;
+                    };
                 };
             };
         };
@@ -752,7 +774,7 @@ export interface operations {
                     "application/json": components["schemas"]["Order"];
                 };
             };
-            /** @description The body is missing, not a JSON object, has a field other than `petId`, `quantity` and `shipDate`, or one of them is missing or invalid (`invalid_body`, naming the field); the `Idempotency-Key` header is empty, longer than 255 characters, has a character that is not visible ASCII, or is sent twice (`invalid_idempotency_key`); a query parameter was sent (`invalid_parameter`) */
+            /** @description The body is missing, not a JSON object, has a field other than `petId`, `quantity`, `shipDate` and `metadata`, or one of them is missing or invalid (`invalid_body`, naming the field or metadata key); the `Idempotency-Key` header is empty, longer than 255 characters, has a character that is not visible ASCII, or is sent twice (`invalid_idempotency_key`); a query parameter was sent (`invalid_parameter`) */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -845,7 +867,10 @@ export interface operations {
     getOrder: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The `ETag` of a copy held, such as `"3"`: 304 with no body while the order is still at that version */
+                "If-None-Match"?: string;
+            };
             path: {
                 /** @description The identifier of the order */
                 orderId: bigint;
@@ -865,6 +890,16 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Order"];
                 };
+            };
+            /** @description The order is still at the version `If-None-Match` names; no body */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); a query parameter was sent (`invalid_parameter`) */
             400: {
@@ -931,10 +966,209 @@ export interface operations {
             };
         };
     };
+    updateOrder: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Change the order only if it is still at this version: its `ETag`, such as `"3"` (or `*`: any). Another version is 412 `precondition_failed`, and nothing changes. Without it the write applies to the order as it stands. */
+                "If-Match"?: string;
+            };
+            path: {
+                /** @description The identifier of the order */
+                orderId: bigint;
+            };
+            cookie?: never;
+        };
+        /** @description A JSON Merge Patch of the order: only the members given change. `id`, `status`, `complete` and the times are not patchable (status moves through ship, complete and cancel). `{}` changes nothing. */
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "quantity": 3,
+                 *       "metadata": {
+                 *         "customer": "c-1042",
+                 *         "note": null
+                 *       }
+                 *     }
+                 */
+                "application/merge-patch+json": {
+                    /**
+                     * Format: int64
+                     * @description The animal ordered (int64, exact; 1 or more); pending orders only
+                     */
+                    petId?: bigint;
+                    /** @description Number of units (1–1000); pending orders only */
+                    quantity?: number;
+                    /**
+                     * Format: date-time
+                     * @description Expected ship date (RFC 3339 with a time zone), or null to remove it; pending orders only
+                     */
+                    shipDate?: string | null;
+                    /** @description Keys to add or replace (a string) or to remove (null); keys not named stay as they are. Changes in any state. The order's metadata after the merge must keep to the same rules: at most 50 keys, each 1–40 characters of `A–Z a–z 0–9 _ - . :`, each value a string of at most 500 characters */
+                    metadata?: {
+                        [key: string]: string | null;
+                    };
+                };
+                /**
+                 * @example {
+                 *       "quantity": 3,
+                 *       "metadata": {
+                 *         "customer": "c-1042",
+                 *         "note": null
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: int64
+                     * @description The animal ordered (int64, exact; 1 or more); pending orders only
+                     */
+                    petId?: bigint;
+                    /** @description Number of units (1–1000); pending orders only */
+                    quantity?: number;
+                    /**
+                     * Format: date-time
+                     * @description Expected ship date (RFC 3339 with a time zone), or null to remove it; pending orders only
+                     */
+                    shipDate?: string | null;
+                    /** @description Keys to add or replace (a string) or to remove (null); keys not named stay as they are. Changes in any state. The order's metadata after the merge must keep to the same rules: at most 50 keys, each 1–40 characters of `A–Z a–z 0–9 _ - . :`, each value a string of at most 500 characters */
+                    metadata?: {
+                        [key: string]: string | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description The order as it now stands (as it was, for a patch that changes nothing) */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Order"];
+                };
+            };
+            /** @description The patch is applied; the key lacks `orders:read`, so the order is not shown */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is missing, is not a JSON object, has a member other than `petId`, `quantity`, `shipDate` and `metadata`, or a bad value, or would give the order more than 50 metadata keys (`invalid_body`, naming it); `If-Match` is not `*` or one ETag (`invalid_if_match`); a query parameter was sent (`invalid_parameter`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, unknown, expired or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key lacks the `orders:write` scope (`insufficient_scope`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No order has this id (`order_not_found`) */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The patch changes `petId`, `quantity` or `shipDate` of an order that has shipped or been cancelled (`order_not_pending`) */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The order is not at the version `If-Match` names (`precondition_failed`): the message and the `ETag` header name the current one; nothing changed */
+            412: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON (`unsupported_media_type`): send it with `Content-Type: application/merge-patch+json` or `application/json` */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     cancelOrder: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Change the order only if it is still at this version: its `ETag`, such as `"3"` (or `*`: any). Another version is 412 `precondition_failed`, and nothing changes. Without it the write applies to the order as it stands. */
+                "If-Match"?: string;
+            };
             path: {
                 /** @description The identifier of the order */
                 orderId: bigint;
@@ -1043,6 +1277,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The order is not at the version `If-Match` names (`precondition_failed`): the message and the `ETag` header name the current one; nothing changed */
+            412: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The body is not JSON (`unsupported_media_type`): send it with `Content-Type: application/json`, or send none */
             415: {
                 headers: {
@@ -1073,7 +1319,10 @@ export interface operations {
     shipOrder: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Change the order only if it is still at this version: its `ETag`, such as `"3"` (or `*`: any). Another version is 412 `precondition_failed`, and nothing changes. Without it the write applies to the order as it stands. */
+                "If-Match"?: string;
+            };
             path: {
                 /**
                  * @description The identifier of the order to ship
@@ -1174,6 +1423,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The order is not at the version `If-Match` names (`precondition_failed`): the message and the `ETag` header name the current one; nothing changed */
+            412: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The body is not JSON (`unsupported_media_type`): send none, or `{}` with `Content-Type: application/json` */
             415: {
                 headers: {
@@ -1204,7 +1465,10 @@ export interface operations {
     completeOrder: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Change the order only if it is still at this version: its `ETag`, such as `"3"` (or `*`: any). Another version is 412 `precondition_failed`, and nothing changes. Without it the write applies to the order as it stands. */
+                "If-Match"?: string;
+            };
             path: {
                 /**
                  * @description The identifier of the order to complete
@@ -1295,6 +1559,18 @@ export interface operations {
             };
             /** @description The order has not shipped yet (`order_not_shipped`), or it has been cancelled (`order_cancelled`) */
             409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The order is not at the version `If-Match` names (`precondition_failed`): the message and the `ETag` header name the current one; nothing changed */
+            412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];

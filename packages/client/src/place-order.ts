@@ -7,7 +7,7 @@ import { instant, int64Text } from './request-values.js'
 import { isRetriedPlaceFailure, pause, ResponseCutOffError, retryDelay } from './retries.js'
 import { parseJson, type Call, type RequestOptions } from './transport.js'
 
-/** The order to place: `petId` and `quantity` (1–1000) required, `shipDate` optional. */
+/** The order to place: `petId` and `quantity` (1–1000) required, `shipDate` and `metadata` optional. */
 export interface PlaceOrderBody {
   /** The pet: a bigint or its decimal string (a JS number is exact only up to 2^53, so it is refused). */
   petId: bigint | string
@@ -15,6 +15,8 @@ export interface PlaceOrderBody {
   quantity: number
   /** When it is to ship: a Date or an RFC 3339 date-time. */
   shipDate?: Date | string
+  /** The store's own keys and values (at most 50 keys of 1–40 `A–Z a–z 0–9 _ - . :`, values of at most 500 characters). */
+  metadata?: PlaceOrderRequest['metadata']
 }
 
 export interface PlaceOptions extends RequestOptions {
@@ -87,12 +89,13 @@ export async function placeWithRetries(call: Call, order: PlaceOrderBody, option
   }
 }
 
-/** The request body: `petId` an exact JSON integer, `shipDate` as given (a Date in RFC 3339). */
+/** The request body: `petId` an exact JSON integer, `shipDate` as given (a Date in RFC 3339), `metadata` as given. */
 export function placeBody(order: PlaceOrderBody): PlaceOrderRequest {
   if (typeof order !== 'object' || order === null) throw new TypeError('placeOrder: the order must be an object')
   const petId = int64Text(order.petId, 'placeOrder: petId')
   if (!DECIMAL.test(petId)) throw new TypeError('placeOrder: petId must be a bigint or a decimal string')
   const body: PlaceOrderRequest = { petId: BigInt(petId), quantity: order.quantity }
   if (order.shipDate !== undefined) body.shipDate = instant(order.shipDate)
+  if (order.metadata !== undefined) body.metadata = order.metadata
   return body
 }

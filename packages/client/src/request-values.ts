@@ -14,3 +14,17 @@ export function int64Text(value: unknown, what: string): string {
 export function idPath(id: unknown, operation: string): string {
   return encodeURIComponent(int64Text(id, `${operation}: the id`))
 }
+
+/**
+ * The If-Match header of a write to an order: an ETag as the server sent it (`"3"`, or `*`), or the
+ * order's `version` (3), quoted here. None when `ifMatch` is undefined.
+ */
+export function ifMatchHeaders(ifMatch: unknown, operation: string): Record<string, string> | undefined {
+  if (ifMatch === undefined) return undefined
+  if (typeof ifMatch === 'number') {
+    if (!Number.isSafeInteger(ifMatch) || ifMatch < 1) throw new TypeError(`${operation}: ifMatch must be an order's version (an integer, 1 or more) or its ETag`)
+    return { 'if-match': `"${ifMatch}"` }
+  }
+  if (typeof ifMatch !== 'string' || ifMatch === '') throw new TypeError(`${operation}: ifMatch must be an ETag (such as '"3"') or an order's version`)
+  return { 'if-match': ifMatch }
+}

@@ -25,15 +25,27 @@ import { unexpected } from './errors.js'
 import { followEvents, type EventsOptions, type OrderEventStream } from './follow-events.js'
 import { queryString, type OrderFilters, type PageOptions } from './list-query.js'
 import { placeWithRetries, type PlaceOptions, type PlaceOrderBody } from './place-order.js'
-import { idPath, int64Text } from './request-values.js'
+import { idPath, ifMatchHeaders, int64Text } from './request-values.js'
 import { caller, readJson, type ClientOptions, type RequestOptions } from './transport.js'
+import { etagOf, patchBody, type OrderPatch, type UpdatedOrder } from './update-order.js'
 
 export interface IterateOptions extends OrderFilters, RequestOptions {
   /** How many orders each request fetches, 1–1000 (the server's default is 100). */
   pageSize?: number
 }
 
-export interface CancelOptions extends RequestOptions {
+/** The options of a write to one order: updateOrder, shipOrder, completeOrder, cancelOrder. */
+export interface WriteOptions extends RequestOptions {
+  /**
+   * Write only if the order is still at this version (`If-Match`): the `etag` updateOrder resolved
+   * with (`'"3"'`), or an order's `version` (3). Another version rejects with 412
+   * `precondition_failed`, whose message names the current one, and nothing changes. `'*'`, or
+   * none: whatever the order's version.
+   */
+  ifMatch?: string | number
+}
+
+export interface CancelOptions extends WriteOptions {
   /** Why the order is cancelled; recorded with the first cancellation only. */
   reason?: CancellationReason
 }
@@ -47,7 +59,10 @@ export interface PetstoreV2Client {
    * change never yields an order twice and never skips one that matched the filters throughout.
    */
   orders(options?: IterateOptions): AsyncIterableIterator<OrderV2>
-  /** One order, cancelled ones included (GET /store/orders/{orderId}); unknown: 404 `order_not_found`. */
+  /**
+   * One order, cancelled ones included (GET /store/orders/{orderId}); unknown: 404 `order_not_found`.
+   * Its `version` is what its ETag names: give it as `ifMatch` to a write.
+   */
   getOrder(id: bigint | string, options?: RequestOptions): Promise<OrderV2>
   /**
    * Cancels an order (POST /store/orders/{orderId}/cancel) and resolves with it once the
@@ -55,7 +70,8 @@ export interface PetstoreV2Client {
    * stands (the first cancellation's time and reason). A shipped order rejects with 409
    * `order_already_shipped`, an unknown one with 404 `order_not_found`. A key without
    * `orders:read` is not shown the order: the cancel is done all the same, and it resolves with
-   * `undefined` (the server's 204).
+   * `undefined` (the server's 204). With `ifMatch`, cancels only an order still at that version (else
+   * 412 `precondition_failed`).
    */
   cancelOrder(id: bigint | string, options?: CancelOptions): Promise<OrderV2 | undefined>
   /**
@@ -76,20 +92,35 @@ export interface PetstoreV2Client {
    */
   placeOrder(order: PlaceOrderBody, options?: PlaceOptions): Promise<OrderV2>
   /**
+   * Changes an order (PATCH /store/orders/{orderId}, a JSON Merge Patch, scope `orders:write`) and
+   * resolves once the change is durable with the order and its `etag`. Only the members given
+   * change: `petId`, `quantity` and `shipDate` (null removes it) while the order is pending (else 409
+   * `order_not_pending`), `metadata` in any state, key by key (a key set to null is removed). A patch
+   * that changes nothing resolves with the order as it is, its version kept.
+   *
+   * Give `ifMatch` (the `etag` of an earlier call, or the `version` of an order read) so that a
+   * change someone else made meanwhile is not overwritten: 412 `precondition_failed` then, naming
+   * the current version, and nothing changes. Without it, the patch applies to the order as it
+   * stands. A bad value is 400 `invalid_body` naming it; unknown: 404 `order_not_found`. Not retried:
+   * a failed call can be sent again with the same `ifMatch`, which fails once the first one landed.
+   */
+  updateOrder(id: bigint | string, patch: OrderPatch, options?: WriteOptions): Promise<UpdatedOrder>
+  /**
    * Ships a pending order (POST /store/orders/{orderId}/ship, scope `orders:write`) and resolves
    * with it once durable, `shippedAt` set. Safe to retry: an order already shipped resolves as it
    * stands. Cancelled: 409 `order_cancelled`; unknown: 404 `order_not_found`. A key without
    * `orders:read` is not shown the order: the ship is done all the same, and it resolves with
-   * `undefined` (the server's 204).
+   * `undefined` (the server's 204). With `ifMatch`, ships only an order still at that version.
    */
-  shipOrder(id: bigint | string, options?: RequestOptions): Promise<OrderV2 | undefined>
+  shipOrder(id: bigint | string, options?: WriteOptions): Promise<OrderV2 | undefined>
   /**
    * Completes a shipped order (POST /store/orders/{orderId}/complete, scope `orders:write`):
    * `complete` true, `completedAt` set, once durable. Safe to retry: an order already complete
    * resolves as it stands. Pending: 409 `order_not_shipped`; cancelled: 409 `order_cancelled`;
    * unknown: 404 `order_not_found`. A key without `orders:read`: `undefined` (the server's 204).
+   * With `ifMatch`, completes only an order still at that version.
    */
-  completeOrder(id: bigint | string, options?: RequestOptions): Promise<OrderV2 | undefined>
+  completeOrder(id: bigint | string, options?: WriteOptions): Promise<OrderV2 | undefined>
   /**
    * Follows the order event feed (GET /store/order-events, experimental): every event after
    * `after`, in the order they were committed, then every later one as it happens — the loop never
@@ -193,9 +224,10 @@ export function createV2Client(options: ClientOptions): PetstoreV2Client {
       return decodeOne(await readJson(response), response)
     },
 
-    async cancelOrder(id, { reason, signal } = {}) {
+    async cancelOrder(id, { reason, ifMatch, signal } = {}) {
       const path = `store/orders/${idPath(id, 'cancelOrder')}/cancel`
-      const response = await call('POST', path, signal, reason === undefined ? undefined : { reason })
+      const headers = ifMatchHeaders(ifMatch, 'cancelOrder')
+      const response = await call('POST', path, signal, reason === undefined ? undefined : { reason }, headers)
       return orderOrNone(response)
     },
 
@@ -203,13 +235,23 @@ export function createV2Client(options: ClientOptions): PetstoreV2Client {
       return placeWithRetries(call, order, placeOptions)
     },
 
-    async shipOrder(id, { signal } = {}) {
-      const response = await call('POST', `store/orders/${idPath(id, 'shipOrder')}/ship`, signal)
+    async updateOrder(id, patch, { ifMatch, signal } = {}) {
+      const path = `store/orders/${idPath(id, 'updateOrder')}`
+      const headers = { 'content-type': 'application/merge-patch+json', ...ifMatchHeaders(ifMatch, 'updateOrder') }
+      const response = await call('PATCH', path, signal, patchBody(patch), headers)
+      const etag = etagOf(response)
+      return { order: await orderOrNone(response), etag }
+    },
+
+    async shipOrder(id, { ifMatch, signal } = {}) {
+      const headers = ifMatchHeaders(ifMatch, 'shipOrder')
+      const response = await call('POST', `store/orders/${idPath(id, 'shipOrder')}/ship`, signal, undefined, headers)
       return orderOrNone(response)
     },
 
-    async completeOrder(id, { signal } = {}) {
-      const response = await call('POST', `store/orders/${idPath(id, 'completeOrder')}/complete`, signal)
+    async completeOrder(id, { ifMatch, signal } = {}) {
+      const headers = ifMatchHeaders(ifMatch, 'completeOrder')
+      const response = await call('POST', `store/orders/${idPath(id, 'completeOrder')}/complete`, signal, undefined, headers)
       return orderOrNone(response)
     },
 
