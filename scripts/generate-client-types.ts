@@ -36,13 +36,14 @@ function header(version: ApiVersion): string {
 }
 
 const BIGINT = ts.factory.createKeywordTypeNode(ts.SyntaxKind.BigIntKeyword)
+const NULLABLE_BIGINT = ts.factory.createUnionTypeNode([BIGINT, ts.factory.createLiteralTypeNode(ts.factory.createNull())])
 
 /** The text of packages/client/src/openapi-types.ts (v1) or openapi-v2-types.ts (v2) for an OpenAPI document. */
 export async function clientTypesFrom(document: object, version: ApiVersion = 'v1'): Promise<string> {
   const ast = await openapiTS(document as Parameters<typeof openapiTS>[0], {
     silent: true,
     // int64 ids are exact integers; a JS number is exact only up to 2^53.
-    transform: (schema) => (schema.format === 'int64' ? BIGINT : undefined),
+    transform: (schema) => (schema.format !== 'int64' ? undefined : (schema as { nullable?: boolean }).nullable === true ? NULLABLE_BIGINT : BIGINT),
   })
   return header(version) + astToString(ast)
 }

@@ -70,6 +70,18 @@ forEachStore('TypeScript client, v2 updateOrder and If-Match against a real serv
     assert.equal(second.order?.version, 3)
     assert.ok(second.order !== undefined && !('shipDate' in second.order), 'shipDate removed')
     assert.equal(second.etag, '"3"')
+
+    // The feed's order.updated events carry previous, decoded: petId exact as bigint, absent values null.
+    const stream = client.events({ wait: 0 })
+    const updates: unknown[] = []
+    for await (const event of stream) {
+      if (event.order.id === placed.id && event.type === 'order.updated') updates.push(event.previous)
+      if (updates.length === 2) break
+    }
+    assert.deepEqual(updates, [
+      { petId: placed.petId, quantity: 2, shipDate: '2026-12-01T10:00:00.000Z' },
+      { petId: TWO_53 + 1n, shipDate: '2027-01-02T03:04:05.678Z' },
+    ])
   })
 
   it('with ifMatch: the ETag read, or the version, changes it; a stale one is 412 precondition_failed naming the current version, nothing changed', async () => {

@@ -139,7 +139,23 @@ export function decodeOrderEvent(value: unknown): OrderEvent {
   } catch (error) {
     throw new Error(`order: ${(error as Error).message}`)
   }
-  return { id: value.id, type: value.type as OrderEventType, occurredAt: value.occurredAt, order }
+  const event: OrderEvent = { id: value.id, type: value.type as OrderEventType, occurredAt: value.occurredAt, order }
+  if (value.previous !== undefined) event.previous = decodePrevious(value.previous)
+  return event
+}
+
+/** An update's `previous`: each field it changed, as it was (null: the order did not have it). */
+function decodePrevious(value: unknown): NonNullable<OrderEvent['previous']> {
+  if (!isRecord(value)) throw new Error('previous is not an object')
+  const previous: NonNullable<OrderEvent['previous']> = {}
+  if (value.petId !== undefined) previous.petId = value.petId === null ? null : int64(value.petId, 'previous.petId')
+  if (value.quantity !== undefined) previous.quantity = value.quantity === null ? null : int32(value.quantity, 'previous.quantity')
+  if (value.shipDate !== undefined) {
+    if (value.shipDate !== null && typeof value.shipDate !== 'string') throw new Error('previous.shipDate is not a string')
+    previous.shipDate = value.shipDate
+  }
+  if (value.metadata !== undefined) previous.metadata = value.metadata === null ? null : decodeMetadata(value.metadata)
+  return previous
 }
 
 /** A value decoded by `decode`, or an `unexpected_response` naming what was wrong. */

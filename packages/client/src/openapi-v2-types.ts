@@ -64,7 +64,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel an order
-         * @description Cancels a pending order and returns it, with `status` `cancelled`, `cancelledAt` and the `reason` given, if any. The 200 is sent only once the cancellation is durable. Safe to retry: an order already cancelled (by this request before a lost response, by another client, or through v1) is returned as it stands, with the first cancellation's time and reason — a retry with another reason does not change them. Of any number of concurrent cancels of one order, on any number of instances, exactly one cancels it and all of them return the same `cancelledAt`. A shipped order cannot be cancelled (409). The body is optional; without one, no reason is recorded. Requires the `orders:cancel` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again).
+         * @description Cancels a pending order and returns it, with `status` `cancelled`, `cancelledAt` and the `reason` given, if any. The 200 is sent only once the cancellation is durable. Safe to retry: an order already cancelled (by this request before a lost response, by another client, or through v1) is returned as it stands, with the first cancellation's time and reason — a retry with another reason does not change them. Of any number of concurrent cancels of one order, on any number of instances, exactly one cancels it and all of them return the same `cancelledAt`. A shipped order cannot be cancelled (409). The body is optional; without one, no reason is recorded. Requires the `orders:cancel` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again). With `If-Match` (the order's `ETag`), only an order still at that version is changed: 412 `precondition_failed` otherwise, nothing changed.
          */
         post: operations["cancelOrder"];
         delete?: never;
@@ -84,7 +84,7 @@ export interface paths {
         put?: never;
         /**
          * Ship an order
-         * @description Ships a pending order: its `status` becomes `shipped` and `shippedAt` is set; 200 with the order once the change is durable, with its `order.shipped` event in the feed. Safe to retry: an order already shipped is returned as it stands (its first `shippedAt`). A cancelled order cannot be shipped (409); of a ship and a cancel racing on one pending order, on any instances, exactly one wins. No body, or `{}`. Requires the `orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again).
+         * @description Ships a pending order: its `status` becomes `shipped` and `shippedAt` is set; 200 with the order once the change is durable, with its `order.shipped` event in the feed. Safe to retry: an order already shipped is returned as it stands (its first `shippedAt`). A cancelled order cannot be shipped (409); of a ship and a cancel racing on one pending order, on any instances, exactly one wins. No body, or `{}`. Requires the `orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again). With `If-Match` (the order's `ETag`), only an order still at that version is changed: 412 `precondition_failed` otherwise, nothing changed.
          */
         post: operations["shipOrder"];
         delete?: never;
@@ -104,7 +104,7 @@ export interface paths {
         put?: never;
         /**
          * Complete an order
-         * @description Marks a shipped order fulfilled: `complete` becomes `true` and `completedAt` is set; 200 with the order once the change is durable, with its `order.completed` event in the feed. Safe to retry: an order already complete is returned as it stands (its first `completedAt`). Only a shipped order can be completed: a pending or a cancelled one is 409. No body, or `{}`. Requires the `orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again).
+         * @description Marks a shipped order fulfilled: `complete` becomes `true` and `completedAt` is set; 200 with the order once the change is durable, with its `order.completed` event in the feed. Safe to retry: an order already complete is returned as it stands (its first `completedAt`). Only a shipped order can be completed: a pending or a cancelled one is 409. No body, or `{}`. Requires the `orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again). With `If-Match` (the order's `ETag`), only an order still at that version is changed: 412 `precondition_failed` otherwise, nothing changed.
          */
         post: operations["completeOrder"];
         delete?: never;
@@ -338,7 +338,7 @@ export interface components {
              * @enum {string}
              */
             cancellationReason?: "customer_request" | "out_of_stock" | "duplicate" | "fraudulent" | "other";
-            /** @description The store's own keys and values on the order (a customer id, a cart, a note), never interpreted by the service; present when it has at least one key. at most 50 keys, each 1–40 characters of `A–Z a–z 0–9 _ - . :`, each value a string of at most 500 characters */
+            /** @description The store's own keys and values on the order (a customer id, a cart, a note), never interpreted by the service; present when it has at least one key. at most 50 keys, each 1–40 characters of `A–Z a–z 0–9 _ - . :` (`^[A-Za-z0-9_.:-]{1,40}$`), each value a string of at most 500 characters */
             metadata?: {
                 [key: string]: string;
             };
@@ -358,6 +358,7 @@ export interface components {
          *         "id": 10,
          *         "complete": false,
          *         "status": "cancelled",
+         *         "version": 2,
          *         "petId": 198772,
          *         "quantity": 7,
          *         "shipDate": "2026-11-25T10:00:00.000Z",
@@ -370,7 +371,7 @@ export interface components {
             /** @description The event's position in the feed, in decimal: ascending in the order events are read; pass it as `after` to resume after it */
             id: string;
             /**
-             * @description What happened: `order.created` (placeOrder, or an import of a new order), `order.updated` (an import), `order.shipped`, `order.completed`, `order.cancelled` (through v1 or v2)
+             * @description What happened: `order.created` (placeOrder, or an import of a new order), `order.updated` (updateOrder, or an import that changed the order), `order.shipped`, `order.completed`, `order.cancelled` (through v1 or v2)
              * @enum {string}
              */
             type: "order.created" | "order.updated" | "order.shipped" | "order.completed" | "order.cancelled";
@@ -380,6 +381,28 @@ export interface components {
              */
             occurredAt: string;
             order: components["schemas"]["Order"];
+            /** @description An `order.updated` of updateOrder only: the value before the change of each field it changed, and of no other (`metadata` as the whole previous object); a field the order did not have is `null` */
+            previous?: {
+                /**
+                 * Format: int64
+                 * @description The petId before (null: it had none)
+                 */
+                petId?: bigint | null;
+                /**
+                 * Format: int32
+                 * @description The quantity before (null: none)
+                 */
+                quantity?: number | null;
+                /**
+                 * Format: date-time
+                 * @description The ship date before (null: none)
+                 */
+                shipDate?: string | null;
+                /** @description The whole metadata before (null: none) */
+                metadata?: {
+                    [key: string]: string;
+                } | null;
+            };
         };
         /**
          * @example {
@@ -574,6 +597,7 @@ export interface components {
          *           "id": 10,
          *           "complete": false,
          *           "status": "shipped",
+         *           "version": 2,
          *           "petId": 198772,
          *           "quantity": 7,
          *           "shipDate": "2026-11-25T10:00:00.000Z",
@@ -600,6 +624,8 @@ export interface components {
     parameters: never;
     requestBodies: never;
     headers: {
+        /** @description The order's version, quoted (`"3"`): the `version` of the order shown or written (on a 412, the current one). Send it back in `If-Match` to change the order only if it is still at that version, or in `If-None-Match` to getOrder for a 304 while it is. */
+        ETag: string;
         /** @description The request's id, as the service logs it: the request's own `X-Request-Id` when that is 1–128 characters of `A-Za-z0-9._:-`, else a new UUID. On every response. */
         "X-Request-Id": string;
         /** @description What is left of a rate limit in its current window: `"per-key";r=<requests left>;t=<seconds until the window resets>`. Sent once the API key is known (each key may make a number of requests a minute); on a 429, the limit exceeded: `per-key`, or `auth-failures` (attempts a minute from one address with keys this instance has not seen). Not sent when the limit is off. */
@@ -752,7 +778,7 @@ export interface operations {
                      * @description Expected ship date (RFC 3339 with a time zone); stored and returned in UTC, to the millisecond
                      */
                     shipDate?: string;
-                    /** @description The store's own keys and values to keep on the order, never interpreted by the service: at most 50 keys, each 1–40 characters of `A–Z a–z 0–9 _ - . :`, each value a string of at most 500 characters */
+                    /** @description The store's own keys and values to keep on the order, never interpreted by the service: at most 50 keys, each 1–40 characters of `A–Z a–z 0–9 _ - . :` (`^[A-Za-z0-9_.:-]{1,40}$`), each value a string of at most 500 characters */
                     metadata?: {
                         [key: string]: string;
                     };
@@ -768,6 +794,7 @@ export interface operations {
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     Location: components["headers"]["Location"];
                     "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -885,6 +912,7 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -897,6 +925,7 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -1004,7 +1033,7 @@ export interface operations {
                      * @description Expected ship date (RFC 3339 with a time zone), or null to remove it; pending orders only
                      */
                     shipDate?: string | null;
-                    /** @description Keys to add or replace (a string) or to remove (null); keys not named stay as they are. Changes in any state. The order's metadata after the merge must keep to the same rules: at most 50 keys, each 1–40 characters of `A–Z a–z 0–9 _ - . :`, each value a string of at most 500 characters */
+                    /** @description Keys to add or replace (a string) or to remove (null); keys not named stay as they are. Changes in any state. The order's metadata after the merge must keep to the same rules: at most 50 keys, each 1–40 characters of `A–Z a–z 0–9 _ - . :` (`^[A-Za-z0-9_.:-]{1,40}$`), each value a string of at most 500 characters */
                     metadata?: {
                         [key: string]: string | null;
                     };
@@ -1031,7 +1060,7 @@ export interface operations {
                      * @description Expected ship date (RFC 3339 with a time zone), or null to remove it; pending orders only
                      */
                     shipDate?: string | null;
-                    /** @description Keys to add or replace (a string) or to remove (null); keys not named stay as they are. Changes in any state. The order's metadata after the merge must keep to the same rules: at most 50 keys, each 1–40 characters of `A–Z a–z 0–9 _ - . :`, each value a string of at most 500 characters */
+                    /** @description Keys to add or replace (a string) or to remove (null); keys not named stay as they are. Changes in any state. The order's metadata after the merge must keep to the same rules: at most 50 keys, each 1–40 characters of `A–Z a–z 0–9 _ - . :` (`^[A-Za-z0-9_.:-]{1,40}$`), each value a string of at most 500 characters */
                     metadata?: {
                         [key: string]: string | null;
                     };
@@ -1045,6 +1074,7 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1057,6 +1087,7 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -1129,6 +1160,7 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1199,6 +1231,7 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1211,11 +1244,12 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is not a JSON object, has a field other than `reason`, or `reason` is not one of the five (`invalid_body`); a query parameter was sent (`invalid_parameter`) */
+            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is not a JSON object, has a field other than `reason`, or `reason` is not one of the five (`invalid_body`); a query parameter was sent (`invalid_parameter`); `If-Match` is not `*` or one ETag (`invalid_if_match`) */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1283,6 +1317,7 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1345,6 +1380,7 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1357,11 +1393,12 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor `{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`) */
+            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor `{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`); `If-Match` is not `*` or one ETag (`invalid_if_match`) */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1429,6 +1466,7 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1491,6 +1529,7 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1503,11 +1542,12 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor `{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`) */
+            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor `{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`); `If-Match` is not `*` or one ETag (`invalid_if_match`) */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1575,6 +1615,7 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
