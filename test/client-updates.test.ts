@@ -129,6 +129,18 @@ forEachStore('TypeScript client, v2 updateOrder and If-Match against a real serv
     assert.deepEqual([shipped.order?.status, shipped.order?.metadata, shipped.etag], ['shipped', { tracking: '1Z999' }, '"7"'])
   })
 
+  it('lists by metadata: metadata[KEY]=VALUE for each key given, every key its own (__proto__ too)', async () => {
+    const tag = `t-${kind}-${Date.now()}`
+    const withProto = JSON.parse('{"batch": "", "__proto__": "p"}') as Record<string, string> // an own __proto__ key
+    withProto.batch = tag
+    const both = await place({ metadata: withProto })
+    const one = await place({ metadata: { batch: tag } })
+    await place({ metadata: { batch: `${tag}-other` } })
+    const page = await client.listOrdersPage({ metadata: { batch: tag }, status: ['pending'] })
+    assert.deepEqual(page.data.map((order) => order.id), [both.id, one.id])
+    assert.deepEqual((await client.listOrdersPage({ metadata: withProto })).data.map((order) => order.id), [both.id])
+  })
+
   it('409 order_not_pending: quantity of a shipped order; a patch that changes nothing answers the order as it is, its version kept', async () => {
     const placed = await place({ quantity: 2 })
     const shipped = await client.shipOrder(placed.id)

@@ -16,6 +16,8 @@ export interface OrderFilters {
   shipDateFrom?: Date | string
   /** Only orders shipping before this instant, which must be later than `shipDateFrom`. */
   shipDateTo?: Date | string
+  /** Only orders whose metadata has each of these keys with exactly this value (up to 3): `metadata[KEY]=VALUE`. */
+  metadata?: Readonly<Record<string, string>>
 }
 
 export interface PageOptions extends OrderFilters, RequestOptions {
@@ -29,7 +31,7 @@ type ListOrdersQuery = NonNullable<operationsV2['listOrders']['parameters']['que
 
 /** `?limit=…&status=…`, from the options given; their values checked only where a mistake would be silent. */
 export function queryString(options: Omit<PageOptions, 'signal'>): string {
-  const query: { [K in keyof ListOrdersQuery]: string } = {}
+  const query: { [K in Exclude<keyof ListOrdersQuery, 'metadata'>]?: string } = {}
   if (options.limit !== undefined) query.limit = String(options.limit)
   if (options.cursor !== undefined) query.cursor = options.cursor
   if (options.status !== undefined) {
@@ -40,6 +42,12 @@ export function queryString(options: Omit<PageOptions, 'signal'>): string {
   if (options.complete !== undefined) query.complete = String(options.complete)
   if (options.shipDateFrom !== undefined) query.shipDateFrom = instant(options.shipDateFrom)
   if (options.shipDateTo !== undefined) query.shipDateTo = instant(options.shipDateTo)
-  const text = new URLSearchParams(query as Record<string, string>).toString()
+  const params = new URLSearchParams(query as Record<string, string>)
+  if (options.metadata !== undefined) {
+    if (typeof options.metadata !== 'object' || options.metadata === null) throw new TypeError('metadata: an object of keys and values, e.g. { customer: \'c-1042\' }')
+    // OpenAPI's deepObject: one parameter per key; every key's own property, `__proto__` too.
+    for (const [key, value] of Object.entries(options.metadata)) params.append(`metadata[${key}]`, value)
+  }
+  const text = params.toString()
   return text === '' ? '' : `?${text}`
 }
