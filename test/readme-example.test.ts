@@ -27,33 +27,43 @@ function firstExample(): { command: string; expected: string[] }[] {
 }
 
 /**
- * The block that places an order (its first line is `curl -i` with an `Idempotency-Key`): each
- * command, its `\\` continuations joined, with the `# ` lines after it.
+ * The README block `block` matches (its first group): each command, its `\\` continuations joined,
+ * with the `# ` lines after it.
  */
-function placeOrderExample(): { command: string; expected: string[] }[] {
-  const block = /```sh\n(curl -i [^\n]*\\\n[^`]*?Idempotency-Key[\s\S]*?)```/.exec(README)?.[1]
-  assert.ok(block !== undefined, 'no placeOrder example with an Idempotency-Key in README.md')
+function exampleSteps(block: RegExp, what: string): { command: string; expected: string[] }[] {
+  const text = block.exec(README)?.[1]
+  assert.ok(text !== undefined, `no ${what} in README.md`)
   const steps: { command: string; expected: string[] }[] = []
-  for (const line of block.replaceAll('\\\n', ' ').split('\n')) {
+  for (const line of text.replaceAll('\\\n', ' ').split('\n')) {
     if (line.startsWith('curl ')) steps.push({ command: line, expected: [] })
     else if (line.startsWith('# ')) steps.at(-1)?.expected.push(line.slice(2))
   }
   return steps
 }
 
+/** The block that places an order: its first line is `curl -i` with an `Idempotency-Key`. */
+const placeOrderExample = (): { command: string; expected: string[] }[] =>
+  exampleSteps(/```sh\n(curl -i [^\n]*\\\n[^`]*?Idempotency-Key[\s\S]*?)```/, 'placeOrder example with an Idempotency-Key')
+
+/** The block that changes an order: a placeOrder with metadata, then `curl -i -X PATCH`. */
+const updateOrderExample = (): { command: string; expected: string[] }[] =>
+  exampleSteps(/```sh\n(curl [^\n]*\\\n[^`]*?"metadata"[^`]*?-X PATCH[\s\S]*?)```/, 'updateOrder example')
+
 /**
- * The block that changes an order (a placeOrder with metadata, then `curl -i -X PATCH`): each
- * command, its `\\` continuations joined, with the `# ` lines after it.
+ * What `curl -i` answered against the README's two `# ` lines: `<status line> … <header>`, then the
+ * body. The status line, and each header shown among the others (its name in any case).
  */
-function updateOrderExample(): { command: string; expected: string[] }[] {
-  const block = /```sh\n(curl [^\n]*\\\n[^`]*?"metadata"[^`]*?-X PATCH[\s\S]*?)```/.exec(README)?.[1]
-  assert.ok(block !== undefined, 'no updateOrder example in README.md')
-  const steps: { command: string; expected: string[] }[] = []
-  for (const line of block.replaceAll('\\\n', ' ').split('\n')) {
-    if (line.startsWith('curl ')) steps.push({ command: line, expected: [] })
-    else if (line.startsWith('# ')) steps.at(-1)?.expected.push(line.slice(2))
+function assertHeadAndBody(command: string, expected: string[], stdout: string): void {
+  assert.equal(expected.length, 2, `a head and a body after ${command}`)
+  const [head, body] = stdout.split('\r\n\r\n') as [string, string]
+  const [status, ...headers] = expected[0]!.split(' … ')
+  const lines = head.split('\r\n')
+  assert.equal(lines[0], status, `${command}\n  answered: ${head}`)
+  for (const header of headers) {
+    const [name, value] = header.split(/: (.*)/) as [string, string]
+    assert.ok(lines.some((line) => line.toLowerCase().startsWith(`${name.toLowerCase()}: `) && line.slice(name.length + 2) === value), `${header}\n  answered: ${head}`)
   }
-  return steps
+  assert.match(body, pattern(expected[1]!), `${command}\n  answered: ${body}`)
 }
 
 /**
@@ -142,18 +152,7 @@ test("the README's placeOrder example answers as the README says, with nothing b
       const key = /Idempotency-Key: ([^'"\s]*)/.exec(run.stderr)?.[1]
       if (key !== undefined) keys.push(key)
       if (command.includes(' -i ')) {
-        // `<status line> … <header>`, then the body: the status line, and each header shown among
-        // the others (a header's name in any case).
-        assert.equal(expected.length, 2, `a head and a body after ${command}`)
-        const [head, body] = run.stdout.split('\r\n\r\n') as [string, string]
-        const [status, ...headers] = expected[0]!.split(' … ')
-        const lines = head.split('\r\n')
-        assert.equal(lines[0], status, `${command}\n  answered: ${head}`)
-        for (const header of headers) {
-          const [name, value] = header.split(/: (.*)/) as [string, string]
-          assert.ok(lines.some((line) => line.toLowerCase().startsWith(`${name.toLowerCase()}: `) && line.slice(name.length + 2) === value), `${header}\n  answered: ${head}`)
-        }
-        assert.match(body, pattern(expected[1]!), `${command}\n  answered: ${body}`)
+        assertHeadAndBody(command, expected, run.stdout)
       } else {
         assert.equal(expected.length, 1, `one answer after ${command}`)
         assert.match(run.stdout.trim(), pattern(expected[0]!), `${command}\n  answered: ${run.stdout.slice(0, 300)}`)
@@ -202,13 +201,7 @@ test("the README's updateOrder example (metadata, If-Match, a 412, the metadata 
       const run = spawnSync('bash', ['-c', command.replaceAll('http://127.0.0.1:8080', origin)], { env: { ...process.env, KEY: demo.key }, encoding: 'utf8', timeout: 30_000 })
       assert.equal(run.status, 0, run.stderr)
       if (command.includes(' -i ')) {
-        assert.equal(expected.length, 2, `a head and a body after ${command}`)
-        const [head, body] = run.stdout.split('\r\n\r\n') as [string, string]
-        const [status, ...headers] = expected[0]!.split(' … ')
-        const lines = head.split('\r\n')
-        assert.equal(lines[0], status, `${command}\n  answered: ${head}`)
-        for (const header of headers) assert.ok(lines.some((line) => line.toLowerCase() === header.toLowerCase()), `${header}\n  answered: ${head}`)
-        assert.match(body, pattern(expected[1]!), `${command}\n  answered: ${body}`)
+        assertHeadAndBody(command, expected, run.stdout)
       } else {
         assert.equal(expected.length, 1, `one answer after ${command}`)
         assert.match(run.stdout.trim(), pattern(expected[0]!), `${command}\n  answered: ${run.stdout.slice(0, 300)}`)

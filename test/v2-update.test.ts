@@ -1,19 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { bearer, expectError, forEachStore, startTestServer, type TestServer } from './support/harness.js'
-import { parseExact } from './support/v2.js'
-
-/** An order as the v2 API writes it, int64 fields as exact decimal strings. */
-interface Order {
-  id: string
-  petId?: string
-  quantity?: number
-  shipDate?: string
-  complete: boolean
-  status: string
-  version: number
-  metadata?: Record<string, string>
-}
+import { parseExact, type WireOrder as Order } from './support/v2.js'
 
 interface Event {
   id: string

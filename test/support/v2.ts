@@ -13,6 +13,8 @@ export interface WireOrder {
   status: string
   cancelledAt?: string
   cancellationReason?: string
+  version: number
+  metadata?: Record<string, string>
 }
 
 /** Parses a JSON text whose int64 fields (id, petId) become decimal strings, exactly. */
