@@ -599,7 +599,12 @@ describe('the v2 document against the service', () => {
     const operations = operationsOf(doc)
     const query = (id: string): string => {
       const parameters = operations.get(id)!.op.parameters!.filter((p) => p.in === 'query' && exampleOf(p) !== undefined)
-      return new URLSearchParams(parameters.map((p): [string, string] => [p.name, String(exampleOf(p))])).toString()
+      // A deepObject parameter (the metadata filter) is sent as /docs sends it: `name[KEY]=VALUE` per key.
+      const pairs = parameters.flatMap((p): [string, string][] => {
+        const example = exampleOf(p)
+        return typeof example === 'object' && example !== null ? Object.entries(example).map(([k, v]) => [`${p.name}[${k}]`, String(v)]) : [[p.name, String(example)]]
+      })
+      return new URLSearchParams(pairs).toString()
     }
     const get = async (path: string) => {
       const response = await fetch(`${server.origin}/v2${path}`, { headers: bearer(key) })

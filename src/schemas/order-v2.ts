@@ -171,6 +171,8 @@ export const ListOrdersQuery = Type.Object(
           `must). Keys as in an order's metadata (1–40 characters of \`A–Z a–z 0–9 _ - . :\`); a value is a string of at most ` +
           `${MAX_METADATA_VALUE_LENGTH} characters, compared exactly (case and spaces count; empty matches an empty value). ` +
           'A key given twice, or a fourth key, is refused (`invalid_parameter`).',
+        // No filter by default: /docs would otherwise fill in a sample key and value, which no order has.
+        examples: [{}],
       }),
     ),
   },

@@ -667,7 +667,10 @@ export interface operations {
                 shipDateFrom?: string;
                 /** @description Only orders shipping before this instant (RFC 3339, such as `2026-12-01T00:00:00Z`), which must be later than `shipDateFrom` */
                 shipDateTo?: string;
-                /** @description Only orders whose metadata has this key with exactly this value: `metadata[KEY]=VALUE`, such as `metadata[customer]=c-1042`; up to 3 keys, all of which must match (as every other filter must). Keys as in an order's metadata (1–40 characters of `A–Z a–z 0–9 _ - . :`); a value is a string of at most 500 characters, compared exactly (case and spaces count; empty matches an empty value). A key given twice, or a fourth key, is refused (`invalid_parameter`). */
+                /**
+                 * @description Only orders whose metadata has this key with exactly this value: `metadata[KEY]=VALUE`, such as `metadata[customer]=c-1042`; up to 3 keys, all of which must match (as every other filter must). Keys as in an order's metadata (1–40 characters of `A–Z a–z 0–9 _ - . :`); a value is a string of at most 500 characters, compared exactly (case and spaces count; empty matches an empty value). A key given twice, or a fourth key, is refused (`invalid_parameter`).
+                 * @example {}
+                 */
                 metadata?: {
                     [key: string]: string;
                 };
