@@ -37,6 +37,7 @@ import { places } from './suites/places.js'
 import { smallRequests } from './suites/small-requests.js'
 import { soak } from './suites/soak.js'
 import { tracing } from './suites/tracing.js'
+import { updates } from './suites/updates.js'
 import { webhooks } from './suites/webhooks.js'
 
 /** In the order they run: the cancels (also those of events and webhooks) and the places change the data set, so they come last; tracing and the soak have a database of their own. */
@@ -50,6 +51,7 @@ const SUITES: Record<string, (context: StoreContext) => Promise<void>> = {
   events,
   cancel: cancels,
   place: places,
+  update: updates,
   tracing,
   webhooks,
   soak,
