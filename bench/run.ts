@@ -32,6 +32,7 @@ import type { StoreContext } from './suites/context.js'
 import { importOrders } from './suites/import.js'
 import { listCached } from './suites/list-cached.js'
 import { listStream } from './suites/list-stream.js'
+import { metadataPages } from './suites/metadata-pages.js'
 import { pages } from './suites/pages.js'
 import { places } from './suites/places.js'
 import { smallRequests } from './suites/small-requests.js'
@@ -48,6 +49,7 @@ const SUITES: Record<string, (context: StoreContext) => Promise<void>> = {
   compression,
   small: smallRequests,
   pages,
+  'metadata-pages': metadataPages,
   events,
   cancel: cancels,
   place: places,
