@@ -15,6 +15,7 @@
  * patch-metadata (one key added), patch-quantity. Profiles are left in .bench/profiles/.
  */
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { cpuSeconds } from './lib/proc.js'
 import { join } from 'node:path'
 import { bearer } from './lib/client.js'
 import { createPostgresDatabase, createSqliteDatabase, dropAllDatabases, type StoreKind } from './lib/databases.js'
@@ -48,6 +49,21 @@ const ascending = (): Record<string, string> => ({
   cart: `cart_${(cart++).toString(16).padStart(15, '0')}`,
   channel: 'web-storefront-eu-01',
 })
+
+/** The PostgreSQL backends serving database `url` names (their command line names the database). */
+function backendsOf(url: string): number[] {
+  const name = new URL(url).pathname.slice(1)
+  const pids: number[] = []
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(` ${name} `)) pids.push(Number(entry))
+    } catch {
+      // gone
+    }
+  }
+  return pids
+}
 
 interface ProfileNode {
   id: number
@@ -128,7 +144,11 @@ try {
       }
     }
     requireAllOk(`${kind} warm-up`, await load(WARMUP))
+    // PostgreSQL's side: its backends for this database (the pool's connections, made in the warm-up).
+    const backends = store === 'postgres' ? backendsOf(database.url) : []
+    const backendsBefore = backends.reduce((sum, pid) => sum + cpuSeconds(pid), 0)
     const measured = await cpuDuring({ server: child.pid }, () => load(count))
+    const backendUs = ((backends.reduce((sum, pid) => sum + cpuSeconds(pid), 0) - backendsBefore) * 1e6) / measured.result.requests
     const result = requireAllOk(kind, measured.result)
     await child.stop()
     const file = readdirSync(dir).find((name) => name.endsWith('.cpuprofile'))
@@ -137,7 +157,7 @@ try {
     // The profile covers the warm-up and the server's start too: per request over both loads.
     const requests = WARMUP + result.requests
     const per = (us: number): string => (us / requests).toFixed(1).padStart(7)
-    console.log(`\n## ${store} ${kind}: ${result.requests} requests at ${Math.round(result.perSecond)}/s; server CPU ${((measured.cpuSeconds.server! * 1e6) / result.requests).toFixed(0)} µs a request (/proc); profile ${per(allUs)} µs a request over ${requests}`)
+    console.log(`\n## ${store} ${kind}: ${result.requests} requests at ${Math.round(result.perSecond)}/s; server CPU ${((measured.cpuSeconds.server! * 1e6) / result.requests).toFixed(0)} µs a request (/proc)${store === 'postgres' ? `, PostgreSQL's ${backends.length} backends ${backendUs.toFixed(0)} µs` : ''}; profile ${per(allUs)} µs a request over ${requests}`)
     console.log('self time, µs a request:')
     for (const [key, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`${per(us)}  ${key}`)
     console.log("the project's functions by total time, µs a request:")
