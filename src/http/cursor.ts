@@ -38,7 +38,7 @@ export class Cursors {
     if (!timingSafeEqual(bytes.subarray(PAYLOAD_BYTES), this.tag(payload))) throw invalid('The cursor is not one this API issued, or it was altered.')
     if (payload.readUInt8(0) !== VERSION) throw invalid('The cursor was issued by another version of this API: start the walk again.')
     if (!payload.subarray(1, 1 + DIGEST_BYTES).equals(filtersDigest(filters))) {
-      throw invalid('The cursor was issued for other filters: send the same status, petId, complete, shipDateFrom and shipDateTo as for the page it came from.')
+      throw invalid('The cursor was issued for other filters: send the same status, petId, complete, shipDateFrom, shipDateTo and metadata[…] as for the page it came from.')
     }
     return payload.readBigInt64BE(1 + DIGEST_BYTES)
   }

@@ -45,7 +45,7 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
       finish: (document) => {
         const error = document.components?.schemas?.Error as { example?: unknown } | undefined
         if (error !== undefined) error.example = errorBody('order_not_found', V2_MESSAGES.order_not_found)
-        return withDeliveryCallback(withHeaders(withDefaultErrors(withEventPositions(optionalBodies(document)))))
+        return withDeliveryCallback(withHeaders(withDefaultErrors(withDeepObjects(withEventPositions(optionalBodies(document))))))
       },
     }),
   }
@@ -81,7 +81,8 @@ export const DEFAULT_ERROR_CODES = [
 ] as const satisfies readonly ErrorCode[]
 
 type Responses = Record<string, { description?: string; content?: object; headers?: Record<string, object> }>
-type Operation = { operationId?: string; responses?: Responses; parameters?: { name: string; in: string; schema?: object }[] }
+type Parameter = { name: string; in: string; schema?: { type?: string; pattern?: string }; style?: string; explode?: boolean }
+type Operation = { operationId?: string; responses?: Responses; parameters?: Parameter[] }
 type Document = OperationsOf & { components?: { headers?: Record<string, object> } }
 
 function operations(document: OperationsOf): Operation[] {
@@ -251,6 +252,22 @@ function withDeliveryCallback(document: OperationsOf): OperationsOf {
         },
       },
     },
+  }
+  return document
+}
+
+/**
+ * A query parameter that is an object (listOrders' `metadata`) is read one key at a time,
+ * `metadata[KEY]=VALUE` (strict-query.ts): OpenAPI's deepObject style. @fastify/swagger takes a
+ * parameter's style from the whole query schema only, so it is declared here, on the parameter.
+ */
+function withDeepObjects(document: OperationsOf): OperationsOf {
+  for (const operation of operations(document)) {
+    for (const parameter of operation.parameters ?? []) {
+      if (parameter.in !== 'query' || parameter.schema?.type !== 'object') continue
+      parameter.style = 'deepObject'
+      parameter.explode = true
+    }
   }
   return document
 }

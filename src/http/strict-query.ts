@@ -1,6 +1,7 @@
 import { looksLikeApiKey } from '../domain/api-keys.js'
 import { parseDateTime } from '../domain/date-time.js'
 import { parseInt64 } from '../domain/int64.js'
+import { metadataKeyProblem, metadataValueProblem } from '../domain/order-metadata.js'
 import { ApiError } from '../errors.js'
 import { shorten } from './shorten.js'
 
@@ -15,6 +16,7 @@ interface PropertySchema {
   minimum?: number
   maximum?: number
   default?: unknown
+  maxProperties?: number
 }
 
 type Parsed = { value: unknown } | { problem: string }
@@ -24,28 +26,59 @@ type Parsed = { value: unknown } | { problem: string }
  * given more than once, or a value not of its type is 400 `invalid_parameter` naming it (a typo
  * such as `petid` must not silently widen a filter). Values are converted to what the schema says:
  * integers (int64 ones exactly, as bigint), booleans (`true`/`false`), strings matching their
- * `pattern` or `date-time` format; a plain string (neither) is left to its route. Absent parameters
- * take their `default`.
+ * `pattern` or `date-time` format; a plain string (neither) is left to its route. An `object`
+ * property is an order's metadata given as OpenAPI's deepObject, one parameter per key
+ * (`metadata[KEY]=VALUE`; Fastify's parser hands each over under that very name): read into a Map in
+ * the order given, each key and value by order-metadata.ts's rules, at most `maxProperties` keys.
+ * Absent parameters take their `default`.
  */
 export function strictQueryValidator(schema: QuerySchema): (query: unknown) => { value: Record<string, unknown> } | { error: ApiError } {
-  const properties = schema.properties ?? {}
-  const parsers = new Map(Object.entries(properties).map(([name, property]) => [name, parserFor(name, property)]))
+  const properties = Object.entries(schema.properties ?? {})
+  const parsers = new Map(properties.filter(([, property]) => property.type !== 'object').map(([name, property]) => [name, parserFor(name, property)]))
+  const deepObjects = new Map(properties.filter(([, property]) => property.type === 'object').map(([name, property]) => [name, property]))
   return (query) => {
     const raw = (query ?? {}) as Record<string, string | string[]>
     const value: Record<string, unknown> = {}
     for (const [name, given] of Object.entries(raw)) {
       const parse = parsers.get(name)
-      if (parse === undefined) return refuse(looksLikeApiKey(name) ? KEY_IN_QUERY : `Unknown query parameter "${shorten(name)}".`)
-      if (typeof given !== 'string') return refuse(`The query parameter "${name}" is given more than once.`)
-      const parsed = parse(given)
+      const member = DEEP_OBJECT_MEMBER.exec(name)
+      const object = member === null ? undefined : deepObjects.get(member[1]!)
+      if (parse === undefined && object === undefined) return refuse(unknownParameter(name, deepObjects))
+      if (typeof given !== 'string') return refuse(`The query parameter "${shorten(name)}" is given more than once.`)
+      if (object !== undefined) {
+        const [, objectName, key] = member as RegExpExecArray & [string, string, string]
+        const members = (value[objectName] ??= new Map<string, string>()) as Map<string, string>
+        const problem = memberProblem(objectName, object, members, key, given)
+        if (problem !== undefined) return refuse(problem)
+        members.set(key, given)
+        continue
+      }
+      const parsed = parse!(given)
       if ('problem' in parsed) return refuse(parsed.problem)
       value[name] = parsed.value
     }
-    for (const [name, property] of Object.entries(properties)) {
+    for (const [name, property] of properties) {
       if (value[name] === undefined && property.default !== undefined) value[name] = property.default
     }
     return { value }
   }
+}
+
+function unknownParameter(name: string, deepObjects: ReadonlyMap<string, PropertySchema>): string {
+  if (deepObjects.has(name)) return `${name} is given one key at a time: ${name}[KEY]=VALUE.`
+  return looksLikeApiKey(name) ? KEY_IN_QUERY : `Unknown query parameter "${shorten(name)}".`
+}
+
+/** `name[key]`: a member of a deepObject parameter (the key may be anything, checked after). */
+const DEEP_OBJECT_MEMBER = /^([A-Za-z][A-Za-z0-9]*)\[(.*)\]$/s
+
+/** Why `name[key]=given` cannot join the members already read into `map`, or undefined. */
+function memberProblem(name: string, property: PropertySchema, map: ReadonlyMap<string, string>, key: string, given: string): string | undefined {
+  const problem = metadataKeyProblem(key) ?? metadataValueProblem(key, given)
+  if (problem !== undefined) return `${name}[${shorten(key)}]: ${problem}.`
+  const max = property.maxProperties
+  if (max !== undefined && map.size >= max) return `${name}[${key}] is one key too many: ${name} takes at most ${max} keys.`
+  return undefined
 }
 
 /** A key sent as a query parameter's name (`?pso_…`) is never repeated, in the answer or the log: where it goes is. */

@@ -2,6 +2,7 @@ import Type from 'typebox'
 import { CANCELLATION_REASONS, type CancellationReason, type OrderV2Record, ORDER_STATUSES } from '../domain/orders.js'
 import { Int64 } from './primitives.js'
 import { MAX_METADATA_KEYS, MAX_METADATA_VALUE_LENGTH, METADATA_KEY_PATTERN } from '../domain/order-metadata.js'
+import { MAX_METADATA_FILTERS } from '../domain/order-pages.js'
 
 const METADATA_RULES =
   `at most ${MAX_METADATA_KEYS} keys, each 1–40 characters of \`A–Z a–z 0–9 _ - . :\`, each value a string of at most ` +
@@ -155,6 +156,19 @@ export const ListOrdersQuery = Type.Object(
       Type.String({
         format: 'date-time',
         description: 'Only orders shipping before this instant (RFC 3339, such as `2026-12-01T00:00:00Z`), which must be later than `shipDateFrom`',
+      }),
+    ),
+    metadata: Type.Optional(
+      Type.Unsafe<ReadonlyMap<string, string>>({
+        type: 'object',
+        additionalProperties: { type: 'string', maxLength: MAX_METADATA_VALUE_LENGTH },
+        maxProperties: MAX_METADATA_FILTERS,
+        description:
+          `Only orders whose metadata has this key with exactly this value: \`metadata[KEY]=VALUE\`, such as ` +
+          `\`metadata[customer]=c-1042\`; up to ${MAX_METADATA_FILTERS} keys, all of which must match (as every other filter ` +
+          `must). Keys as in an order's metadata (1–40 characters of \`A–Z a–z 0–9 _ - . :\`); a value is a string of at most ` +
+          `${MAX_METADATA_VALUE_LENGTH} characters, compared exactly (case and spaces count; empty matches an empty value). ` +
+          'A key given twice, or a fourth key, is refused (`invalid_parameter`).',
       }),
     ),
   },

@@ -66,8 +66,11 @@ export function probeCap(limit: number): number {
  * SQLite is also told which index each branch reads (INDEXED BY): from its statistics it would
  * otherwise scan the table in rowid order for a frequent status, cheap only while that status stays
  * frequent. test/v2-order-plans.test.ts holds both stores' plans to their indexes.
+ *
+ * A page with a metadata filter is read from the metadata's own index instead: see metadataStatement.
  */
 export function orderPageStatement(query: OrderPageQuery, dialect: PageDialect, counts?: number[]): NamedStatement | undefined {
+  if (query.filters.metadata !== undefined) return metadataStatement(query, dialect, counts)
   if (isDense(query.filters)) return keysetStatement(query, dialect)
   const cap = probeCap(query.limit)
   const sparse = (i: number): boolean => (counts?.[i] ?? cap) < cap
@@ -155,16 +158,102 @@ function keysetStatement(query: OrderPageQuery, dialect: PageDialect): NamedStat
 
 /**
  * The statement counting each branch's matches up to probeCap, one column per branch (b0, b1, …),
- * or undefined when the page needs no probe (no ship date range, or a petId).
+ * or undefined when the page needs no probe (no ship date range, or a petId). With a metadata
+ * filter, the pairs' entries instead (metadataProbe).
  */
 export function orderPageProbe(query: OrderPageQuery, dialect: PageDialect): NamedStatement | undefined {
   const { filters } = query
+  if (filters.metadata !== undefined) return metadataProbe(query)
   if ((filters.shipDateFrom === undefined && filters.shipDateTo === undefined) || filters.petId !== undefined) return undefined
   const { wheres, params } = branches(query, dialect)
   if (wheres.length === 0) return undefined
   params.cap = probeCap(query.limit)
   const columns = wheres.map((where, i) => `(SELECT count(*) FROM (SELECT 1 FROM ${dialect.through(BY_SHIP_DATE)} WHERE ${where} ORDER BY ship_date LIMIT @cap) AS p) AS b${i}`)
   return { sql: `SELECT ${columns.join(', ')}`, params }
+}
+
+/**
+ * A page with a metadata filter is read from order_metadata's primary key, (key, value, order_id),
+ * which the database keeps from each order's metadata: the entries of one pair, in order_id order
+ * from the keyset position on, `… ORDER BY order_id LIMIT n`. Each entry's order is kept if it has
+ * the other pairs too (one lookup in the same key each) and its row matches the other filters (one
+ * lookup by id), so the read stops after n matches, sorting nothing. Then, as on every page, the
+ * page's rows are read by id. The pair read is the one with the fewest entries after the position
+ * (metadataProbe counts each up to probeCap; with one pair there is nothing to choose), so a rare
+ * customer id with a common channel reads the customer's orders, not the channel's. A pair with no
+ * entry there: the page is empty, read nothing.
+ *
+ * Each lookup is an EXISTS with `LIMIT 1 OFFSET 0`: PostgreSQL would otherwise turn it into a join it
+ * may reorder (hash the other pair's entries, or every order of a status, then sort all matches);
+ * an OFFSET keeps it a lookup per entry. SQLite runs it as one in any case (and wants LIMIT before
+ * OFFSET). The price, as for a dense branch: when few of a pair's orders match the other filters (a
+ * status rare among them), the read goes through the pair's entries until it finds n.
+ */
+function metadataStatement(query: OrderPageQuery, dialect: PageDialect, counts?: number[]): NamedStatement | undefined {
+  const { filters, after } = query
+  const pairs = [...filters.metadata!]
+  if (counts?.some((count) => count === 0)) return undefined
+  // The pair read first as @metaKey0/@metaValue0: the text depends only on how many pairs there are.
+  const first = counts === undefined ? 0 : counts.indexOf(Math.min(...counts))
+  pairs.unshift(...pairs.splice(first, 1))
+  const params: Record<string, unknown> = { limit: query.limit }
+  const conditions = [pairCondition(params, 0, pairs[0]!, 'm')]
+  if (after !== undefined) {
+    conditions.push('m.order_id > @after')
+    params.after = after
+  }
+  for (let i = 1; i < pairs.length; i++) {
+    conditions.push(`EXISTS (SELECT 1 FROM order_metadata AS m${i} WHERE ${pairCondition(params, i, pairs[i]!, `m${i}`)} AND m${i}.order_id = m.order_id LIMIT 1 OFFSET 0)`)
+  }
+  const row = filters.statuses.map((status, i) => {
+    params[`status${i}`] = status
+    return `@status${i}`
+  })
+  const rowConditions = [`o.id = m.order_id`, `o.status IN (${row.join(', ')})`]
+  if (filters.complete !== undefined) {
+    rowConditions.push('o.complete = @complete')
+    params.complete = dialect.bool(filters.complete)
+  }
+  if (filters.petId !== undefined) {
+    rowConditions.push('o.pet_id = @petId')
+    params.petId = filters.petId
+  }
+  if (filters.shipDateFrom !== undefined) {
+    rowConditions.push('o.ship_date >= @shipDateFrom')
+    params.shipDateFrom = filters.shipDateFrom
+  }
+  if (filters.shipDateTo !== undefined) {
+    rowConditions.push('o.ship_date < @shipDateTo')
+    params.shipDateTo = filters.shipDateTo
+  }
+  conditions.push(`EXISTS (SELECT 1 FROM orders AS o WHERE ${rowConditions.join(' AND ')} LIMIT 1 OFFSET 0)`)
+  const ids = `SELECT m.order_id FROM order_metadata AS m WHERE ${conditions.join(' AND ')} ORDER BY m.order_id LIMIT @limit`
+  return { sql: `SELECT ${dialect.columns} FROM orders WHERE id IN (${ids}) ORDER BY id`, params }
+}
+
+/**
+ * With two or three pairs, the statement counting each pair's entries after the keyset position, up
+ * to probeCap, one column per pair in key order (b0, b1, …): index-only, in order_id order so that
+ * PostgreSQL stops at the cap rather than collect every entry first.
+ */
+function metadataProbe(query: OrderPageQuery): NamedStatement | undefined {
+  const pairs = [...query.filters.metadata!]
+  if (pairs.length < 2) return undefined
+  const params: Record<string, unknown> = { cap: probeCap(query.limit) }
+  if (query.after !== undefined) params.after = query.after
+  const columns = pairs.map((pair, i) => {
+    const where = [pairCondition(params, i, pair), ...(query.after === undefined ? [] : ['order_id > @after'])].join(' AND ')
+    return `(SELECT count(*) FROM (SELECT 1 FROM order_metadata WHERE ${where} ORDER BY order_id LIMIT @cap) AS p) AS b${i}`
+  })
+  return { sql: `SELECT ${columns.join(', ')}`, params }
+}
+
+/** `key = @metaKeyI AND value = @metaValueI` (qualified by `table`), its parameters set. */
+function pairCondition(params: Record<string, unknown>, i: number, [key, value]: readonly [string, string], table?: string): string {
+  params[`metaKey${i}`] = key
+  params[`metaValue${i}`] = value
+  const t = table === undefined ? '' : `${table}.`
+  return `${t}key = @metaKey${i} AND ${t}value = @metaValue${i}`
 }
 
 /** Each branch's WHERE; `inIdOrder(i)`: branch i is dense, so its ship date must not pick an index. */

@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { ORDER_STATUSES, type OrderStatus } from '../../../domain/orders.js'
-import type { OrderFilters } from '../../../domain/order-pages.js'
+import { metadataFilter, type OrderFilters } from '../../../domain/order-pages.js'
 import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
 import { IfNoneMatchHeaders, ListOrdersQuery, NoQuery, OrderIdV2Params, OrderPage, OrderV2Ref, toApiOrderV2 } from '../../../schemas/order-v2.js'
@@ -112,7 +112,7 @@ function sendJson(reply: FastifyReply, body: Buffer): FastifyReply {
   return reply.type('application/json; charset=utf-8').send(body)
 }
 
-/** The validated query's filters, in canonical form (statuses in a fixed order, once each). */
+/** The validated query's filters, in canonical form (statuses in a fixed order, once each; metadata keys sorted). */
 function toFilters(query: ListOrdersQuery): OrderFilters {
   const given = new Set((query.status ?? 'pending,shipped').split(','))
   const filters: OrderFilters = { statuses: ORDER_STATUSES.filter((status: OrderStatus) => given.has(status)) }
@@ -124,6 +124,8 @@ function toFilters(query: ListOrdersQuery): OrderFilters {
   if (filters.shipDateFrom !== undefined && filters.shipDateTo !== undefined && filters.shipDateFrom >= filters.shipDateTo) {
     throw new ApiError('invalid_parameter', 'shipDateTo must be later than shipDateFrom.')
   }
+  // strict-query.ts has checked each key and value (order-metadata.ts) and their number.
+  if (query.metadata !== undefined) filters.metadata = metadataFilter(query.metadata)
   return filters
 }
 
