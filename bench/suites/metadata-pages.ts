@@ -131,7 +131,7 @@ export async function metadataPages(context: StoreContext): Promise<void> {
       }
       for (const result of results) {
         section.rows.push({
-          measure: `${result.filter.name}: first page (${result.orders} orders)`,
+          measure: `${result.filter.name}: first page (${fmt.count(result.orders)} order${result.orders === 1 ? '' : 's'})`,
           project: fmt.ms(result.ms),
           baseline: fmt.ms(result.baselineMs),
           ratio: fmt.rounds(result.ratio),
