@@ -9,6 +9,9 @@
  *   npx tsc -p bench/tsconfig.build.json   (once, after a change in src/ or bench/: what the children run)
  *   node --import tsx bench/profile-writes.ts [sqlite|postgres] [kinds, e.g. place,place-metadata] [count] [orders]
  *
+ * PROFILE_SQL: bench-only SQL run on the database after the seed, before any server starts, to see
+ * what a change of schema would change (e.g. PROFILE_SQL='DROP INDEX order_metadata_order').
+ *
  * Kinds: place, place-metadata (three keys of 20 characters, as comparison 12: a customer of 1,000
  * at random, a cart of its own, the one channel), place-metadata-ascending (the same but every
  * value ascending or constant: the index's rows all at its ends), cancel,
@@ -115,6 +118,7 @@ const profiles = join(ROOT, '.bench', 'profiles')
 mkdirSync(profiles, { recursive: true })
 try {
   const seeded = await seed(database, orders, { pets: PETS, key: true })
+  if (process.env.PROFILE_SQL !== undefined) await database.execute(process.env.PROFILE_SQL)
   const headers = bearer(seeded.secret!)
   const pending = new PendingIds(orders)
   let marker = 9_100_000_000_000
