@@ -32,11 +32,13 @@ import type { StoreContext } from './suites/context.js'
 import { importOrders } from './suites/import.js'
 import { listCached } from './suites/list-cached.js'
 import { listStream } from './suites/list-stream.js'
+import { metadataPages } from './suites/metadata-pages.js'
 import { pages } from './suites/pages.js'
 import { places } from './suites/places.js'
 import { smallRequests } from './suites/small-requests.js'
 import { soak } from './suites/soak.js'
 import { tracing } from './suites/tracing.js'
+import { updates } from './suites/updates.js'
 import { webhooks } from './suites/webhooks.js'
 
 /** In the order they run: the cancels (also those of events and webhooks) and the places change the data set, so they come last; tracing and the soak have a database of their own. */
@@ -47,9 +49,11 @@ const SUITES: Record<string, (context: StoreContext) => Promise<void>> = {
   compression,
   small: smallRequests,
   pages,
+  'metadata-pages': metadataPages,
   events,
   cancel: cancels,
   place: places,
+  update: updates,
   tracing,
   webhooks,
   soak,

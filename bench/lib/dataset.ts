@@ -1,3 +1,4 @@
+import type { OrderMetadata } from '../../src/domain/order-metadata.js'
 import type { OrderRecord } from '../../src/domain/orders.js'
 import type { Pet } from '../../src/schemas/pet.js'
 
@@ -37,9 +38,49 @@ export function orderRecord(id: number): OrderRecord {
 
 export const PETS = 1000
 
-/** Lazily generated: memory does not depend on `count`. */
-export async function* orderRecords(count: number): AsyncGenerator<OrderRecord> {
-  for (let id = 1; id <= count; id++) yield orderRecord(id)
+/**
+ * The metadata data set (comparison 13) is the same orders with metadata on 1 in 10 (ids 4, 14, 24,
+ * …: half of them shipped, the rest pending), the rest without. The k-th of them (id 10k + 4) carries
+ * three keys: `customer`, one of 1,000 customers, each on every 1,000th tagged order, so ~100 orders
+ * spread over the whole data set (k mod 1000); `channel`, one of four, in runs of 1,000 tagged
+ * orders (⌊k / 1000⌋ mod 4), so a customer's orders are spread evenly over the channels; and
+ * `cart`, the order's own.
+ */
+export const TAGGED_EVERY = 10
+const TAGGED_AT = 4
+export const CUSTOMERS = 1000
+export const CHANNELS = ['web', 'store', 'phone', 'partner'] as const
+export const CHANNEL_RUN = 1000
+
+export function isTagged(id: number): boolean {
+  return id % TAGGED_EVERY === TAGGED_AT
+}
+
+export function customerName(customer: number): string {
+  return `cus_${String(customer).padStart(6, '0')}`
+}
+
+export function cartName(id: number): string {
+  return `cart_${String(id).padStart(9, '0')}`
+}
+
+/** The metadata of order `id` in the metadata data set; undefined for the 9 in 10 without. */
+export function orderMetadata(id: number): OrderMetadata | undefined {
+  if (!isTagged(id)) return undefined
+  const k = (id - TAGGED_AT) / TAGGED_EVERY
+  return { customer: customerName(k % CUSTOMERS), channel: CHANNELS[Math.floor(k / CHANNEL_RUN) % CHANNELS.length]!, cart: cartName(id) }
+}
+
+/** Lazily generated: memory does not depend on `count`. With `metadata`, the metadata data set's. */
+export async function* orderRecords(count: number, options: { metadata?: boolean } = {}): AsyncGenerator<OrderRecord> {
+  for (let id = 1; id <= count; id++) {
+    const record = orderRecord(id)
+    if (options.metadata === true) {
+      const metadata = orderMetadata(id)
+      if (metadata !== undefined) record.metadata = metadata
+    }
+    yield record
+  }
 }
 
 export async function* petRecords(count: number): AsyncGenerator<Pet> {

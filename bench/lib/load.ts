@@ -73,12 +73,47 @@ export async function closedLoop(options: {
  * autocannon builds each client's next request before the current one is answered, so up to
  * `connections` ids are drawn but never sent: they are the reserve that keeps every sent id distinct.
  */
-export async function cancelLoad(options: {
+export function cancelLoad(options: {
   origin: string
   headers: Record<string, string>
   ids: number[]
   connections: number
   maxSeconds: number
+}): Promise<LoadResult & { lastIdDrawn: number }> {
+  return orderLoad({ ...options, method: 'DELETE', path: (id) => `/v1/store/orders/${id}` })
+}
+
+/**
+ * As cancelLoad, but each client sends PATCH /v2/store/orders/{id} with `patch` (the same merge
+ * patch for every order, as `application/merge-patch+json`) to the next id of `ids`.
+ */
+export function patchLoad(options: {
+  origin: string
+  headers: Record<string, string>
+  ids: number[]
+  patch: unknown
+  connections: number
+  maxSeconds: number
+}): Promise<LoadResult & { lastIdDrawn: number }> {
+  return orderLoad({
+    ...options,
+    method: 'PATCH',
+    path: (id) => `/v2/store/orders/${id}`,
+    body: JSON.stringify(options.patch),
+    headers: { ...options.headers, 'content-type': 'application/merge-patch+json' },
+  })
+}
+
+/** One request per id of `ids`, each id once (see cancelLoad), from `connections` clients. */
+async function orderLoad(options: {
+  origin: string
+  headers: Record<string, string>
+  ids: number[]
+  connections: number
+  maxSeconds: number
+  method: 'DELETE' | 'PATCH'
+  path: (id: number) => string
+  body?: string
 }): Promise<LoadResult & { lastIdDrawn: number }> {
   const amount = options.ids.length - options.connections
   if (amount < options.connections) throw new Error(`too few pending orders left for ${options.connections} clients`)
@@ -92,11 +127,12 @@ export async function cancelLoad(options: {
     timeout: 30,
     requests: [
       {
-        method: 'DELETE',
+        method: options.method,
+        body: options.body,
         setupRequest: (request: autocannon.Request) => {
           const id = options.ids[next++]
-          if (id === undefined) throw new Error('cancel load: ran out of order ids')
-          return { ...request, path: `/v1/store/orders/${id}` }
+          if (id === undefined) throw new Error(`${options.method} load: ran out of order ids`)
+          return { ...request, path: options.path(id) }
         },
       },
     ],
@@ -115,6 +151,8 @@ export async function cancelLoad(options: {
  * makes autocannon build every request anew (without one it sends a single request built once), so
  * runs with and without keys cost the load generator the same and differ only in what the server
  * does. `prebuilt`: no key and no nonce, the one request built once, the generator's cheapest load.
+ * `metadata`: called for every request, its order's metadata (placeOrder's `metadata`; not with
+ * `prebuilt`); the request's body is then built anew too.
  */
 export async function placeLoad(options: {
   origin: string
@@ -125,10 +163,13 @@ export async function placeLoad(options: {
   maxSeconds: number
   idempotencyKeys?: 4 | 7
   prebuilt?: boolean
+  metadata?: () => Record<string, string>
 }): Promise<LoadResult> {
   if (options.amount < options.connections) throw new Error(`too few places for ${options.connections} clients`)
   if (options.prebuilt === true && options.idempotencyKeys !== undefined) throw new Error('a prebuilt request carries no key')
+  if (options.prebuilt === true && options.metadata !== undefined) throw new Error('a prebuilt request carries no metadata')
   const body = JSON.stringify({ petId: options.petId, quantity: 1 })
+  const { metadata } = options
   const headers = { ...options.headers, 'content-type': 'application/json' }
   const newUuid = options.idempotencyKeys === 4 ? uuidv4 : uuidv7 // v7 also for the nonce
   const uuidHeader = options.idempotencyKeys === undefined ? 'x-bench-nonce' : 'idempotency-key'
@@ -142,7 +183,14 @@ export async function placeLoad(options: {
     requests: [
       options.prebuilt === true
         ? request
-        : { ...request, setupRequest: (built: autocannon.Request) => ({ ...built, headers: { ...built.headers, [uuidHeader]: newUuid() } }) },
+        : {
+            ...request,
+            setupRequest: (built: autocannon.Request) => ({
+              ...built,
+              headers: { ...built.headers, [uuidHeader]: newUuid() },
+              ...(metadata === undefined ? {} : { body: JSON.stringify({ petId: options.petId, quantity: 1, metadata: metadata() }) }),
+            }),
+          },
     ],
   })
   return untilLastAnswer(instance, result, started, options.maxSeconds)

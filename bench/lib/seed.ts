@@ -2,7 +2,8 @@
  * Child process: migrates the database of DATABASE_URL and imports the bench's data set through the
  * store's own importOrders (one transaction, records from a lazy generator), timing the import and
  * sampling this process's RSS every 10,000 orders. Then imports the pets and, when asked, creates an
- * API key with every scope. argv: <orders> <pets> <create-key: 0|1>.
+ * API key with every scope. argv: <orders> <pets> <create-key: 0|1> [<metadata: 0|1>] (1: the metadata
+ * data set's orders, lib/dataset.ts).
  */
 import { loadDatabaseConfig } from '../../src/config.js'
 import { generateApiKey, SCOPES } from '../../src/domain/api-keys.js'
@@ -25,7 +26,7 @@ export interface SeedResult {
 }
 
 try {
-  const [orders, pets, createKey] = process.argv.slice(2).map(Number) as [number, number, number]
+  const [orders, pets, createKey, metadata = 0] = process.argv.slice(2).map(Number) as [number, number, number, number?]
   const store = await openStore(loadDatabaseConfig())
   try {
     await store.migrate()
@@ -33,7 +34,7 @@ try {
     const rssBefore = process.memoryUsage.rss()
     const started = process.hrtime.bigint()
     const cpuBefore = process.cpuUsage()
-    const imported = await store.orders.import(orderRecords(orders), (count) => {
+    const imported = await store.orders.import(orderRecords(orders, { metadata: metadata === 1 }), (count) => {
       rssSamples.push([count, process.memoryUsage.rss()])
     })
     const importSeconds = Number(process.hrtime.bigint() - started) / 1e9

@@ -29,11 +29,14 @@ export async function createDatabase(kind: StoreKind): Promise<BenchDatabase> {
   return kind === 'sqlite' ? createSqliteDatabase() : createPostgresDatabase()
 }
 
-/** Migrates `database` and imports `orders` orders (and the pets) through the store, in a child process. */
-export async function seed(database: BenchDatabase, orders: number, options: { pets: number; key: boolean }): Promise<SeedResult> {
+/**
+ * Migrates `database` and imports `orders` orders (and the pets) through the store, in a child
+ * process; with `metadata`, the metadata data set's orders (lib/dataset.ts).
+ */
+export async function seed(database: BenchDatabase, orders: number, options: { pets: number; key: boolean; metadata?: boolean }): Promise<SeedResult> {
   const child = new Child('seeder', 'lib/seed.ts', {
     env: { DATABASE_URL: database.url },
-    args: [String(orders), String(options.pets), options.key ? '1' : '0'],
+    args: [String(orders), String(options.pets), options.key ? '1' : '0', options.metadata === true ? '1' : '0'],
   })
   try {
     return await child.next<SeedResult & { type: 'seeded' }>('seeded', 600_000)

@@ -7,7 +7,7 @@ import { fmt, median, pairedRounds, roundRatios, verdict, type RoundRatios } fro
 import { bigDataset, type StoreContext } from './context.js'
 
 const CONNECTIONS = 50
-const WARMUP_PLACES = 1_000
+export const WARMUP_PLACES = 1_000
 const MAX_SECONDS = 10
 /** Caps per measured run: MAX_SECONDS at rates well above this machine's, and a bounded growth of the data set. */
 const PROJECT_PLACES = 60_000
@@ -18,8 +18,14 @@ const ROUNDS = 3
  * SIGKILL, that pet's orders in the database are the run's, to count against its 201s.
  */
 const FIRST_MARKER_PET = 9_000_000_000_000
+let nextMarker = FIRST_MARKER_PET
 
-interface PlaceRun extends LoadResult {
+/** A pet no order of the data set has, and no other run of this bench process uses. */
+export function markerPet(): number {
+  return nextMarker++
+}
+
+export interface PlaceRun extends LoadResult {
   /** CPU of the server and of the load generator during the measured run, as shares of one core. */
   cpu: Record<string, number>
   /** The server's CPU time per request of the measured run, in µs. */
@@ -28,11 +34,13 @@ interface PlaceRun extends LoadResult {
   durable: number
 }
 
-interface Variant {
+export interface Variant {
   /** With an Idempotency-Key on every request: a UUID of this version (see placeLoad). */
   keys?: 4 | 7
   /** No key and no nonce: one request built once and sent again (see placeLoad). */
   prebuilt?: true
+  /** Called for every order, the warm-up's too: its metadata (placeOrder's `metadata`). */
+  metadata?: () => Record<string, string>
   env?: Record<string, string>
 }
 
@@ -50,9 +58,8 @@ interface Variant {
 export async function places(context: StoreContext): Promise<void> {
   const big = await bigDataset(context)
   const section = context.report.section('Durable places, 50 concurrent clients', context.label, 'one transaction per place')
-  let marker = FIRST_MARKER_PET
   const run = (name: string, script: string, amount: number, variant: Variant = {}): Promise<PlaceRun> =>
-    placeRun(context, name, script, amount, marker++, variant)
+    placeRun(context, name, script, amount, markerPet(), variant)
   const peer = 'baselines/per-transaction-place-server.ts'
   // Durability off: SQLite's synchronous=OFF; PostgreSQL's synchronous_commit=off for the peer's sessions.
   const unsyncedEnv: Record<string, string> =
@@ -182,10 +189,10 @@ export async function places(context: StoreContext): Promise<void> {
  * One run on a fresh server: `CONNECTIONS` clients, warm-up places first, then `amount` measured (at
  * most `MAX_SECONDS`), all for the pet `marker`; then SIGKILL, and that pet's orders counted.
  */
-async function placeRun(context: StoreContext, name: string, script: string, amount: number, marker: number, variant: Variant): Promise<PlaceRun> {
+export async function placeRun(context: StoreContext, name: string, script: string, amount: number, marker: number, variant: Variant): Promise<PlaceRun> {
   const big = context.big!
   const server = await startServerChild(name, script, { DATABASE_URL: big.database.url, ...PROJECT_ENV, ...variant.env })
-  const load = { origin: server.url, headers: bearer(big.secret), connections: CONNECTIONS, idempotencyKeys: variant.keys, prebuilt: variant.prebuilt }
+  const load = { origin: server.url, headers: bearer(big.secret), connections: CONNECTIONS, idempotencyKeys: variant.keys, prebuilt: variant.prebuilt, metadata: variant.metadata }
   try {
     requireAllOk(`${name} warm-up`, await placeLoad({ ...load, petId: 1, amount: WARMUP_PLACES, maxSeconds: 60 }))
     const measured = await cpuDuring({ server: server.child.pid, client: 'self' }, () =>
