@@ -38,19 +38,6 @@ export function metadataValueProblem(key: string, value: unknown): string | unde
   return undefined
 }
 
-/** Why these entries cannot be an order's metadata (all of it: placeOrder, an import), or undefined. */
-export function metadataProblem(entries: Iterable<[string, unknown]>): string | undefined {
-  let count = 0
-  for (const [key, value] of entries) {
-    const problem = metadataKeyProblem(key) ?? metadataValueProblem(key, value)
-    if (problem !== undefined) return problem
-    if (++count > MAX_METADATA_KEYS) return tooMany()
-  }
-  return undefined
-}
-
-const tooMany = (): string => `metadata must have at most ${MAX_METADATA_KEYS} keys`
-
 /**
  * Metadata as an object with an own property per key, `__proto__` and `constructor` included
  * (CreateDataProperty, never an assignment that would reach the prototype); empty: null.
@@ -71,7 +58,7 @@ export function mergeMetadata(current: OrderMetadata | null, patch: ReadonlyMap<
     if (value === null) merged.delete(key)
     else merged.set(key, value)
   }
-  if (merged.size > MAX_METADATA_KEYS) throw new RangeError(tooMany())
+  if (merged.size > MAX_METADATA_KEYS) throw new RangeError(`metadata must have at most ${MAX_METADATA_KEYS} keys`)
   return toMetadata(merged)
 }
 

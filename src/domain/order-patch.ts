@@ -13,9 +13,6 @@ export interface OrderPatch {
   metadata?: ReadonlyMap<string, string | null>
 }
 
-/** The fields a patch may change, in the order events and answers name them. */
-export const PATCHABLE_FIELDS = ['petId', 'quantity', 'shipDate', 'metadata'] as const
-
 /**
  * The value each top-level field a change changed had before it (`order.updated`'s `previous`): a
  * field that was absent is null; `metadata` is the whole previous object.
@@ -101,7 +98,7 @@ export function applyPatch(order: OrderV2Record | undefined, patch: OrderPatch, 
   return { outcome: 'updated', order: next, previous }
 }
 
-/** `previous` as its event carries it: fields in PATCHABLE_FIELDS order, petId an exact integer literal. */
+/** `previous` as its event carries it: petId, quantity, shipDate, metadata (the Order's order), petId an exact integer literal. */
 export function previousJson(previous: OrderPrevious): string {
   const fields: string[] = []
   if (previous.petId !== undefined) fields.push(`"petId":${previous.petId === null ? 'null' : previous.petId.toString()}`)
