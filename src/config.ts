@@ -213,7 +213,7 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const
 /** Where the OpenTelemetry SDK sends traces when no endpoint is named. */
 const DEFAULT_OTLP_TRACES_ENDPOINT = 'http://localhost:4318/v1/traces'
-export const DEFAULT_SQLITE_PATH = './data/petstore.db'
+const DEFAULT_SQLITE_PATH = './data/petstore.db'
 
 export function loadConfig(env: Env = process.env): Config {
   // Refused rather than ignored: a RATE_LIMIT_REDIS_URL ignored would count per instance.

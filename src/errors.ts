@@ -80,7 +80,7 @@ export type ErrorCode = keyof typeof ERRORS
 export const ERROR_CODES = Object.keys(ERRORS) as ErrorCode[]
 
 /** Codes only v2 answers with; v1 (and its document) never names them. */
-export const V2_ONLY_ERROR_CODES: readonly ErrorCode[] = [
+const V2_ONLY_ERROR_CODES: readonly ErrorCode[] = [
   'invalid_parameter',
   'invalid_cursor',
   'invalid_idempotency_key',

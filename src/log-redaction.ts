@@ -1,7 +1,7 @@
 import pino from 'pino'
 
 /** What a query parameter's value becomes in a log line. */
-export const REDACTED_VALUE = '[redacted]'
+const REDACTED_VALUE = '[redacted]'
 
 // A query string, in a URL or in text that holds one (an error's message): from a `?` that follows
 // a non-space character up to a space, a quote or a `#`. A `?` ending a sentence has none.

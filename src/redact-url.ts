@@ -1,5 +1,5 @@
 /** What a redacted credential is replaced by. */
-export const REDACTED = '***'
+const REDACTED = '***'
 
 // `scheme://userinfo@`: the userinfo runs to the last `@` of the word, so a password holding an
 // unescaped `@` or `/` is still covered (a path with an `@` in it is over-redacted, never under).

@@ -2,7 +2,7 @@
  * Baseline of comparison 5: the project's own server (same app, routes, authentication, logging,
  * metrics, same SQLite store for everything else) except that each cancel is committed in its own
  * transaction, as soon as it arrives — no group commit. The transaction is the one the project's
- * CancelBatcher runs for a batch, for one cancel: BEGIN IMMEDIATE, the conditional UPDATE, the
+ * WriteBatcher runs for a batch, for one cancel: BEGIN IMMEDIATE, the conditional UPDATE, the
  * data-version bump, COMMIT. Its connection is opened exactly as the store opens its own (WAL,
  * synchronous=FULL, the server's busy_timeout, foreign_keys, safe integers): every COMMIT syncs the WAL before the
  * 204 is sent, so durability is identical. With BASELINE_SYNCHRONOUS=OFF it commits without syncing

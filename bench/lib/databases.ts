@@ -8,7 +8,7 @@ import pg from 'pg'
 export type StoreKind = 'sqlite' | 'postgres'
 
 /** Where PostgreSQL is: the machine's server (trust auth), as the tests use it. */
-export const POSTGRES_ADMIN_URL = process.env.BENCH_POSTGRES_URL ?? process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+const POSTGRES_ADMIN_URL = process.env.BENCH_POSTGRES_URL ?? process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 
 /** A database made for one bench run, dropped (or deleted) at its end. */
 export interface BenchDatabase {

@@ -15,7 +15,7 @@ function cores(): number {
 }
 
 /** Cores kept busy over the next `ms` by all processes of the machine. */
-export async function busyCores(ms = 1000): Promise<number> {
+async function busyCores(ms = 1000): Promise<number> {
   const before = cpuTicks()
   await sleep(ms)
   const after = cpuTicks()

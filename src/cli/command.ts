@@ -40,7 +40,7 @@ export interface Io {
 }
 
 /** `multiple`: the option may be given more than once; its value is then the list of them all. */
-export type OptionSpec = Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }>
+type OptionSpec = Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }>
 export type OptionValues = Record<string, string | string[] | boolean | undefined>
 
 export interface Command {

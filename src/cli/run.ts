@@ -24,7 +24,7 @@ import {
   webhooksRotate,
 } from './commands/webhooks.js'
 
-export const COMMANDS: Command[] = [serve, migrate, backup, healthcheck, keysCreate, keysList, keysRevoke, ordersImport, ordersShip, ordersComplete, ordersUpdate, petsImport, seed, eventsTail,
+const COMMANDS: Command[] = [serve, migrate, backup, healthcheck, keysCreate, keysList, keysRevoke, ordersImport, ordersShip, ordersComplete, ordersUpdate, petsImport, seed, eventsTail,
   webhooksAdd, webhooksList, webhooksRemove, webhooksReplay, webhooksPing, webhooksAttempts, webhooksRotate, webhooksEnable, webhooksDisable]
 
 const GROUPS: Record<string, string> = {

@@ -5,7 +5,7 @@ export type Scope = (typeof SCOPES)[number]
 /** A new key's scopes unless told otherwise: every scope but `orders:write` (placing, shipping, completing) and `webhooks:manage`. */
 export const DEFAULT_SCOPES: readonly Scope[] = ['orders:read', 'orders:cancel', 'pets:read']
 
-export const KEY_PREFIX = 'pso_'
+const KEY_PREFIX = 'pso_'
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 const SECRET_LENGTH = 40 // 40 base62 characters ≈ 238 bits
 // What `keys list` shows and `keys revoke` accepts: the prefix plus the first characters of the secret.

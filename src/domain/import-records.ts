@@ -236,7 +236,7 @@ async function* readNdjson(source: ImportSource): AsyncGenerator<RawRecord> {
  * A line longer than `max` bytes stops the reading with an ImportFileError naming it, as soon as
  * it is that long: it is never held whole.
  */
-export async function* readLines(input: AsyncIterable<Buffer | string>, max: number): AsyncGenerator<string> {
+async function* readLines(input: AsyncIterable<Buffer | string>, max: number): AsyncGenerator<string> {
   let held: Buffer[] = []
   let heldBytes = 0
   let lineNumber = 0
@@ -285,7 +285,7 @@ function isBlank(line: string): boolean {
 }
 
 /** The records of the file, validated; the first invalid one throws an ImportFileError naming its position. */
-export async function* readValidated<T>(
+async function* readValidated<T>(
   source: ImportSource,
   validate: (value: unknown) => T,
   onRecord?: (position: string) => void,

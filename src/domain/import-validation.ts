@@ -24,8 +24,8 @@ export class JsonNumber {
   }
 }
 
-export const MAX_PET_NAME_LENGTH = 200
-export const MAX_PET_TAG_LENGTH = 200
+const MAX_PET_NAME_LENGTH = 200
+const MAX_PET_TAG_LENGTH = 200
 
 const ORDER_FIELDS = ['id', 'petId', 'quantity', 'shipDate', 'complete', 'status', 'cancelledAt', 'cancellationReason', 'metadata'] as const
 const PET_FIELDS = ['id', 'name', 'tag'] as const

@@ -18,7 +18,7 @@ export const EVENT_POSITION_PATTERN = '^(0|[1-9][0-9]{0,18})$'
 const POSITION = new RegExp(EVENT_POSITION_PATTERN)
 
 /** Text that is not a position this feed could have written. */
-export class InvalidEventPositionError extends Error {
+class InvalidEventPositionError extends Error {
   constructor(readonly text: string) {
     super('not a position of the event feed (an event id or a nextCursor)')
     this.name = 'InvalidEventPositionError'

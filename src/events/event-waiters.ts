@@ -1,7 +1,7 @@
 import type { MaybePromise } from '../maybe-async.js'
 
 /** How often the data version is read while requests are held. */
-export const POLL_INTERVAL_MS = 100
+const POLL_INTERVAL_MS = 100
 
 /**
  * How a wait ended: the data version moved (read the feed again), the time was up, the instance is

@@ -1,11 +1,11 @@
 import { setImmediate as nextTurn } from 'node:timers/promises'
 
 /** How often a pass runs (the first one at start). */
-export const PRUNE_INTERVAL_MS = 60_000
+const PRUNE_INTERVAL_MS = 60_000
 /** Rows deleted per transaction: each one short, so no writer waits long behind it. */
-export const PRUNE_BATCH = 1000
+const PRUNE_BATCH = 1000
 
-export interface PrunerLog {
+interface PrunerLog {
   info(fields: object, message: string): void
   warn(fields: object, message: string): void
 }

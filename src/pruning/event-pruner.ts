@@ -1,8 +1,6 @@
 import type { OrderEventsRepository } from '../store/order-events.js'
 import { BatchPruner, type PrunerOptions } from './batch-pruner.js'
 
-export { PRUNE_BATCH, PRUNE_INTERVAL_MS } from './batch-pruner.js'
-
 const DAY_MS = 86_400_000
 
 export interface EventPrunerOptions extends PrunerOptions {

@@ -15,7 +15,7 @@ export const ErrorSchema = Type.Object(
   },
 )
 
-export const ErrorRef = Type.Unsafe<ErrorBody>({ $ref: 'Error#' })
+const ErrorRef = Type.Unsafe<ErrorBody>({ $ref: 'Error#' })
 
 const UNAUTHORIZED = 'The API key is missing, malformed, unknown, expired or revoked (`unauthorized`)'
 

@@ -70,7 +70,7 @@ export const OrderEvent = Type.Object(
   },
 )
 
-export const OrderEventRef = Type.Unsafe<Type.Static<typeof OrderEvent>>({ $ref: 'OrderEvent#' })
+const OrderEventRef = Type.Unsafe<Type.Static<typeof OrderEvent>>({ $ref: 'OrderEvent#' })
 
 /** A page of the event feed. `nextCursor` is always there: the feed has no last page. */
 export const OrderEventPage = Type.Object(

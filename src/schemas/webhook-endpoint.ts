@@ -7,7 +7,7 @@ import { Int64 } from './primitives.js'
 export const MAX_WEBHOOK_URL_LENGTH = 2048
 export const MAX_WEBHOOK_DESCRIPTION_LENGTH = 256
 /** The secret format: `whsec_` and the base64 of 32 random bytes. */
-export const WEBHOOK_SECRET_PATTERN = '^whsec_[A-Za-z0-9+/]{43}=$'
+const WEBHOOK_SECRET_PATTERN = '^whsec_[A-Za-z0-9+/]{43}=$'
 
 const EXAMPLE_URL = 'https://example.com/webhooks/petstore'
 const EXAMPLE_SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw7kZ8zQ0lVqY='

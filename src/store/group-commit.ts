@@ -5,7 +5,7 @@ import { activeSpan, traceBatch } from '../tracing/batch-span.js'
 export type BatchResults<Result> = readonly (Result | Promise<Result>)[]
 
 /** When a batch's error passes (another process holds SQLite's lock), its requests are tried again. */
-export interface RetryPolicy {
+interface RetryPolicy {
   transient: (error: unknown) => boolean
   /** The wait before the next attempt, off the event loop; what is queued meanwhile joins it. */
   afterMs: number

@@ -10,12 +10,12 @@ import { traceDelivery } from './delivery-span.js'
 import { nextRetry, parseRetryAfter } from './retry-schedule.js'
 import { deliveryBody, deliveryHeaders } from './signing.js'
 
-export interface DispatcherLog {
+interface DispatcherLog {
   info(fields: object, message: string): void
   warn(fields: object, message: string): void
 }
 
-export interface DispatcherMetrics {
+interface DispatcherMetrics {
   delivered(result: DeliveryResult): void
 }
 
@@ -43,10 +43,10 @@ export interface DispatcherOptions {
   now?: () => Date
 }
 
-export const MAX_IN_FLIGHT = 100
-export const TURN_MS = 1000
-export const DISPATCH_POLL_MS = 100
-export const SWEEP_INTERVAL_MS = 1000
+const MAX_IN_FLIGHT = 100
+const TURN_MS = 1000
+const DISPATCH_POLL_MS = 100
+const SWEEP_INTERVAL_MS = 1000
 const BATCH = 100
 
 /** How long a write under a lease is tried again while the store is unavailable (SQLite busy). */

@@ -17,11 +17,11 @@ export interface PacerOptions {
   now?: () => number
 }
 
-export const PACER_WINDOW_MS = 50
-export const BUSY_UTILIZATION = 0.9
-export const STAYS_BUSY_UTILIZATION = 0.5
-export const QUIET_WINDOWS = 10
-export const BUSY_DELIVERIES_PER_SECOND = 50
+const PACER_WINDOW_MS = 50
+const BUSY_UTILIZATION = 0.9
+const STAYS_BUSY_UTILIZATION = 0.5
+const QUIET_WINDOWS = 10
+const BUSY_DELIVERIES_PER_SECOND = 50
 
 /**
  * Webhook deliveries take the time the API leaves. Every window (50 ms) the process's event-loop

@@ -7,7 +7,7 @@ import { traceDelivery } from './delivery-span.js'
 import { deliveryHeaders } from './signing.js'
 
 /** The type of a test delivery: not an order event, never in the feed. */
-export const PING_TYPE = 'webhook.ping'
+const PING_TYPE = 'webhook.ping'
 
 /** Sends one delivery: Deliverer's `deliver` (the URL policy at connection, its timeout, the 64 KB cap, no redirects). */
 export type Deliver = (request: DeliveryRequest, signal?: AbortSignal) => Promise<DeliveryResult>
@@ -20,7 +20,7 @@ export interface PingResult {
 }
 
 /** The body of a ping: Standard Webhooks' payload, its data the endpoint's id (a string: exact at any size). */
-export function pingBody(endpointId: bigint, now: Date): string {
+function pingBody(endpointId: bigint, now: Date): string {
   return `{"type":"${PING_TYPE}","timestamp":"${now.toISOString()}","data":{"endpointId":"${endpointId}"}}`
 }
 

@@ -5,7 +5,7 @@
  * schedule the endpoint is disabled (`retries_exhausted`).
  */
 
-export const JITTER = 0.1
+const JITTER = 0.1
 
 /**
  * `failures`: failed attempts of the event before this one (0 for its first failure).

@@ -16,13 +16,13 @@ export function deliveryBody(event: FeedEvent): string {
 }
 
 /** One `v1,<base64>` signature of `id.timestamp.body` with `secret`. */
-export function sign(secret: string, id: string, timestamp: number, body: string): string {
+function sign(secret: string, id: string, timestamp: number, body: string): string {
   const key = Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64')
   return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`
 }
 
 /** The `webhook-signature` header: the current secret's, then the previous one's while it still signs at `now`. */
-export function signatureHeader(secrets: WebhookSecrets, id: string, timestamp: number, body: string, now: Date): string {
+function signatureHeader(secrets: WebhookSecrets, id: string, timestamp: number, body: string, now: Date): string {
   const signatures = [sign(secrets.current, id, timestamp, body)]
   if (secrets.previous !== null && secrets.previousUntil !== null && now.getTime() < Date.parse(secrets.previousUntil)) {
     signatures.push(sign(secrets.previous, id, timestamp, body))

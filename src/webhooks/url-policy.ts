@@ -156,7 +156,7 @@ async function allowedAddresses(hostname: string, options: UrlPolicyOptions): Pr
 }
 
 /** The URL's host as an address or name: IPv6 literals without their brackets. */
-export function hostOf(url: URL): string {
+function hostOf(url: URL): string {
   const host = url.hostname
   return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host
 }

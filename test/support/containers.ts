@@ -14,9 +14,9 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version
 
 /** The image `npm run image` builds from this tree. */
-export const IMAGE = `petstore-orders:${VERSION}`
+const IMAGE = `petstore-orders:${VERSION}`
 
-export interface Result {
+interface Result {
   code: number | null
   stdout: string
   stderr: string

@@ -15,8 +15,8 @@ import protobuf from 'protobufjs'
  */
 
 /** An attribute's value: an OTLP `AnyValue`, with an int64 a number when it is safe, else a bigint. */
-export type AttributeValue = string | number | boolean | bigint | Uint8Array | AttributeValue[] | { [key: string]: AttributeValue } | null
-export type Attributes = Record<string, AttributeValue>
+type AttributeValue = string | number | boolean | bigint | Uint8Array | AttributeValue[] | { [key: string]: AttributeValue } | null
+type Attributes = Record<string, AttributeValue>
 
 export interface ReceivedSpan {
   /** 32 lowercase hex digits. */
@@ -42,7 +42,7 @@ export interface ReceivedSpan {
   encoding: 'protobuf' | 'json'
 }
 
-export interface ReceivedRequest {
+interface ReceivedRequest {
   method: string
   path: string
   /** The Content-Type header as sent ('' when there was none). */

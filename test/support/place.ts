@@ -1,7 +1,7 @@
 import { parseExact, type WireOrder } from './v2.js'
 
 /** A v2 Order as placeOrder, shipOrder and completeOrder answer it, ids exact. */
-export interface WrittenOrder extends WireOrder {
+interface WrittenOrder extends WireOrder {
   shippedAt?: string
   completedAt?: string
 }

@@ -29,7 +29,7 @@ export function testDatabasePrefix(env: NodeJS.ProcessEnv = process.env): string
 let reachable: Promise<string | undefined> | undefined
 
 /** Undefined when PostgreSQL answers, else the reason it cannot be used. */
-export function postgresUnavailable(): Promise<string | undefined> {
+function postgresUnavailable(): Promise<string | undefined> {
   reachable ??= (async () => {
     // A loaded machine can be slow to accept a connection: give it a few tries before calling
     // PostgreSQL unreachable.

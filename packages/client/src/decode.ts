@@ -18,7 +18,7 @@ import type {
 } from './api-types.js'
 import { unexpected } from './errors.js'
 
-export const EVENT_TYPES: readonly string[] = ['order.created', 'order.updated', 'order.shipped', 'order.completed', 'order.cancelled'] satisfies OrderEventType[]
+const EVENT_TYPES: readonly string[] = ['order.created', 'order.updated', 'order.shipped', 'order.completed', 'order.cancelled'] satisfies OrderEventType[]
 
 export function decodeOrders(body: unknown, response: Response): Order[] {
   if (!Array.isArray(body)) throw unexpected(response, 'expected a JSON array of orders')
@@ -128,7 +128,7 @@ export function decodeEventsPage(body: unknown, response: Response): OrderEventP
   return { data, nextCursor: body.nextCursor }
 }
 
-export function decodeOrderEvent(value: unknown): OrderEvent {
+function decodeOrderEvent(value: unknown): OrderEvent {
   if (!isRecord(value)) throw new Error('not an object')
   if (typeof value.id !== 'string' || value.id === '') throw new Error('id is not a string')
   if (typeof value.type !== 'string' || !EVENT_TYPES.includes(value.type)) throw new Error('type is not a known event type')

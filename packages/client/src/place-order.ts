@@ -90,7 +90,7 @@ export async function placeWithRetries(call: Call, order: PlaceOrderBody, option
 }
 
 /** The request body: `petId` an exact JSON integer, `shipDate` as given (a Date in RFC 3339), `metadata` as given. */
-export function placeBody(order: PlaceOrderBody): PlaceOrderRequest {
+function placeBody(order: PlaceOrderBody): PlaceOrderRequest {
   if (typeof order !== 'object' || order === null) throw new TypeError('placeOrder: the order must be an object')
   const petId = int64Text(order.petId, 'placeOrder: petId')
   if (!DECIMAL.test(petId)) throw new TypeError('placeOrder: petId must be a bigint or a decimal string')

@@ -8,9 +8,9 @@ import type { OrderEventsRepository } from '../../store/order-events.js'
 import { CommandError, PROGRAM, stringOption, UsageError, withStore, type Command, type Io, type OutputStream } from '../command.js'
 
 /** Events read at a time: the store's largest page, so a backlog is printed in few reads. */
-export const TAIL_PAGE_SIZE = 1000
+const TAIL_PAGE_SIZE = 1000
 /** How often the data version is compared while the feed has nothing new. */
-export const TAIL_POLL_MS = 200
+const TAIL_POLL_MS = 200
 
 export const eventsTail: Command = {
   name: ['events', 'tail'],
@@ -76,7 +76,7 @@ export function afterOption(text: string): bigint {
   }
 }
 
-export interface TailOptions {
+interface TailOptions {
   /** Print the events after this position; undefined: from the oldest retained. */
   after: bigint | undefined
   io: Io
@@ -91,7 +91,7 @@ export interface TailOptions {
  * stderr at the end (also when a read fails after the first one): resuming from it prints exactly
  * what followed.
  */
-export async function tailEvents(
+async function tailEvents(
   feed: OrderEventsRepository,
   orders: { dataVersion(): MaybePromise<bigint> },
   { after, io, signal }: TailOptions,

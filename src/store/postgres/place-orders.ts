@@ -96,7 +96,7 @@ type PlacedRow = Partial<OrderV2Row> & Partial<StoredKey> & {
 }
 
 /** An id the batch was to take was committed meanwhile (by an import), or is being: try it again. */
-export class IdsTaken extends Error {
+class IdsTaken extends Error {
   constructor() {
     super('an id of the batch was taken by a concurrent import')
   }

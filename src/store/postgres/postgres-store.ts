@@ -14,7 +14,7 @@ export type { PostgresStoreOptions } from './database.js'
  * of an API request (a loop per endpoint writes after every event), and 4 carry thousands of
  * deliveries a second.
  */
-export const WEBHOOKS_POOL_SIZE = 4
+const WEBHOOKS_POOL_SIZE = 4
 
 /**
  * A PostgreSQL database shared by any number of instances. The API's repositories share one pool;

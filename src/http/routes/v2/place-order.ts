@@ -13,7 +13,7 @@ import { operation } from '../operation.js'
 const HOUR_MS = 3_600_000
 
 /** Where a placed order is read from (`Location`), relative to this host as the `Link` of pages is. */
-export function orderLocation(id: bigint): string {
+function orderLocation(id: bigint): string {
   return `/v2/store/orders/${id}`
 }
 
