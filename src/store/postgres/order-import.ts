@@ -91,6 +91,6 @@ export async function importOrders(database: PostgresDatabase, records: AsyncIte
   // happens here; a failed VACUUM leaves both to autovacuum. order_metadata too, whose triggers the
   // import filled: without its statistics, a filter of two pairs walked the common one whole
   // (16.6 ms for a page at 1,000,000 orders, against 0.9 ms: docs/benchmarks.md).
-  if (version !== undefined) await database.write('VACUUM (ANALYZE) orders, order_metadata').catch(() => {})
+  if (version !== undefined) await database.execute('VACUUM (ANALYZE) orders, order_metadata').catch(() => {})
   return count
 }

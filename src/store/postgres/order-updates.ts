@@ -74,7 +74,7 @@ export class PostgresOrderUpdates {
     const planned = plan(requests, new Map(rows.map((row) => [row.id, toOrderV2Record(row)])))
     const results: (UpdateResult | Promise<UpdateResult>)[] = planned.results
     if (planned.events.length === 0) return results
-    const { rows: written } = await this.database.write<{ id: bigint; data_version: bigint }>(WRITE, writeParams(planned))
+    const { rows: written } = await this.database.execute<{ id: bigint; data_version: bigint }>(WRITE, writeParams(planned))
     if (written.length > 0) this.database.versions.observe(written[0]!.data_version)
     if (written.length === planned.rows.length) return results
     // An order that moved since the read, or that another transaction held: its updates on their

@@ -260,7 +260,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
   }
 
   async pruneIdempotencyKeys(now: Date, limit: number): Promise<number> {
-    const result = await this.database.write(PRUNE_IDEMPOTENCY_KEYS, [now.toISOString(), limit])
+    const result = await this.database.execute(PRUNE_IDEMPOTENCY_KEYS, [now.toISOString(), limit])
     return result.rowCount ?? 0
   }
 
@@ -295,7 +295,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
     params: unknown[],
     requests: Conditional<{ id: bigint }>[],
   ): Promise<Map<bigint, BatchOutcome<Result>>> {
-    const { rows } = await this.database.write<BatchRow>(statement, params)
+    const { rows } = await this.database.execute<BatchRow>(statement, params)
     const expected = new Map(requests.map((request) => [request.id, request.expected]))
     const results = new Map<bigint, BatchOutcome<Result>>()
     for (const row of rows) {
@@ -313,7 +313,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
   /** One write in its own transaction, waiting for the order's row lock if another holds it. Never retried on a lost connection: it may have committed. */
   private async writeOne<Result>(rule: OrderWriteRule<Result>, statement: string, params: unknown[], request: Conditional<{ id: bigint }>): Promise<Result> {
     for (;;) {
-      const { rows } = await this.database.write<ChangedRow>(statement, params)
+      const { rows } = await this.database.execute<ChangedRow>(statement, params)
       const changed = rows[0]
       if (changed !== undefined) {
         if (changed.data_version !== null) this.database.versions.observe(changed.data_version)
