@@ -58,7 +58,8 @@ export class PostgresOrderUpdates {
 
   constructor(private readonly database: PostgresDatabase) {}
 
-  update(request: Traced<UpdateRequest>): Promise<UpdateResult> {
+  /** Queues `request` for the next batch; settles once that batch has committed (or, its order held or moved meanwhile, once it is written on its own). */
+  submit(request: Traced<UpdateRequest>): Promise<UpdateResult> {
     return this.batches.submit(request)
   }
 

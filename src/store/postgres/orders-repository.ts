@@ -219,7 +219,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
 
   /** Group-committed with the cancels of the same moment (row-write-batcher.ts). */
   cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null, expected?: ExpectedVersion): Promise<CancelResult> {
-    return this.submit((trace) => this.cancels.write({ id, cancelledByKey, reason, expected, trace }))
+    return this.queueWrite((trace) => this.cancels.submit({ id, cancelledByKey, reason, expected, trace }))
   }
 
   /**
@@ -227,27 +227,27 @@ export class PostgresOrdersRepository implements OrdersRepository {
    * request a statement would refuse is refused here, before it joins a batch it would fail.
    */
   place(request: PlaceRequest): Promise<PlaceResult> {
-    return this.submit((trace) => {
+    return this.queueWrite((trace) => {
       const refused = checkNewOrder(request.order)
-      return refused === undefined ? this.places.place({ ...request, trace }) : Promise.reject(new RangeError(refused))
+      return refused === undefined ? this.places.submit({ ...request, trace }) : Promise.reject(new RangeError(refused))
     })
   }
 
   /** Group-committed with the ships of the same moment (row-write-batcher.ts). */
   ship(id: bigint, expected?: ExpectedVersion): Promise<ShipResult> {
-    return this.submit((trace) => this.ships.write({ id, expected, trace }))
+    return this.queueWrite((trace) => this.ships.submit({ id, expected, trace }))
   }
 
   /** Group-committed with the completes of the same moment (row-write-batcher.ts). */
   complete(id: bigint, expected?: ExpectedVersion): Promise<CompleteResult> {
-    return this.submit((trace) => this.completes.write({ id, expected, trace }))
+    return this.queueWrite((trace) => this.completes.submit({ id, expected, trace }))
   }
 
   /** Group-committed with the updates of the same moment (order-updates.ts). */
   update(request: UpdateRequest): Promise<UpdateResult> {
-    return this.submit((trace) => {
+    return this.queueWrite((trace) => {
       const refused = checkPatch(request)
-      return refused === undefined ? this.updates.update({ ...request, trace }) : Promise.reject(new RangeError(refused))
+      return refused === undefined ? this.updates.submit({ ...request, trace }) : Promise.reject(new RangeError(refused))
     })
   }
 
@@ -255,7 +255,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
    * A write is refused once close() has begun. Else it is queued with the trace context active now,
    * while the request that submits it runs, for its event: its batch is committed outside it.
    */
-  private submit<Result>(write: (trace: TraceContext | undefined) => Promise<Result>): Promise<Result> {
+  private queueWrite<Result>(write: (trace: TraceContext | undefined) => Promise<Result>): Promise<Result> {
     return this.closing ? Promise.reject(new StoreUnavailableError('the store is closed')) : write(activeTraceContext())
   }
 
