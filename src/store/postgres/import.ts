@@ -45,12 +45,12 @@ export function int8(value: bigint | null): string | null {
 class Pipeline<R> {
   private inFlight: Promise<void> = Promise.resolve()
 
-  constructor(private readonly write: (batch: R[]) => Promise<void>) {}
+  constructor(private readonly writeBatch: (batch: R[]) => Promise<void>) {}
 
   /** Waits for the previous batch (its failure is thrown here), then starts writing this one. */
   async send(batch: R[], afterWritten?: () => void): Promise<void> {
     await this.inFlight
-    const written = this.write(batch).then(afterWritten)
+    const written = this.writeBatch(batch).then(afterWritten)
     written.catch(() => {}) // observed by the next send() or drain(), not unhandled meanwhile
     this.inFlight = written
   }
@@ -62,7 +62,7 @@ class Pipeline<R> {
 }
 
 /**
- * Reads an import's records one at a time and hands them to `write` in batches of at most
+ * Reads an import's records one at a time and hands them to `writeBatch` in batches of at most
  * IMPORT_BATCH, so memory stays flat whatever the input's size; while one batch is being written
  * the next one is read. Returns how many records it read.
  * An error of the input itself is rethrown as it is — but only after the records read before it
@@ -71,7 +71,7 @@ class Pipeline<R> {
 export async function consumeInBatches<R extends { id: bigint }>(
   records: AsyncIterable<R>,
   onProgress: ((count: number) => void) | undefined,
-  write: (batch: R[]) => Promise<void>,
+  writeBatch: (batch: R[]) => Promise<void>,
 ): Promise<number> {
   // Rows waiting to be written by one multi-row INSERT, by id, in input order. An id appears at most
   // once in a batch (ON CONFLICT cannot touch one row twice in a statement), so a repeated id first
@@ -82,7 +82,7 @@ export async function consumeInBatches<R extends { id: bigint }>(
     batch = new Map()
     return records
   }
-  const writer = new Pipeline(write)
+  const writer = new Pipeline(writeBatch)
   let count = 0
   const iterator = records[Symbol.asyncIterator]()
   let exhausted = false
