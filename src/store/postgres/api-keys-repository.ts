@@ -3,7 +3,7 @@ import { INT64_MAX } from '../../domain/int64.js'
 import { KEY_COLUMNS, toApiKey, type KeyRow } from '../rows.js'
 import type { ApiKeysRepository, RevokedKey } from '../store.js'
 import type { PostgresDatabase } from './database.js'
-import { int8 } from './import.js'
+import { int8 } from './parameters.js'
 
 export class PostgresApiKeysRepository implements ApiKeysRepository {
   constructor(private readonly database: PostgresDatabase) {}

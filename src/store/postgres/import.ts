@@ -1,42 +1,11 @@
+/**
+ * What the imports of orders (order-import.ts) and pets (pets-repository.ts) share on PostgreSQL:
+ * their records read and written in batches, one batch written while the next is read.
+ */
+
 /** Rows per multi-row INSERT of an import; 10,000 (the progress step) is a multiple of it. */
 const IMPORT_BATCH = 5_000
 const PROGRESS_STEP = 10_000
-
-/**
- * PostgreSQL array literals for the batch parameters of an import, built directly: pg would build
- * the same text, but an import sends millions of elements and this is cheaper. Integers and booleans
- * need no quoting; text elements are quoted and escaped.
- */
-export function intArray(values: (bigint | number | null)[]): string {
-  let text = '{'
-  for (let i = 0; i < values.length; i++) {
-    const value = values[i]
-    text += (i === 0 ? '' : ',') + (value === null || value === undefined ? 'NULL' : value.toString())
-  }
-  return text + '}'
-}
-
-export function boolArray(values: boolean[]): string {
-  let text = '{'
-  for (let i = 0; i < values.length; i++) text += (i === 0 ? '' : ',') + (values[i] ? 't' : 'f')
-  return text + '}'
-}
-
-export function textArray(values: (string | null | undefined)[]): string {
-  let text = '{'
-  for (let i = 0; i < values.length; i++) {
-    const value = values[i]
-    text += (i === 0 ? '' : ',') + (value === null || value === undefined ? 'NULL' : `"${value.replace(/[\\"]/g, '\\$&')}"`)
-  }
-  return text + '}'
-}
-
-/** int64 parameters go to the server as decimal text: never through a JS number. */
-export function int8(value: bigint): string
-export function int8(value: bigint | null): string | null
-export function int8(value: bigint | null): string | null {
-  return value === null ? null : value.toString()
-}
 
 /**
  * Writes batches strictly one after another, without making the caller wait for the one in flight:

@@ -2,8 +2,9 @@ import { metadataText } from '../../domain/order-metadata.js'
 import type { OrderRecord, OrderStatus } from '../../domain/orders.js'
 import { ImportConflictError, type ImportProgress } from '../store.js'
 import type { PostgresDatabase } from './database.js'
-import { boolArray, consumeInBatches, intArray, textArray } from './import.js'
+import { consumeInBatches } from './import.js'
 import { ORDER_V2_JSON } from './order-pages.js'
+import { boolArray, intArray, textArray } from './parameters.js'
 import { bumpVersion, recordEvents, WRITE_TIME } from './write-sql.js'
 
 // A status only moves forward (pending → shipped | cancelled); the WHERE refuses anything else and

@@ -5,8 +5,8 @@ import { GroupCommit, type BatchResults } from '../group-commit.js'
 import { orderV2Json } from '../order-json.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import type { PostgresDatabase } from './database.js'
-import { intArray, textArray } from './import.js'
 import { orderV2Columns } from './order-pages.js'
+import { intArray, textArray } from './parameters.js'
 import { bumpVersion, recordEvents, traceArrays, type Traced } from './write-sql.js'
 
 /** More updates than this wait for the next batch. */

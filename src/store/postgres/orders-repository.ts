@@ -22,7 +22,7 @@ import { checkPatch, type UpdateRequest, type UpdateResult } from '../../domain/
 import { mustRetryPlaces, placeInTransaction } from './place-orders.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { ORDER_V2_JSON, orderV2Columns, readOrderPageJson, readOrderV2 } from './order-pages.js'
-import { intArray, textArray } from './import.js'
+import { intArray, textArray } from './parameters.js'
 import { importOrders } from './order-import.js'
 import { bumpVersion, changedOrders, recordEvents, traceArrays, WRITE_TIME, type Traced } from './write-sql.js'
 import type { OrderEventType } from '../../domain/order-events.js'

@@ -19,9 +19,9 @@ import {
 import { NEXT_SCAN, toAttempt, toEndpoint, toLeases, toNextEvents, type AttemptRow, type EndpointRow, type LeasedRow, type NextRow } from '../webhook-rows.js'
 import type { WebhooksRepository } from '../webhooks.js'
 import type { PostgresDatabase } from './database.js'
-import { int8 } from './import.js'
 import type { Connection } from './connection.js'
 import { utc } from './order-pages.js'
+import { int8 } from './parameters.js'
 import { WRITE_TIME } from './write-sql.js'
 
 // One statement: whether the endpoint exists, and whether this claim won. A claim whose time is
