@@ -5,15 +5,30 @@ import { it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
 
-// The layers a reader takes for the architecture: domain/ (the rules) and schemas/ (the API's
-// shapes, which may use domain/) depend on no storage, transport or background machinery; and no
-// module of src/ reaches itself again through its imports, type-only ones included (a type-only
-// circle is no fault at run time, but it still ties the modules into one that must be read whole).
+// The layers a reader takes for the architecture (LAYERS, from the ground up): each module of src/
+// imports only from its own layer and the layers below it, type-only imports too. So the rules
+// (domain/) import nothing else of src/ but the small helpers beside them, the API's shapes
+// (schemas/) no storage, and the store no transport, tracing or background machinery built on it.
+// And no module of src/ reaches itself again through its imports, type-only ones included (a
+// type-only circle is no fault at run time, but it still ties the modules into one that must be
+// read whole).
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 const src = join(root, 'src')
-const PURE_LAYERS = ['domain', 'schemas']
-const IMPURE_LAYERS = ['store', 'http', 'webhooks', 'events', 'pruning', 'tracing']
+
+/** Each folder or file at the top of src/ in one layer, from the ground up. */
+const LAYERS: readonly { name: string; members: readonly string[] }[] = [
+  {
+    name: 'the rules, and helpers every layer may use',
+    members: ['domain', 'errors.ts', 'file-problem.ts', 'log-redaction.ts', 'maybe-async.ts', 'once-per-turn.ts', 'redact-url.ts'],
+  },
+  { name: "the API's shapes and the configuration", members: ['schemas', 'config.ts', 'listen-address.ts', 'unknown-variables.ts'] },
+  { name: 'the store', members: ['store'] },
+  { name: 'what works on the store', members: ['events', 'keys', 'pruning', 'tracing', 'webhooks'] },
+  { name: 'the HTTP API, and the demo', members: ['http', 'demo'] },
+  { name: 'the service', members: ['app.ts', 'server.ts'] },
+  { name: 'the command line', members: ['cli'] },
+]
 
 interface Edge {
   from: string
@@ -47,13 +62,28 @@ function importEdges(): Edge[] {
 }
 
 const name = (file: string): string => relative(root, file)
-const layer = (file: string): string => relative(src, file).split('/')[0]!
 
-it('domain/ and schemas/ import nothing from store/, http/, webhooks/, events/, pruning/ or tracing/', () => {
+/** The index in LAYERS of the top-level folder or file of src/ that holds `file`; -1 when none does. */
+const layerOf = (file: string): number => {
+  const top = relative(src, file).split('/')[0]!
+  return LAYERS.findIndex((layer) => layer.members.includes(top))
+}
+
+it('places every folder and file at the top of src/ in one layer', () => {
+  const placed = LAYERS.flatMap((layer) => layer.members)
+  assert.deepEqual(placed.filter((member, i) => placed.indexOf(member) !== i), [], 'in more than one layer')
+  const tops = readdirSync(src, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory() || (entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts')))
+    .map((entry) => entry.name)
+  assert.deepEqual(tops.filter((top) => !placed.includes(top)), [], 'in no layer of LAYERS')
+  assert.deepEqual(placed.filter((member) => !tops.includes(member)), [], 'in LAYERS, but not in src/')
+})
+
+it('no module of src/ imports from a layer above its own', () => {
   const offences = importEdges()
-    .filter((edge) => PURE_LAYERS.includes(layer(edge.from)) && IMPURE_LAYERS.includes(layer(edge.to)))
-    .map((edge) => `${name(edge.from)} imports ${name(edge.to)} ('${edge.specifier}')`)
-  if (offences.length > 0) assert.fail(`imports that break the layering:\n  ${offences.join('\n  ')}`)
+    .filter((edge) => layerOf(edge.to) > layerOf(edge.from))
+    .map((edge) => `${name(edge.from)} (${LAYERS[layerOf(edge.from)]?.name}) imports ${name(edge.to)} (${LAYERS[layerOf(edge.to)]?.name}) ('${edge.specifier}')`)
+  if (offences.length > 0) assert.fail(`imports that run up the layers:\n  ${offences.join('\n  ')}`)
 })
 
 it('no module of src/ imports itself again through other modules', () => {

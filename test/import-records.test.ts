@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict'
 import { Readable } from 'node:stream'
 import { describe, test } from 'node:test'
-import { demoOrders, demoPetCount, demoPets } from '../src/demo/demo-data.js'
 import {
   detectFormat,
   ImportFileError,
@@ -11,8 +10,9 @@ import {
   readOrderRecords,
   readPetRecords,
   type ImportSource,
-} from '../src/domain/import-records.js'
-import { InvalidRecordError, JsonNumber, validateOrderRecord, validatePetRecord } from '../src/domain/import-validation.js'
+} from '../src/cli/import-records.js'
+import { InvalidRecordError, JsonNumber, validateOrderRecord, validatePetRecord } from '../src/cli/import-validation.js'
+import { demoOrders, demoPetCount, demoPets } from '../src/demo/demo-data.js'
 import type { OrderRecord } from '../src/domain/orders.js'
 
 const MAX = 9223372036854775807n

@@ -4,10 +4,10 @@ import { before, it } from 'node:test'
 import pg from 'pg'
 import fastJson from 'fast-json-stringify'
 import Type from 'typebox'
-import { toApiOrder, type OrderRecord } from '../src/domain/orders.js'
+import type { OrderRecord } from '../src/domain/orders.js'
 import { Order } from '../src/schemas/order.js'
 import type { PostgresStore } from '../src/store/postgres/postgres-store.js'
-import { bearer, forEachStore, order, sqliteReaderReleased, startTestServer, within, type TestServer } from './support/harness.js'
+import { bearer, forEachStore, listedOrder, order, sqliteReaderReleased, startTestServer, within, type TestServer } from './support/harness.js'
 
 const COUNT = 150_000
 
@@ -59,7 +59,7 @@ forEachStore('listOrders streaming', (kind) => {
     const objects = orders
       .filter((o) => o.status !== 'cancelled')
       .sort((a, b) => (a.id < b.id ? -1 : 1))
-      .map(toApiOrder)
+      .map(listedOrder)
     const pages: string[] = []
     for await (const page of server.store.orders.streamJson()) pages.push(page.toString())
     assert.ok(pages.length > 10)

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { Readable } from 'node:stream'
 import { after, before, it } from 'node:test'
-import { ImportFileError, readOrderRecords } from '../src/domain/import-records.js'
+import { ImportFileError, readOrderRecords } from '../src/cli/import-records.js'
 import { checkNewOrder, type NewOrder } from '../src/domain/orders.js'
 import { openStore } from '../src/store/open-store.js'
 import type { Store } from '../src/store/store.js'

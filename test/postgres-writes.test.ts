@@ -276,10 +276,10 @@ describe('PlaceBatcher (the group commit of places, without a database)', () => 
       return requests.map((_, i) => placed(batches.length * 100 + i))
     })
     const settled: number[] = []
-    const firstTurn = [0, 1, 2].map((i) => batcher.place(request()).then(() => settled.push(i)))
+    const firstTurn = [0, 1, 2].map((i) => batcher.submit(request()).then(() => settled.push(i)))
     await nextTurn()
     assert.equal(batches.length, 1)
-    const secondTurn = [3, 4].map((i) => batcher.place(request()).then(() => settled.push(i)))
+    const secondTurn = [3, 4].map((i) => batcher.submit(request()).then(() => settled.push(i)))
     await nextTurn()
     await nextTurn()
     assert.deepEqual([batches.length, batches[0]!.length, settled], [1, 3, []]) // the second waits for the first's commit
@@ -296,13 +296,13 @@ describe('PlaceBatcher (the group commit of places, without a database)', () => 
     const batcher = new PlaceBatcher(async () => {
       throw new Error('connection lost')
     })
-    const results = await Promise.allSettled([batcher.place(request('k')), batcher.place(request())])
+    const results = await Promise.allSettled([batcher.submit(request('k')), batcher.submit(request())])
     assert.deepEqual(
       results.map((r) => r.status === 'rejected' && (r.reason as Error).message),
       ['connection lost', 'connection lost'],
     )
     // The key is free again: a retry joins the next batch.
-    await assert.rejects(batcher.place(request('k')), /connection lost/)
+    await assert.rejects(batcher.submit(request('k')), /connection lost/)
   })
 
   it('answers key_in_use at once for a key queued or in flight here, and frees the key once that place has settled', async () => {
@@ -313,18 +313,18 @@ describe('PlaceBatcher (the group commit of places, without a database)', () => 
       await new Promise<void>((resolve) => (commit = resolve))
       return requests.map((_, i) => placed(i + 1))
     })
-    const first = batcher.place(request('k'))
-    assert.deepEqual(await batcher.place(request('k')), { outcome: 'key_in_use' }) // queued
+    const first = batcher.submit(request('k'))
+    assert.deepEqual(await batcher.submit(request('k')), { outcome: 'key_in_use' }) // queued
     await nextTurn()
-    assert.deepEqual(await batcher.place(request('k')), { outcome: 'key_in_use' }) // in flight
-    const other = batcher.place(request('other'))
+    assert.deepEqual(await batcher.submit(request('k')), { outcome: 'key_in_use' }) // in flight
+    const other = batcher.submit(request('other'))
     commit()
     assert.equal((await first).outcome, 'placed')
     assert.equal(sent, 1)
     await within(15_000, 'the next batch starts', () => sent === 2)
     commit()
     await other
-    const again = batcher.place(request('k'))
+    const again = batcher.submit(request('k'))
     await within(15_000, 'the retry joins a batch', () => sent === 3)
     commit()
     assert.equal((await again).outcome, 'placed')

@@ -4,12 +4,12 @@ import fastJson from 'fast-json-stringify'
 import Type from 'typebox'
 import { hashApiKey } from '../src/domain/api-keys.js'
 import { createKey } from '../src/keys/create-key.js'
-import { toApiOrder, type CancelOutcome, type CancelResult, type OrderRecord } from '../src/domain/orders.js'
+import type { CancelOutcome, CancelResult, OrderRecord } from '../src/domain/orders.js'
 import { Order } from '../src/schemas/order.js'
 import type { Pet } from '../src/schemas/pet.js'
 import { openStore } from '../src/store/open-store.js'
 import { ImportConflictError, StoreUnavailableError, type Store } from '../src/store/store.js'
-import { createDatabase, forEachStore, listedOrders, type TestDatabaseHandle } from './support/harness.js'
+import { createDatabase, forEachStore, listedOrder, listedOrders, type TestDatabaseHandle } from './support/harness.js'
 import { connectSql, type Sql } from './support/sql.js'
 
 // One suite, every store: what the service relies on from a database, held on SQLite and PostgreSQL alike.
@@ -118,7 +118,7 @@ forEachStore('store contract', (kind) => {
     const listed = await listedOrders(store)
     for (const record of records) {
       const found = listed.find((o) => o.id === record.id)
-      assert.deepEqual(found, record.status === 'cancelled' ? undefined : toApiOrder(record))
+      assert.deepEqual(found, record.status === 'cancelled' ? undefined : listedOrder(record))
     }
     assert.equal(`[${pages.join(',')}]`, serializeOrders(listed))
   })

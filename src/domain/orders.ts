@@ -1,4 +1,3 @@
-import type { Order } from '../schemas/order.js'
 import { parseDateTime } from './date-time.js'
 import { INT64_MAX, INT64_MIN } from './int64.js'
 import type { OrderMetadata } from './order-metadata.js'
@@ -163,14 +162,4 @@ export type PlaceResult =
 /** The state rule import and ship share: a status only moves forward, and cancelled is final. */
 export function canMoveTo(from: OrderStatus, to: OrderStatus): boolean {
   return from === to || from === 'pending'
-}
-
-/** The API view of a stored row: unknown values are omitted, not null. */
-export function toApiOrder(row: Pick<OrderRecord, 'id' | 'petId' | 'quantity' | 'shipDate' | 'complete'>): Order {
-  const order: Order = { id: row.id }
-  if (row.petId !== null) order.petId = row.petId
-  if (row.quantity !== null) order.quantity = row.quantity
-  if (row.shipDate !== null) order.shipDate = row.shipDate
-  order.complete = row.complete
-  return order
 }

@@ -1,5 +1,5 @@
 import type { Span } from '@opentelemetry/api'
-import { activeSpan, traceBatch } from '../tracing/batch-span.js'
+import { activeSpan, traceBatch } from './batch-span.js'
 
 /** A batch's results, one per request in order; a promise for one settled later (a write redone alone). */
 export type BatchResults<Result> = readonly (Result | Promise<Result>)[]

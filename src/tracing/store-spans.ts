@@ -1,6 +1,6 @@
 import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api'
+import { activeSpan } from '../store/batch-span.js'
 import type { Store } from '../store/store.js'
-import { activeSpan } from './batch-span.js'
 
 const tracer = trace.getTracer('petstore-orders')
 const REPOSITORIES = ['orders', 'apiKeys', 'pets', 'events', 'webhooks'] as const

@@ -149,6 +149,16 @@ export function bearer(secret: string): Record<string, string> {
   return { authorization: `Bearer ${secret}` }
 }
 
+/** The Order v1 lists for `record` (a record the list shows): an unknown value omitted, never null. */
+export function listedOrder(record: OrderRecord): Order {
+  const listed: Order = { id: record.id }
+  if (record.petId !== null) listed.petId = record.petId
+  if (record.quantity !== null) listed.quantity = record.quantity
+  if (record.shipDate !== null) listed.shipDate = record.shipDate
+  listed.complete = record.complete
+  return listed
+}
+
 /**
  * Every listed order, as the store's JSON pages say, ids and petIds as bigint (exact): the integers
  * are read from the text, never through a number.

@@ -1,7 +1,7 @@
 import { constants, createReadStream, type ReadStream } from 'node:fs'
 import { access, stat } from 'node:fs/promises'
 import { ConfigError, loadDatabaseConfig } from '../../config.js'
-import { ImportFileError, locateOrder, type ImportSource } from '../../domain/import-records.js'
+import { ImportFileError, locateOrder, type ImportSource } from '../import-records.js'
 import { fileProblem } from '../../file-problem.js'
 import { ImportConflictError, type Store } from '../../store/store.js'
 import { CommandError, oneLine, PROGRAM, withStore, type Io } from '../command.js'

@@ -75,7 +75,7 @@ Examples:
                   {"id": 12, "petId": 4, "metadata": {"customer": "c-1042", "channel": "web"}}`,
   async run({ positionals }, io) {
     // The JSON parsers are loaded when a file is imported, not for --help.
-    const [{ importFile }, { readOrderRecords }] = await Promise.all([import('./import-file.js'), import('../../domain/import-records.js')])
+    const [{ importFile }, { readOrderRecords }] = await Promise.all([import('./import-file.js'), import('../import-records.js')])
     await importFile(io, positionals[0]!, 'orders', (source) => readOrderRecords(source), (store, records, onProgress) =>
       store.orders.import(records, onProgress),
     )

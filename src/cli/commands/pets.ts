@@ -31,7 +31,7 @@ Examples:
 
   pets.json:    [{"id": 198772, "name": "Rex", "tag": "dog"}, {"id": 2, "name": "Tom"}]`,
   async run({ positionals }, io) {
-    const [{ importFile }, { readPetRecords }] = await Promise.all([import('./import-file.js'), import('../../domain/import-records.js')])
+    const [{ importFile }, { readPetRecords }] = await Promise.all([import('./import-file.js'), import('../import-records.js')])
     await importFile(io, positionals[0]!, 'pets', (source) => readPetRecords(source), (store, records, onProgress) =>
       store.pets.import(records, onProgress),
     )

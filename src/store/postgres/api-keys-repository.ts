@@ -3,13 +3,13 @@ import { INT64_MAX } from '../../domain/int64.js'
 import { KEY_COLUMNS, toApiKey, type KeyRow } from '../rows.js'
 import type { ApiKeysRepository, RevokedKey } from '../store.js'
 import type { PostgresDatabase } from './database.js'
-import { int8 } from './import.js'
+import { int8 } from './parameters.js'
 
 export class PostgresApiKeysRepository implements ApiKeysRepository {
   constructor(private readonly database: PostgresDatabase) {}
 
   async create(key: NewApiKey): Promise<ApiKey> {
-    const { rows } = await this.database.write<KeyRow>(
+    const { rows } = await this.database.execute<KeyRow>(
       `INSERT INTO api_keys (name, hash, display_prefix, scopes, expires_at)
        VALUES ($1, $2, $3, $4::text[], $5) RETURNING ${KEY_COLUMNS}`,
       [key.name, key.hash, key.displayPrefix, key.scopes, key.expiresAt?.toISOString() ?? null],

@@ -116,7 +116,7 @@ export class PostgresDatabase {
   }
 
   /** One statement through the pool, classified; never retried (it may have taken effect). */
-  write<R extends pg.QueryResultRow>(sql: Statement, params?: unknown[]): Promise<pg.QueryResult<R>> {
+  execute<R extends pg.QueryResultRow>(sql: Statement, params?: unknown[]): Promise<pg.QueryResult<R>> {
     return this.track(this.pool.query<R>(sql, params).catch((error: unknown) => Promise.reject(this.toStoreError(error))))
   }
 

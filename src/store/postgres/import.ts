@@ -1,42 +1,11 @@
+/**
+ * What the imports of orders (order-import.ts) and pets (pets-repository.ts) share on PostgreSQL:
+ * their records read and written in batches, one batch written while the next is read.
+ */
+
 /** Rows per multi-row INSERT of an import; 10,000 (the progress step) is a multiple of it. */
 const IMPORT_BATCH = 5_000
 const PROGRESS_STEP = 10_000
-
-/**
- * PostgreSQL array literals for the batch parameters of an import, built directly: pg would build
- * the same text, but an import sends millions of elements and this is cheaper. Integers and booleans
- * need no quoting; text elements are quoted and escaped.
- */
-export function intArray(values: (bigint | number | null)[]): string {
-  let text = '{'
-  for (let i = 0; i < values.length; i++) {
-    const value = values[i]
-    text += (i === 0 ? '' : ',') + (value === null || value === undefined ? 'NULL' : value.toString())
-  }
-  return text + '}'
-}
-
-export function boolArray(values: boolean[]): string {
-  let text = '{'
-  for (let i = 0; i < values.length; i++) text += (i === 0 ? '' : ',') + (values[i] ? 't' : 'f')
-  return text + '}'
-}
-
-export function textArray(values: (string | null | undefined)[]): string {
-  let text = '{'
-  for (let i = 0; i < values.length; i++) {
-    const value = values[i]
-    text += (i === 0 ? '' : ',') + (value === null || value === undefined ? 'NULL' : `"${value.replace(/[\\"]/g, '\\$&')}"`)
-  }
-  return text + '}'
-}
-
-/** int64 parameters go to the server as decimal text: never through a JS number. */
-export function int8(value: bigint): string
-export function int8(value: bigint | null): string | null
-export function int8(value: bigint | null): string | null {
-  return value === null ? null : value.toString()
-}
 
 /**
  * Writes batches strictly one after another, without making the caller wait for the one in flight:
@@ -45,12 +14,12 @@ export function int8(value: bigint | null): string | null {
 class Pipeline<R> {
   private inFlight: Promise<void> = Promise.resolve()
 
-  constructor(private readonly write: (batch: R[]) => Promise<void>) {}
+  constructor(private readonly writeBatch: (batch: R[]) => Promise<void>) {}
 
   /** Waits for the previous batch (its failure is thrown here), then starts writing this one. */
   async send(batch: R[], afterWritten?: () => void): Promise<void> {
     await this.inFlight
-    const written = this.write(batch).then(afterWritten)
+    const written = this.writeBatch(batch).then(afterWritten)
     written.catch(() => {}) // observed by the next send() or drain(), not unhandled meanwhile
     this.inFlight = written
   }
@@ -62,7 +31,7 @@ class Pipeline<R> {
 }
 
 /**
- * Reads an import's records one at a time and hands them to `write` in batches of at most
+ * Reads an import's records one at a time and hands them to `writeBatch` in batches of at most
  * IMPORT_BATCH, so memory stays flat whatever the input's size; while one batch is being written
  * the next one is read. Returns how many records it read.
  * An error of the input itself is rethrown as it is — but only after the records read before it
@@ -71,7 +40,7 @@ class Pipeline<R> {
 export async function consumeInBatches<R extends { id: bigint }>(
   records: AsyncIterable<R>,
   onProgress: ((count: number) => void) | undefined,
-  write: (batch: R[]) => Promise<void>,
+  writeBatch: (batch: R[]) => Promise<void>,
 ): Promise<number> {
   // Rows waiting to be written by one multi-row INSERT, by id, in input order. An id appears at most
   // once in a batch (ON CONFLICT cannot touch one row twice in a statement), so a repeated id first
@@ -82,7 +51,7 @@ export async function consumeInBatches<R extends { id: bigint }>(
     batch = new Map()
     return records
   }
-  const writer = new Pipeline(write)
+  const writer = new Pipeline(writeBatch)
   let count = 0
   const iterator = records[Symbol.asyncIterator]()
   let exhausted = false

@@ -54,7 +54,7 @@ export class PostgresOrderEventsRepository implements OrderEventsRepository {
   }
 
   async prune(before: Date, batch = 1000): Promise<number> {
-    const { rows } = await this.database.write<{ deleted: number }>(PRUNE, [before.toISOString(), batch])
+    const { rows } = await this.database.execute<{ deleted: number }>(PRUNE, [before.toISOString(), batch])
     return rows[0]!.deleted
   }
 }

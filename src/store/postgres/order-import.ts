@@ -2,8 +2,9 @@ import { metadataText } from '../../domain/order-metadata.js'
 import type { OrderRecord, OrderStatus } from '../../domain/orders.js'
 import { ImportConflictError, type ImportProgress } from '../store.js'
 import type { PostgresDatabase } from './database.js'
-import { boolArray, consumeInBatches, intArray, textArray } from './import.js'
+import { consumeInBatches } from './import.js'
 import { ORDER_V2_JSON } from './order-pages.js'
+import { boolArray, intArray, textArray } from './parameters.js'
 import { bumpVersion, recordEvents, WRITE_TIME } from './write-sql.js'
 
 // A status only moves forward (pending → shipped | cancelled); the WHERE refuses anything else and
@@ -91,6 +92,6 @@ export async function importOrders(database: PostgresDatabase, records: AsyncIte
   // happens here; a failed VACUUM leaves both to autovacuum. order_metadata too, whose triggers the
   // import filled: without its statistics, a filter of two pairs walked the common one whole
   // (16.6 ms for a page at 1,000,000 orders, against 0.9 ms: docs/benchmarks.md).
-  if (version !== undefined) await database.write('VACUUM (ANALYZE) orders, order_metadata').catch(() => {})
+  if (version !== undefined) await database.execute('VACUUM (ANALYZE) orders, order_metadata').catch(() => {})
   return count
 }

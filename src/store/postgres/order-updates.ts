@@ -5,8 +5,8 @@ import { GroupCommit, type BatchResults } from '../group-commit.js'
 import { orderV2Json } from '../order-json.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import type { PostgresDatabase } from './database.js'
-import { intArray, textArray } from './import.js'
 import { orderV2Columns } from './order-pages.js'
+import { intArray, textArray } from './parameters.js'
 import { bumpVersion, recordEvents, traceArrays, type Traced } from './write-sql.js'
 
 /** More updates than this wait for the next batch. */
@@ -58,7 +58,8 @@ export class PostgresOrderUpdates {
 
   constructor(private readonly database: PostgresDatabase) {}
 
-  update(request: Traced<UpdateRequest>): Promise<UpdateResult> {
+  /** Queues `request` for the next batch; settles once that batch has committed (or, its order held or moved meanwhile, once it is written on its own). */
+  submit(request: Traced<UpdateRequest>): Promise<UpdateResult> {
     return this.batches.submit(request)
   }
 
@@ -74,7 +75,7 @@ export class PostgresOrderUpdates {
     const planned = plan(requests, new Map(rows.map((row) => [row.id, toOrderV2Record(row)])))
     const results: (UpdateResult | Promise<UpdateResult>)[] = planned.results
     if (planned.events.length === 0) return results
-    const { rows: written } = await this.database.write<{ id: bigint; data_version: bigint }>(WRITE, writeParams(planned))
+    const { rows: written } = await this.database.execute<{ id: bigint; data_version: bigint }>(WRITE, writeParams(planned))
     if (written.length > 0) this.database.versions.observe(written[0]!.data_version)
     if (written.length === planned.rows.length) return results
     // An order that moved since the read, or that another transaction held: its updates on their

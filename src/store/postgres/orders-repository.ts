@@ -22,11 +22,11 @@ import { checkPatch, type UpdateRequest, type UpdateResult } from '../../domain/
 import { mustRetryPlaces, placeInTransaction } from './place-orders.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { ORDER_V2_JSON, orderV2Columns, readOrderPageJson, readOrderV2 } from './order-pages.js'
-import { intArray, textArray } from './import.js'
+import { intArray, textArray } from './parameters.js'
 import { importOrders } from './order-import.js'
 import { bumpVersion, changedOrders, recordEvents, traceArrays, WRITE_TIME, type Traced } from './write-sql.js'
 import type { OrderEventType } from '../../domain/order-events.js'
-import { activeTraceContext, type TraceContext } from '../../tracing/trace-context.js'
+import { activeTraceContext, type TraceContext } from '../../domain/trace-context.js'
 
 /**
  * The JSON list, one order per line, in id order. Each order's JSON is stored in `orders.list_json`
@@ -219,7 +219,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
 
   /** Group-committed with the cancels of the same moment (row-write-batcher.ts). */
   cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null, expected?: ExpectedVersion): Promise<CancelResult> {
-    return this.submit((trace) => this.cancels.write({ id, cancelledByKey, reason, expected, trace }))
+    return this.queueWrite((trace) => this.cancels.submit({ id, cancelledByKey, reason, expected, trace }))
   }
 
   /**
@@ -227,27 +227,27 @@ export class PostgresOrdersRepository implements OrdersRepository {
    * request a statement would refuse is refused here, before it joins a batch it would fail.
    */
   place(request: PlaceRequest): Promise<PlaceResult> {
-    return this.submit((trace) => {
+    return this.queueWrite((trace) => {
       const refused = checkNewOrder(request.order)
-      return refused === undefined ? this.places.place({ ...request, trace }) : Promise.reject(new RangeError(refused))
+      return refused === undefined ? this.places.submit({ ...request, trace }) : Promise.reject(new RangeError(refused))
     })
   }
 
   /** Group-committed with the ships of the same moment (row-write-batcher.ts). */
   ship(id: bigint, expected?: ExpectedVersion): Promise<ShipResult> {
-    return this.submit((trace) => this.ships.write({ id, expected, trace }))
+    return this.queueWrite((trace) => this.ships.submit({ id, expected, trace }))
   }
 
   /** Group-committed with the completes of the same moment (row-write-batcher.ts). */
   complete(id: bigint, expected?: ExpectedVersion): Promise<CompleteResult> {
-    return this.submit((trace) => this.completes.write({ id, expected, trace }))
+    return this.queueWrite((trace) => this.completes.submit({ id, expected, trace }))
   }
 
   /** Group-committed with the updates of the same moment (order-updates.ts). */
   update(request: UpdateRequest): Promise<UpdateResult> {
-    return this.submit((trace) => {
+    return this.queueWrite((trace) => {
       const refused = checkPatch(request)
-      return refused === undefined ? this.updates.update({ ...request, trace }) : Promise.reject(new RangeError(refused))
+      return refused === undefined ? this.updates.submit({ ...request, trace }) : Promise.reject(new RangeError(refused))
     })
   }
 
@@ -255,12 +255,12 @@ export class PostgresOrdersRepository implements OrdersRepository {
    * A write is refused once close() has begun. Else it is queued with the trace context active now,
    * while the request that submits it runs, for its event: its batch is committed outside it.
    */
-  private submit<Result>(write: (trace: TraceContext | undefined) => Promise<Result>): Promise<Result> {
+  private queueWrite<Result>(write: (trace: TraceContext | undefined) => Promise<Result>): Promise<Result> {
     return this.closing ? Promise.reject(new StoreUnavailableError('the store is closed')) : write(activeTraceContext())
   }
 
   async pruneIdempotencyKeys(now: Date, limit: number): Promise<number> {
-    const result = await this.database.write(PRUNE_IDEMPOTENCY_KEYS, [now.toISOString(), limit])
+    const result = await this.database.execute(PRUNE_IDEMPOTENCY_KEYS, [now.toISOString(), limit])
     return result.rowCount ?? 0
   }
 
@@ -295,7 +295,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
     params: unknown[],
     requests: Conditional<{ id: bigint }>[],
   ): Promise<Map<bigint, BatchOutcome<Result>>> {
-    const { rows } = await this.database.write<BatchRow>(statement, params)
+    const { rows } = await this.database.execute<BatchRow>(statement, params)
     const expected = new Map(requests.map((request) => [request.id, request.expected]))
     const results = new Map<bigint, BatchOutcome<Result>>()
     for (const row of rows) {
@@ -313,7 +313,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
   /** One write in its own transaction, waiting for the order's row lock if another holds it. Never retried on a lost connection: it may have committed. */
   private async writeOne<Result>(rule: OrderWriteRule<Result>, statement: string, params: unknown[], request: Conditional<{ id: bigint }>): Promise<Result> {
     for (;;) {
-      const { rows } = await this.database.write<ChangedRow>(statement, params)
+      const { rows } = await this.database.execute<ChangedRow>(statement, params)
       const changed = rows[0]
       if (changed !== undefined) {
         if (changed.data_version !== null) this.database.versions.observe(changed.data_version)

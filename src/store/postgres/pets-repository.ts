@@ -2,7 +2,8 @@ import type { Pet } from '../../schemas/pet.js'
 import { toPet, type PetRow } from '../rows.js'
 import type { ImportProgress, PetsRepository } from '../store.js'
 import type { PostgresDatabase } from './database.js'
-import { consumeInBatches, int8, intArray, textArray } from './import.js'
+import { consumeInBatches } from './import.js'
+import { int8, intArray, textArray } from './parameters.js'
 
 const UPSERT_PETS = `INSERT INTO pets (id, name, tag)
   SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[])

@@ -25,7 +25,8 @@ export class PlaceBatcher {
     this.batches = new GroupCommit({ maxBatch: MAX_BATCH, commit: commitBatch })
   }
 
-  place(request: Traced<PlaceRequest>): Promise<PlaceResult> {
+  /** Queues `request` for the next batch (or answers key_in_use at once); settles once that batch has committed. */
+  submit(request: Traced<PlaceRequest>): Promise<PlaceResult> {
     const claim = request.idempotency
     const slot = claim === undefined ? undefined : this.keysInFlight.claim(claim)
     if (claim !== undefined && slot === undefined) return Promise.resolve(KEY_IN_USE)

@@ -2,7 +2,7 @@ import { KEY_IN_USE, keyAnswer, PLACED_STATUS, type StoredKey } from '../../doma
 import { INT64_MAX } from '../../domain/int64.js'
 import type { PlaceRequest, PlaceResult } from '../../domain/orders.js'
 import { metadataText } from '../../domain/order-metadata.js'
-import { intArray, textArray } from './import.js'
+import { intArray, textArray } from './parameters.js'
 import type { Connection } from './connection.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { ORDER_V2_JSON, orderV2Columns, utc } from './order-pages.js'

@@ -42,7 +42,8 @@ export class RowWriteBatcher<Request extends { id: bigint; expected?: number }, 
 
   constructor(private readonly writes: RowWrites<Request, Result>) {}
 
-  write(request: Request): Promise<Result> {
+  /** Queues `request` for the next batch; settles with its own result once that batch has committed. */
+  submit(request: Request): Promise<Result> {
     return this.batches.submit(request)
   }
 

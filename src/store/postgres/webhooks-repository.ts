@@ -19,9 +19,9 @@ import {
 import { NEXT_SCAN, toAttempt, toEndpoint, toLeases, toNextEvents, type AttemptRow, type EndpointRow, type LeasedRow, type NextRow } from '../webhook-rows.js'
 import type { WebhooksRepository } from '../webhooks.js'
 import type { PostgresDatabase } from './database.js'
-import { int8 } from './import.js'
 import type { Connection } from './connection.js'
 import { utc } from './order-pages.js'
+import { int8 } from './parameters.js'
 import { WRITE_TIME } from './write-sql.js'
 
 // One statement: whether the endpoint exists, and whether this claim won. A claim whose time is
@@ -188,12 +188,12 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
 
   async remove(id: bigint): Promise<boolean> {
     // Its attempts go with it (ON DELETE CASCADE).
-    const { rowCount } = await this.database.write('DELETE FROM webhook_endpoints WHERE id = $1', [int8(id)])
+    const { rowCount } = await this.database.execute('DELETE FROM webhook_endpoints WHERE id = $1', [int8(id)])
     return (rowCount ?? 0) > 0
   }
 
   async rotateSecret(id: bigint, secret: string, previousUntil: Date): Promise<boolean> {
-    const { rowCount } = await this.database.write(
+    const { rowCount } = await this.database.execute(
       'UPDATE webhook_endpoints SET previous_secret = secret, previous_until = $2, secret = $3, revision = revision + 1 WHERE id = $1',
       [int8(id), previousUntil.toISOString(), secret],
     )
@@ -225,13 +225,13 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
 
   async lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]> {
     const until = new Date(now.getTime() + leaseMs)
-    const { rows } = await this.database.write<LeasedRow>(LEASE, [owner, until.toISOString(), now.toISOString(), limit])
+    const { rows } = await this.database.execute<LeasedRow>(LEASE, [owner, until.toISOString(), now.toISOString(), limit])
     return toLeases(rows, owner, until, now)
   }
 
   async renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean> {
     const until = new Date(now.getTime() + leaseMs)
-    const { rowCount } = await this.database.write(
+    const { rowCount } = await this.database.execute(
       'UPDATE webhook_endpoints SET lease_until = $4 WHERE id = $1 AND lease_owner = $2 AND lease_until > $3 AND enabled',
       [int8(lease.endpoint.id), lease.owner, now.toISOString(), until.toISOString()],
     )
@@ -241,7 +241,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async release(lease: WebhookLease): Promise<void> {
-    await this.database.write('UPDATE webhook_endpoints SET lease_owner = NULL, lease_until = $3 WHERE id = $1 AND lease_owner = $2', [
+    await this.database.execute('UPDATE webhook_endpoints SET lease_owner = NULL, lease_until = $3 WHERE id = $1 AND lease_owner = $2', [
       int8(lease.endpoint.id),
       lease.owner,
       new Date().toISOString(),
@@ -270,7 +270,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
    */
   async advance(lease: WebhookLease, position: bigint, attempt: WebhookAttempt | null): Promise<boolean> {
     const trim = trimsAttempts(lease.endpoint.position, position)
-    const { rows } = await this.database.write<{ revision: number | null }>({ name: 'webhooks-advance', text: ADVANCE }, [
+    const { rows } = await this.database.execute<{ revision: number | null }>({ name: 'webhooks-advance', text: ADVANCE }, [
       ...held(lease),
       ...attemptParams(attempt),
       int8(position),
@@ -283,7 +283,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async fail(lease: WebhookLease, attempt: WebhookAttempt, next: { retryAt: Date } | { disable: WebhookDisabledReason }): Promise<boolean> {
-    const { rows } = await this.database.write<{ changed: number }>(FAIL, [
+    const { rows } = await this.database.execute<{ changed: number }>(FAIL, [
       ...held(lease),
       ...attemptParams(attempt),
       'retryAt' in next ? next.retryAt.toISOString() : null,
@@ -293,7 +293,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async disable(lease: WebhookLease, reason: WebhookDisabledReason): Promise<boolean> {
-    const { rowCount } = await this.database.write(
+    const { rowCount } = await this.database.execute(
       `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $5, next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL WHERE ${HELD}`,
       [...held(lease), reason],
     )
@@ -308,7 +308,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async forgetPreviousSecrets(now: Date): Promise<number> {
-    const { rowCount } = await this.database.write(
+    const { rowCount } = await this.database.execute(
       'UPDATE webhook_endpoints SET previous_secret = NULL, previous_until = NULL WHERE previous_until <= $1',
       [now.toISOString()],
     )
@@ -326,7 +326,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
 
   async claimPing(id: bigint, token: string, now: Date, until: Date): Promise<'claimed' | 'in_flight' | undefined> {
     try {
-      const { rows } = await this.database.write<{ found: boolean; claimed: boolean }>(CLAIM_PING, [int8(id), token, until.toISOString(), now.toISOString()])
+      const { rows } = await this.database.execute<{ found: boolean; claimed: boolean }>(CLAIM_PING, [int8(id), token, until.toISOString(), now.toISOString()])
       const { found, claimed } = rows[0]!
       return !found ? undefined : claimed ? 'claimed' : 'in_flight'
     } catch (error) {
@@ -336,6 +336,6 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async releasePing(id: bigint, token: string): Promise<void> {
-    await this.database.write('DELETE FROM webhook_ping_claims WHERE endpoint_id = $1 AND token = $2', [int8(id), token])
+    await this.database.execute('DELETE FROM webhook_ping_claims WHERE endpoint_id = $1 AND token = $2', [int8(id), token])
   }
 }

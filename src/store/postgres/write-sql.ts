@@ -1,7 +1,7 @@
 import type { OrderEventType } from '../../domain/order-events.js'
-import type { TraceContext } from '../../tracing/trace-context.js'
-import { textArray } from './import.js'
+import type { TraceContext } from '../../domain/trace-context.js'
 import { utc } from './order-pages.js'
+import { textArray } from './parameters.js'
 import { VERSION_CHANNEL } from './version-watcher.js'
 
 /**

@@ -24,7 +24,7 @@ import { ORDER_V2_JSON, readOrderPageJson, readOrderV2 } from './order-pages.js'
 import { orderV2Json } from '../order-json.js'
 import { metadataText } from '../../domain/order-metadata.js'
 import { WriteBatcher, type Batch } from './write-batcher.js'
-import { activeTraceContext, type TraceContext } from '../../tracing/trace-context.js'
+import { activeTraceContext, type TraceContext } from '../../domain/trace-context.js'
 
 // One page of the order list as JSON text, exactly as the Order schema serializes it: fields in
 // schema order, NULLs omitted (`',"petId":' || NULL` is NULL; json_quote(NULL) is 'null', hence
@@ -108,34 +108,34 @@ export class SqliteOrdersRepository implements OrdersRepository {
   }
 
   cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null, expected?: ExpectedVersion): Promise<CancelResult> {
-    return this.write((writes, batch, trace) => writes.cancel(batch, trace, id, cancelledByKey, reason, expected))
+    return this.queueWrite((writes, batch, trace) => writes.cancel(batch, trace, id, cancelledByKey, reason, expected))
   }
 
   place(request: PlaceRequest): Promise<PlaceResult> {
     const { order, idempotency: claim } = request
     const refused = checkNewOrder(order)
     if (refused !== undefined) return Promise.reject(new RangeError(refused))
-    if (claim === undefined) return this.write((writes, batch, trace) => writes.place(batch, trace, request))
+    if (claim === undefined) return this.queueWrite((writes, batch, trace) => writes.place(batch, trace, request))
     // One request per key at a time in this process: the others are answered at once. Another
     // process on the file cannot overlap the transaction that stores the key, so it finds the
     // committed record.
     const slot = this.keysInFlight.claim(claim)
     if (slot === undefined) return Promise.resolve(KEY_IN_USE)
-    return this.write((writes, batch, trace) => writes.place(batch, trace, request)).finally(() => this.keysInFlight.release(slot))
+    return this.queueWrite((writes, batch, trace) => writes.place(batch, trace, request)).finally(() => this.keysInFlight.release(slot))
   }
 
   ship(id: bigint, expected?: ExpectedVersion): Promise<ShipResult> {
-    return this.write((writes, batch, trace) => writes.ship(batch, trace, id, expected))
+    return this.queueWrite((writes, batch, trace) => writes.ship(batch, trace, id, expected))
   }
 
   complete(id: bigint, expected?: ExpectedVersion): Promise<CompleteResult> {
-    return this.write((writes, batch, trace) => writes.complete(batch, trace, id, expected))
+    return this.queueWrite((writes, batch, trace) => writes.complete(batch, trace, id, expected))
   }
 
   update(request: UpdateRequest): Promise<UpdateResult> {
     const refused = checkPatch(request)
     if (refused !== undefined) return Promise.reject(new RangeError(refused))
-    return this.write((writes, batch, trace) => writes.update(batch, trace, request))
+    return this.queueWrite((writes, batch, trace) => writes.update(batch, trace, request))
   }
 
   async pruneIdempotencyKeys(now: Date, limit: number): Promise<number> {
@@ -158,7 +158,7 @@ export class SqliteOrdersRepository implements OrdersRepository {
    * keeps the trace context active now, while the request that submits it runs: the batch is
    * committed later, outside it.
    */
-  private write<R>(write: (writes: OrderWrites, batch: Batch, trace: TraceContext | undefined) => R): Promise<R> {
+  private queueWrite<R>(write: (writes: OrderWrites, batch: Batch, trace: TraceContext | undefined) => R): Promise<R> {
     const trace = activeTraceContext()
     let writer: { batcher: WriteBatcher; writes: OrderWrites }
     try {

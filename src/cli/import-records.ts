@@ -22,9 +22,9 @@ import streamArray from 'stream-json/streamers/stream-array.js'
 import type { StreamBaseOptions } from 'stream-json/streamers/stream-base.js'
 import withParser from 'stream-json/utils/with-parser.js'
 import verifier from 'stream-json/utils/verifier.js'
+import type { OrderRecord } from '../domain/orders.js'
 import type { Pet } from '../schemas/pet.js'
 import { InvalidRecordError, JsonNumber, validateOrderRecord, validatePetRecord } from './import-validation.js'
-import type { OrderRecord } from './orders.js'
 
 /** Where the records come from. `open` may be called more than once (once more to locate a syntax error). */
 export interface ImportSource {

@@ -2,11 +2,11 @@
  * The validation of one record of `orders import` and `pets import`, as import-records.ts reads it:
  * a parsed JSON value whose numbers are {@link JsonNumber}s.
  */
+import { parseDateTime } from '../domain/date-time.js'
+import { INT64_MAX, parseInt64 } from '../domain/int64.js'
+import { MAX_METADATA_KEYS, metadataKeyProblem, metadataValueProblem, toMetadata, type OrderMetadata } from '../domain/order-metadata.js'
+import { CANCELLATION_REASONS, checkNewOrder, MAX_QUANTITY, ORDER_STATUSES, type OrderRecord } from '../domain/orders.js'
 import type { Pet } from '../schemas/pet.js'
-import { parseDateTime } from './date-time.js'
-import { INT64_MAX, parseInt64 } from './int64.js'
-import { MAX_METADATA_KEYS, metadataKeyProblem, metadataValueProblem, toMetadata, type OrderMetadata } from './order-metadata.js'
-import { CANCELLATION_REASONS, checkNewOrder, MAX_QUANTITY, ORDER_STATUSES, type OrderRecord } from './orders.js'
 
 /** A record that breaks a rule; the reader adds its position. */
 export class InvalidRecordError extends Error {
