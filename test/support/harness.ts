@@ -203,6 +203,15 @@ export async function within(ms: number, what: string, check: () => Promise<bool
   return performance.now() - started
 }
 
+/**
+ * Polls `check` every `everyMs` until it holds, however long that takes: for what the code does by
+ * itself at no time of its own (a loaded machine only makes it later). A check that never holds is
+ * ended by the runner's timeout (--test-timeout), not by a deadline here.
+ */
+export async function eventually(check: () => Promise<boolean> | boolean, everyMs = 5): Promise<void> {
+  while (!(await check())) await sleep(everyMs)
+}
+
 /** SQLite: a checkpoint can reset the WAL only when no reader holds an old snapshot. */
 export function sqliteReaderReleased(server: TestServer): () => Promise<boolean> {
   return async () => {

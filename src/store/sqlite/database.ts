@@ -93,6 +93,12 @@ export interface SqliteStoreOptions {
    */
   busyTimeoutMs?: number
   /**
+   * How long a queued write is retried while another process holds the write lock, before it fails
+   * as unavailable (default 2 s, see WriteBatcher): an option so that a test can make the lock's
+   * release, not this timer, end the wait.
+   */
+  busyRetryMs?: number
+  /**
    * Open only a file that exists: when it does not, fail with an error naming it, having created
    * neither the file nor its directory. Otherwise both are made (privately) when missing.
    */
@@ -103,6 +109,7 @@ export interface SqliteStoreOptions {
 export class SqliteDatabase {
   readonly path: string
   readonly busyTimeoutMs: number
+  readonly busyRetryMs: number | undefined
   readonly db: Db
   private readonly idleReaders: Db[] = []
   private closed = false
@@ -110,6 +117,7 @@ export class SqliteDatabase {
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.path = path
     this.busyTimeoutMs = options.busyTimeoutMs ?? 5000
+    this.busyRetryMs = options.busyRetryMs
     const mustExist = options.mustExist === true
     try {
       if (!mustExist) createPrivately(path)

@@ -175,7 +175,7 @@ export class SqliteOrdersRepository implements OrdersRepository {
     // batcher then makes its commits never wait for the lock.
     const db = connect(this.database.path, false, this.database.busyTimeoutMs)
     try {
-      return { batcher: new WriteBatcher(db), writes: new OrderWrites(db) }
+      return { batcher: new WriteBatcher(db, this.database.busyRetryMs), writes: new OrderWrites(db) }
     } catch (error) {
       db.close()
       throw error

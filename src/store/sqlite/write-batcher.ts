@@ -45,6 +45,8 @@ export class WriteBatcher {
      * again does not set it.)
      */
     private readonly db: Database.Database,
+    /** BUSY_RETRY_MS, unless the store was opened with another (busyRetryMs: tests end the wait by the lock). */
+    retryMs = BUSY_RETRY_MS,
   ) {
     db.pragma('busy_timeout = 0')
     const bump = db.prepare(BUMP_DATA_VERSION)
@@ -57,7 +59,7 @@ export class WriteBatcher {
     })
     this.batches = new GroupCommit({
       commit: (writes) => commitBatch.immediate(writes),
-      retry: { transient: (error) => (error as { code?: string }).code === 'SQLITE_BUSY', afterMs: BUSY_BACKOFF_MS, forMs: BUSY_RETRY_MS },
+      retry: { transient: (error) => (error as { code?: string }).code === 'SQLITE_BUSY', afterMs: BUSY_BACKOFF_MS, forMs: retryMs },
     })
   }
 
