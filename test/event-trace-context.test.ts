@@ -11,7 +11,7 @@ import type { DeliveryEvent, WebhookEndpoint } from '../src/domain/webhooks.js'
 import { openStore } from '../src/store/open-store.js'
 import { traceArrays } from '../src/store/postgres/write-sql.js'
 import type { Store } from '../src/store/store.js'
-import { activeTraceContext, type TraceContext } from '../src/domain/trace-context.js'
+import { activeTraceContext, type TraceContext } from '../src/trace-context.js'
 import { deliveryBody } from '../src/webhooks/signing.js'
 import { createDatabase, forEachStore, type StoreKind, type TestDatabaseHandle } from './support/harness.js'
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { boundedTracestate, TRACESTATE_MAX_LENGTH, TRACESTATE_MAX_MEMBERS } from '../src/domain/trace-context.js'
+import { boundedTracestate, TRACESTATE_MAX_LENGTH, TRACESTATE_MAX_MEMBERS } from '../src/trace-context.js'
 
 // What of a tracestate is passed on to a webhook receiver or kept with an event: W3C's limits.
 describe('tracestate within the W3C limits', () => {

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import type { TraceContext } from './trace-context.js'
+import type { TraceContext } from '../trace-context.js'
 import { canonicalEventTypes, type OrderEventType } from './order-events.js'
 
 /**

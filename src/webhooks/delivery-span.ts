@@ -6,7 +6,7 @@ import {
   ATTR_SERVER_ADDRESS,
   ATTR_SERVER_PORT,
 } from '@opentelemetry/semantic-conventions'
-import { traceContextOf, type TraceContext } from '../domain/trace-context.js'
+import { traceContextOf, type TraceContext } from '../trace-context.js'
 import type { DeliveryResult } from './delivery.js'
 
 const tracer = trace.getTracer('petstore-orders')

@@ -26,7 +26,7 @@ import { intArray, textArray } from './parameters.js'
 import { importOrders } from './order-import.js'
 import { bumpVersion, changedOrders, recordEvents, traceArrays, WRITE_TIME, type Traced } from './write-sql.js'
 import type { OrderEventType } from '../../domain/order-events.js'
-import { activeTraceContext, type TraceContext } from '../../domain/trace-context.js'
+import { activeTraceContext, type TraceContext } from '../../trace-context.js'
 
 /**
  * The JSON list, one order per line, in id order. Each order's JSON is stored in `orders.list_json`

@@ -1,5 +1,5 @@
 import type { OrderEventType } from '../../domain/order-events.js'
-import type { TraceContext } from '../../domain/trace-context.js'
+import type { TraceContext } from '../../trace-context.js'
 import { utc } from './order-pages.js'
 import { textArray } from './parameters.js'
 import { VERSION_CHANNEL } from './version-watcher.js'

@@ -1,5 +1,5 @@
 import { eventBody, toEventsPage, type OrderEventType, type OrderEventsPage } from '../../domain/order-events.js'
-import type { TraceContext } from '../../domain/trace-context.js'
+import type { TraceContext } from '../../trace-context.js'
 import type { OrderEventsRepository } from '../order-events.js'
 import { classified, statement, type SqliteDatabase } from './database.js'
 

@@ -20,7 +20,7 @@ import { orderV2Json } from '../order-json.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { ORDER_V2_COLUMNS, ORDER_V2_JSON } from './order-pages.js'
 import type { Batch } from './write-batcher.js'
-import type { TraceContext } from '../../domain/trace-context.js'
+import type { TraceContext } from '../../trace-context.js'
 
 type ChangedRow = OrderV2Row & { json: string }
 

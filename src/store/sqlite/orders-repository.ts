@@ -24,7 +24,7 @@ import { ORDER_V2_JSON, readOrderPageJson, readOrderV2 } from './order-pages.js'
 import { orderV2Json } from '../order-json.js'
 import { metadataText } from '../../domain/order-metadata.js'
 import { WriteBatcher, type Batch } from './write-batcher.js'
-import { activeTraceContext, type TraceContext } from '../../domain/trace-context.js'
+import { activeTraceContext, type TraceContext } from '../../trace-context.js'
 
 // One page of the order list as JSON text, exactly as the Order schema serializes it: fields in
 // schema order, NULLs omitted (`',"petId":' || NULL` is NULL; json_quote(NULL) is 'null', hence
