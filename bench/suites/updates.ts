@@ -171,7 +171,7 @@ async function patchRun(context: StoreContext, kind: PatchKind, amount: number):
       kind === 'metadata'
         ? await count(
             big.database,
-            `SELECT count(*) FROM orders o WHERE o.id BETWEEN ? AND ? AND (o.metadata IS NOT NULL) <> EXISTS (SELECT 1 FROM order_metadata m WHERE m.key = 'note' AND m.order_id = o.id)`,
+            `SELECT count(*) FROM orders o WHERE o.id BETWEEN ? AND ? AND (o.metadata IS NOT NULL) <> EXISTS (SELECT 1 FROM order_metadata m WHERE m.key = 'note' AND m.value = '${PATCHES.metadata.patch.metadata.note}' AND m.order_id = o.id)`,
             range,
           )
         : 0
