@@ -113,6 +113,9 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
     clientErrorHandler: clientErrorResponse,
     http: {
       headersTimeout: config.http.headersTimeoutMs,
+      // Also given here, at the server's creation, where Node checks headersTimeout against it:
+      // against its own default (300 s) a longer headers timeout would not start.
+      requestTimeout: config.http.requestTimeoutMs,
       maxHeaderSize: config.http.maxHeaderSize,
       // How often Node checks the two timeouts above (default 30 s, which would let slow clients
       // hold sockets for far longer than the timeouts say).

@@ -228,6 +228,10 @@ export function loadConfig(env: Env = process.env): Config {
     maxHeaderSize: integer(env, 'HTTP_MAX_HEADER_SIZE', 16_384, 1024, 1_048_576),
     maxConnections: integer(env, 'HTTP_MAX_CONNECTIONS', 4096, 1, 1_000_000),
   }
+  // The headers are part of the request: Node refuses a server whose headers may take longer.
+  if (http.headersTimeoutMs > http.requestTimeoutMs) {
+    throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS', `must be at most HTTP_REQUEST_TIMEOUT_MS (${http.requestTimeoutMs}), got ${http.headersTimeoutMs}`)
+  }
   const database = loadDatabaseConfig(env)
   // What LIST_DATABASE_STREAMS must stay below; SQLite has no pool.
   const poolSize = database.kind === 'postgres' ? database.poolSize : Infinity
