@@ -10,7 +10,7 @@
  *   node --import tsx bench/profile-writes.ts [sqlite|postgres] [kinds, e.g. place,place-metadata] [count] [orders]
  *
  * PROFILE_SQL: bench-only SQL run on the database after the seed, before any server starts, to see
- * what a change of schema would change (e.g. PROFILE_SQL='DROP INDEX order_metadata_order').
+ * what a change of schema would change (e.g. PROFILE_SQL='DROP TRIGGER orders_metadata_inserted').
  *
  * Kinds: place, place-metadata (three keys of 20 characters, as comparison 12: a customer of 1,000
  * at random, a cart of its own, the one channel), place-metadata-ascending (the same but every
