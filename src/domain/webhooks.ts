@@ -52,6 +52,7 @@ export interface WebhookAttempt {
 
 export interface NewWebhookEndpoint {
   url: string
+  /** Canonical already (canonicalEventTypes, applied by createWebhookEndpoint): a store writes them as given. */
   eventTypes: OrderEventType[]
   description: string | null
   secret: string

@@ -1,4 +1,4 @@
-import { canonicalEventTypes, checkCursor } from '../../domain/order-events.js'
+import { checkCursor } from '../../domain/order-events.js'
 import {
   advanceLease,
   ATTEMPTS_KEPT,
@@ -145,7 +145,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
       const { rows } = await connection.query<EndpointRow>(
         `INSERT INTO webhook_endpoints (url, event_types, description, position, created_at, secret)
          VALUES ($1, $2::text[], $3, ${HEAD}, ${WRITE_TIME}, $4) RETURNING ${ENDPOINT_COLUMNS}`,
-        [endpoint.url, canonicalEventTypes(endpoint.eventTypes), endpoint.description, endpoint.secret],
+        [endpoint.url, endpoint.eventTypes, endpoint.description, endpoint.secret],
       )
       return toEndpoint(rows[0]!)
     })

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3'
-import { canonicalEventTypes, checkCursor } from '../../domain/order-events.js'
+import { checkCursor } from '../../domain/order-events.js'
 import {
   advanceLease,
   ATTEMPTS_KEPT,
@@ -94,7 +94,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
       const row = this.statement(
         `INSERT INTO webhook_endpoints (url, event_types, description, position, created_at, secret)
          VALUES (?, ?, ?, ${HEAD}, ?, ?) RETURNING ${ENDPOINT_COLUMNS}`,
-      ).get(endpoint.url, canonicalEventTypes(endpoint.eventTypes).join(','), endpoint.description, new Date().toISOString(), endpoint.secret) as EndpointRow
+      ).get(endpoint.url, endpoint.eventTypes.join(','), endpoint.description, new Date().toISOString(), endpoint.secret) as EndpointRow
       return toEndpoint(row)
     })
   }
