@@ -151,6 +151,16 @@ export interface EndpointChange {
 }
 
 /**
+ * What disabling sets, whatever the reason (a request, a failure past the schedule, a gone endpoint,
+ * expired events): disabled, with its reason, no retry scheduled; its position and the failure of
+ * its current event are kept, for enabling it again. A store writes these under the lease when a
+ * delivery disables it.
+ */
+export function disabled(reason: WebhookDisabledReason): Pick<EndpointState, 'enabled' | 'disabledReason' | 'nextAttemptAt'> {
+  return { enabled: false, disabledReason: reason, nextAttemptAt: null }
+}
+
+/**
  * A PATCH applied; an empty description is none. Enabling clears what disabled it and, when it was disabled, the failure of its
  * current event (an enabled endpoint keeps its retry schedule); disabling is `disabled_by_request`,
  * with no retry scheduled, at the position it stopped at. The revision moves when what deliveries
@@ -167,7 +177,7 @@ export function patchEndpoint(current: EndpointState, patch: WebhookEndpointPatc
     if (!current.enabled) Object.assign(state, { failures: 0, failingSince: null, nextAttemptAt: null })
     Object.assign(state, { enabled: true, disabledReason: null })
   } else if (patch.enabled === false) {
-    Object.assign(state, { enabled: false, disabledReason: 'disabled_by_request', nextAttemptAt: null })
+    Object.assign(state, disabled('disabled_by_request'))
   }
   return { state, movesRevision: patch.url !== undefined || patch.eventTypes !== undefined || patch.enabled !== undefined }
 }

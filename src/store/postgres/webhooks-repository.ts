@@ -2,6 +2,7 @@ import { checkCursor } from '../../domain/order-events.js'
 import {
   advanceLease,
   ATTEMPTS_KEPT,
+  disabled,
   patchEndpoint,
   replayEndpoint,
   signingSecretsAt,
@@ -293,9 +294,11 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async disable(lease: WebhookLease, reason: WebhookDisabledReason): Promise<boolean> {
+    const { enabled, disabledReason, nextAttemptAt } = disabled(reason)
     const { rowCount } = await this.database.execute(
-      `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $5, next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL WHERE ${HELD}`,
-      [...held(lease), reason],
+      `UPDATE webhook_endpoints SET enabled = $5, disabled_reason = $6, next_attempt_at = $7::timestamptz, lease_owner = NULL, lease_until = NULL
+       WHERE ${HELD}`,
+      [...held(lease), enabled, disabledReason, nextAttemptAt],
     )
     return (rowCount ?? 0) > 0
   }

@@ -3,6 +3,7 @@ import { checkCursor } from '../../domain/order-events.js'
 import {
   advanceLease,
   ATTEMPTS_KEPT,
+  disabled,
   patchEndpoint,
   replayEndpoint,
   signingSecretsAt,
@@ -285,11 +286,12 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   async disable(lease: WebhookLease, reason: WebhookDisabledReason): Promise<boolean> {
+    const { enabled, disabledReason, nextAttemptAt } = disabled(reason)
     return this.database.immediate(
       () =>
         this.statement(
-          `UPDATE webhook_endpoints SET enabled = 0, disabled_reason = ?, next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL WHERE ${HELD}`,
-        ).run(reason, ...this.held(lease)).changes > 0,
+          `UPDATE webhook_endpoints SET enabled = ?, disabled_reason = ?, next_attempt_at = ?, lease_owner = NULL, lease_until = NULL WHERE ${HELD}`,
+        ).run(enabled ? 1 : 0, disabledReason, nextAttemptAt, ...this.held(lease)).changes > 0,
     )
   }
 
