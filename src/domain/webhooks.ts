@@ -160,6 +160,19 @@ export function disabled(reason: WebhookDisabledReason): Pick<EndpointState, 'en
   return { enabled: false, disabledReason: reason, nextAttemptAt: null }
 }
 
+/** What follows a failed attempt (the dispatcher's choice, by the retry schedule): a retry at `retryAt`, or disabling. */
+export type AfterFailure = { retryAt: Date } | { disable: WebhookDisabledReason }
+
+/**
+ * A delivery's failed attempt (at `attemptedAt`) applied: one more failure of the current event,
+ * failing since its first failure; then either tried again at `retryAt`, or disabled (see disabled).
+ * The position stays: the event is sent again, or on enabling.
+ */
+export function failDelivery(current: EndpointState, attemptedAt: string, next: AfterFailure): EndpointState {
+  const state: EndpointState = { ...current, failures: current.failures + 1, failingSince: current.failingSince ?? attemptedAt }
+  return 'retryAt' in next ? { ...state, nextAttemptAt: next.retryAt.toISOString() } : { ...state, ...disabled(next.disable) }
+}
+
 /**
  * A PATCH applied; an empty description is none. Enabling clears what disabled it and, when it was disabled, the failure of its
  * current event (an enabled endpoint keeps its retry schedule); disabling is `disabled_by_request`,

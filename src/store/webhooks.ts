@@ -1,4 +1,5 @@
 import type {
+  AfterFailure,
   NewWebhookEndpoint,
   NextEvents,
   WebhookAttempt,
@@ -86,10 +87,10 @@ export interface WebhooksRepository {
    */
   advance(lease: WebhookLease, position: bigint, attempt: WebhookAttempt | null): Promise<boolean>
   /**
-   * The attempt failed: recorded; then either tried again at `retryAt` (failures + 1, failingSince
-   * set if not yet) or disabled with `disable`; the lease ends. False when the lease was lost.
+   * The attempt failed: recorded, and the endpoint as failDelivery makes it (tried again at
+   * `retryAt`, or disabled); the lease ends. False, and nothing written, when the lease was lost.
    */
-  fail(lease: WebhookLease, attempt: WebhookAttempt, next: { retryAt: Date } | { disable: WebhookDisabledReason }): Promise<boolean>
+  fail(lease: WebhookLease, attempt: WebhookAttempt, next: AfterFailure): Promise<boolean>
   /** Disables it (e.g. `events_expired`) under its lease, which ends. */
   disable(lease: WebhookLease, reason: WebhookDisabledReason): Promise<boolean>
   /**

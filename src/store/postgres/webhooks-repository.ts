@@ -3,10 +3,12 @@ import {
   advanceLease,
   ATTEMPTS_KEPT,
   disabled,
+  failDelivery,
   patchEndpoint,
   replayEndpoint,
   signingSecretsAt,
   trimsAttempts,
+  type AfterFailure,
   type EndpointChange,
   type EndpointState,
   type NewWebhookEndpoint,
@@ -110,12 +112,11 @@ const ADVANCE = `
   ), ${recordAttempt('moved', '$11::boolean')}
   SELECT (SELECT revision FROM moved) AS revision, set_config('synchronous_commit', 'off', true) AS commit_mode`
 
+// The endpoint as failDelivery made it ($10 to $14), in the transaction holding its row since it was read under HELD.
 const FAIL = `
   WITH failed AS (
-    UPDATE webhook_endpoints SET failures = failures + 1, failing_since = coalesce(failing_since, $6::timestamptz),
-      next_attempt_at = $10::timestamptz,
-      enabled = CASE WHEN $11::text IS NULL THEN enabled ELSE false END, disabled_reason = coalesce($11::text, disabled_reason),
-      lease_owner = NULL, lease_until = NULL
+    UPDATE webhook_endpoints SET failures = $10::integer, failing_since = $11::timestamptz, next_attempt_at = $12::timestamptz,
+      enabled = $13::boolean, disabled_reason = $14::text, lease_owner = NULL, lease_until = NULL
     WHERE ${HELD} RETURNING id
   ), ${recordAttempt('failed', 'true')}
   SELECT count(*)::int AS changed FROM failed`
@@ -283,14 +284,27 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
     return true
   }
 
-  async fail(lease: WebhookLease, attempt: WebhookAttempt, next: { retryAt: Date } | { disable: WebhookDisabledReason }): Promise<boolean> {
-    const { rows } = await this.database.execute<{ changed: number }>(FAIL, [
-      ...held(lease),
-      ...attemptParams(attempt),
-      'retryAt' in next ? next.retryAt.toISOString() : null,
-      'disable' in next ? next.disable : null,
-    ])
-    return rows[0]!.changed > 0
+  async fail(lease: WebhookLease, attempt: WebhookAttempt, next: AfterFailure): Promise<boolean> {
+    const params = held(lease)
+    return this.database.transaction(async (connection) => {
+      const { rows: found } = await connection.query<EndpointRow & { failures: number }>(
+        `SELECT ${ENDPOINT_COLUMNS}, failures FROM webhook_endpoints WHERE ${HELD} FOR UPDATE`,
+        params,
+      )
+      const row = found[0]
+      if (row === undefined) return false
+      const state = failDelivery({ ...toEndpoint(row), failures: row.failures }, attempt.attemptedAt, next)
+      const { rows } = await connection.query<{ changed: number }>(FAIL, [
+        ...params,
+        ...attemptParams(attempt),
+        state.failures,
+        state.failingSince,
+        state.nextAttemptAt,
+        state.enabled,
+        state.disabledReason,
+      ])
+      return rows[0]!.changed > 0
+    })
   }
 
   async disable(lease: WebhookLease, reason: WebhookDisabledReason): Promise<boolean> {

@@ -4,10 +4,12 @@ import {
   advanceLease,
   ATTEMPTS_KEPT,
   disabled,
+  failDelivery,
   patchEndpoint,
   replayEndpoint,
   signingSecretsAt,
   trimsAttempts,
+  type AfterFailure,
   type EndpointChange,
   type EndpointState,
   type NewWebhookEndpoint,
@@ -269,17 +271,19 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
     return revision
   }
 
-  async fail(lease: WebhookLease, attempt: WebhookAttempt, next: { retryAt: Date } | { disable: WebhookDisabledReason }): Promise<boolean> {
-    const retryAt = 'retryAt' in next ? next.retryAt.toISOString() : null
-    const reason = 'disable' in next ? next.disable : null
+  async fail(lease: WebhookLease, attempt: WebhookAttempt, next: AfterFailure): Promise<boolean> {
+    // The write transaction is exclusive: the row read is the row written.
     return this.database.immediate(() => {
-      const changes = this.statement(
-        `UPDATE webhook_endpoints SET failures = failures + 1, failing_since = coalesce(failing_since, ?), next_attempt_at = ?,
-           enabled = CASE WHEN ? IS NULL THEN enabled ELSE 0 END, disabled_reason = coalesce(?, disabled_reason),
+      const row = this.statement(`SELECT ${ENDPOINT_COLUMNS}, failures FROM webhook_endpoints WHERE ${HELD}`).get(...this.held(lease)) as
+        | (EndpointRow & { failures: bigint })
+        | undefined
+      if (row === undefined) return false
+      const state = failDelivery({ ...toEndpoint(row), failures: Number(row.failures) }, attempt.attemptedAt, next)
+      this.statement(
+        `UPDATE webhook_endpoints SET failures = ?, failing_since = ?, next_attempt_at = ?, enabled = ?, disabled_reason = ?,
            lease_owner = NULL, lease_until = NULL
-         WHERE ${HELD}`,
-      ).run(attempt.attemptedAt, retryAt, reason, reason, ...this.held(lease)).changes
-      if (changes === 0) return false
+         WHERE id = ?`,
+      ).run(state.failures, state.failingSince, state.nextAttemptAt, state.enabled ? 1 : 0, state.disabledReason, lease.endpoint.id)
       this.record(lease.endpoint.id, attempt, true)
       return true
     })
