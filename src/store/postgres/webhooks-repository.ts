@@ -4,7 +4,9 @@ import {
   ATTEMPTS_KEPT,
   disabled,
   failDelivery,
+  leasePass,
   patchEndpoint,
+  renewLease,
   replayEndpoint,
   signingSecretsAt,
   trimsAttempts,
@@ -51,7 +53,7 @@ const ENDPOINT_COLUMNS = endpointColumns('webhook_endpoints')
 /** The newest position given out: the newest event retained, or the newest retention deleted. */
 const HEAD = `greatest(coalesce((SELECT max(position) FROM order_events), 0), (SELECT pruned_through FROM event_retention WHERE id = 1))`
 
-// Due, free (or its holder's lease expired), and behind the head; the least recently leased first
+// leasePass's endpoints (due, free, behind the head), by its parameters; the least recently leased first
 // (a release keeps its time), so that endpoints take turns when more are due than a dispatcher
 // serves. SKIP LOCKED:
 // instances never wait on each other, and a row another one has just leased is checked again
@@ -59,7 +61,7 @@ const HEAD = `greatest(coalesce((SELECT max(position) FROM order_events), 0), (S
 const LEASE = `
   WITH due AS (
     SELECT id FROM webhook_endpoints
-    WHERE enabled AND (next_attempt_at IS NULL OR next_attempt_at <= $3) AND (lease_until IS NULL OR lease_until <= $3)
+    WHERE enabled AND (next_attempt_at IS NULL OR next_attempt_at <= $3) AND (lease_until IS NULL OR lease_until <= $5)
       AND position < ${HEAD}
     ORDER BY lease_until NULLS FIRST, id LIMIT $4
     FOR UPDATE SKIP LOCKED
@@ -226,20 +228,20 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]> {
-    const until = new Date(now.getTime() + leaseMs)
-    const { rows } = await this.database.execute<LeasedRow>(LEASE, [owner, until.toISOString(), now.toISOString(), limit])
+    const { until, dueBy, freeBy } = leasePass(now, leaseMs)
+    const { rows } = await this.database.execute<LeasedRow>(LEASE, [owner, until.toISOString(), dueBy, limit, freeBy])
     return toLeases(rows, owner, until, now)
   }
 
   async renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean> {
-    const until = new Date(now.getTime() + leaseMs)
+    const renewal = renewLease(lease, now, leaseMs)
     const { rowCount } = await this.database.execute(
       'UPDATE webhook_endpoints SET lease_until = $4 WHERE id = $1 AND lease_owner = $2 AND lease_until > $3 AND enabled',
-      [int8(lease.endpoint.id), lease.owner, now.toISOString(), until.toISOString()],
+      [int8(lease.endpoint.id), lease.owner, renewal.liveAfter, renewal.until.toISOString()],
     )
-    const renewed = (rowCount ?? 0) > 0
-    if (renewed) lease.leaseUntil = until
-    return renewed
+    const done = (rowCount ?? 0) > 0
+    if (done) renewal.renewed()
+    return done
   }
 
   async release(lease: WebhookLease): Promise<void> {

@@ -5,7 +5,9 @@ import {
   ATTEMPTS_KEPT,
   disabled,
   failDelivery,
+  leasePass,
   patchEndpoint,
+  renewLease,
   replayEndpoint,
   signingSecretsAt,
   trimsAttempts,
@@ -31,13 +33,13 @@ const LEASE_COLUMNS = `${ENDPOINT_COLUMNS}, failures, revision, secret, previous
 /** The newest position given out: the newest event retained, or the newest retention deleted. */
 const HEAD = `max(coalesce((SELECT max(position) FROM order_events), 0), (SELECT pruned_through FROM event_retention WHERE id = 1))`
 
-// Due, free (or its holder's lease expired), and behind the head; the least recently leased first
+// leasePass's endpoints (due, free, behind the head), by its parameters; the least recently leased first
 // (a release keeps its time), so that endpoints take turns when more are due than a dispatcher serves.
 const LEASE = `
   UPDATE webhook_endpoints SET lease_owner = @owner, lease_until = @until
   WHERE id IN (
     SELECT id FROM webhook_endpoints
-    WHERE enabled = 1 AND (next_attempt_at IS NULL OR next_attempt_at <= @now) AND (lease_until IS NULL OR lease_until <= @now)
+    WHERE enabled = 1 AND (next_attempt_at IS NULL OR next_attempt_at <= @dueBy) AND (lease_until IS NULL OR lease_until <= @freeBy)
       AND position < ${HEAD}
     ORDER BY lease_until, id LIMIT @limit)
   RETURNING ${LEASE_COLUMNS}`
@@ -175,24 +177,24 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   async lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]> {
-    const until = new Date(now.getTime() + leaseMs)
-    const rows = this.database.immediate(() => this.statement(LEASE).all({ owner, until: until.toISOString(), now: now.toISOString(), limit }) as LeasedRow[])
+    const { until, dueBy, freeBy } = leasePass(now, leaseMs)
+    const rows = this.database.immediate(() => this.statement(LEASE).all({ owner, until: until.toISOString(), dueBy, freeBy, limit }) as LeasedRow[])
     return toLeases(rows, owner, until, now)
   }
 
   async renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean> {
-    const until = new Date(now.getTime() + leaseMs)
-    const renewed = this.database.immediate(
+    const renewal = renewLease(lease, now, leaseMs)
+    const done = this.database.immediate(
       () =>
         this.statement('UPDATE webhook_endpoints SET lease_until = ? WHERE id = ? AND lease_owner = ? AND lease_until > ? AND enabled = 1').run(
-          until.toISOString(),
+          renewal.until.toISOString(),
           lease.endpoint.id,
           lease.owner,
-          now.toISOString(),
+          renewal.liveAfter,
         ).changes > 0,
     )
-    if (renewed) lease.leaseUntil = until
-    return renewed
+    if (done) renewal.renewed()
+    return done
   }
 
   async release(lease: WebhookLease): Promise<void> {
