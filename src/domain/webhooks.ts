@@ -217,6 +217,16 @@ export function leasePass(now: Date, leaseMs: number): { until: Date; dueBy: str
 }
 
 /**
+ * What every write under `lease` at `now` requires of the endpoint's row (HELD, in a store's
+ * conditional statement): still leased to its holder, the lease unexpired at `now` (`liveAfter`),
+ * and at the position the holder works from (a replay moves it, and the holder's late writes must
+ * not undo that). A write that finds no such row changes nothing: the lease was lost.
+ */
+export function heldBy(lease: WebhookLease, now: Date): { id: bigint; owner: string; liveAfter: string; position: bigint } {
+  return { id: lease.endpoint.id, owner: lease.owner, liveAfter: now.toISOString(), position: lease.endpoint.position }
+}
+
+/**
  * A lease's renewal at `now` (a store's conditional update): the lease must still be its holder's,
  * unexpired at `now` (`liveAfter`), and the endpoint enabled; it then holds until `until`, and
  * `renewed` keeps that in the lease, its one record.

@@ -4,6 +4,7 @@ import {
   ATTEMPTS_KEPT,
   disabled,
   failDelivery,
+  heldBy,
   leasePass,
   patchEndpoint,
   renewLease,
@@ -85,8 +86,7 @@ const NEXT = `
   SELECT position, type, ${utc('occurred_at')}, body, traceparent, tracestate, NULL, NULL FROM matching
   ORDER BY position NULLS FIRST`
 
-// Every write under a lease ($1 to $4): still held by this owner, not expired, and at the position
-// the holder works from (a replay moves it, and the holder's late writes must not undo that).
+// Every write under a lease ($1 to $4): heldBy's condition, by its parameters.
 const HELD = 'id = $1 AND lease_owner = $2 AND lease_until > $3 AND position = $4::bigint'
 
 /**
@@ -123,9 +123,10 @@ const FAIL = `
   ), ${recordAttempt('failed', 'true')}
   SELECT count(*)::int AS changed FROM failed`
 
-/** HELD's parameters for a lease, now. */
+/** HELD's parameters for a lease, now (heldBy). */
 function held(lease: WebhookLease): [string, string, string, string] {
-  return [int8(lease.endpoint.id), lease.owner, new Date().toISOString(), int8(lease.endpoint.position)]
+  const { id, owner, liveAfter, position } = heldBy(lease, new Date())
+  return [int8(id), owner, liveAfter, int8(position)]
 }
 
 /** recordAttempt's parameters. */

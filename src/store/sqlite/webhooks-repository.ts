@@ -5,6 +5,7 @@ import {
   ATTEMPTS_KEPT,
   disabled,
   failDelivery,
+  heldBy,
   leasePass,
   patchEndpoint,
   renewLease,
@@ -58,8 +59,7 @@ const NEXT = `
   SELECT position, type, occurred_at, body, traceparent, tracestate, NULL, NULL FROM matching
   ORDER BY position`
 
-// Every write under a lease: still held by this owner, not expired, and the position the holder
-// works from (a replay moves it, and the holder's late writes must not undo that).
+// Every write under a lease: heldBy's condition, by its parameters.
 const HELD = 'id = ? AND lease_owner = ? AND lease_until > ? AND position = ?'
 
 // A claim whose time is over is taken over; a live one is left as it is (no row returned).
@@ -319,9 +319,10 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
     )
   }
 
-  /** HELD's parameters for a lease, now. */
+  /** HELD's parameters for a lease, now (heldBy). */
   private held(lease: WebhookLease): [bigint, string, string, bigint] {
-    return [lease.endpoint.id, lease.owner, new Date().toISOString(), lease.endpoint.position]
+    const { id, owner, liveAfter, position } = heldBy(lease, new Date())
+    return [id, owner, liveAfter, position]
   }
 
   /** Records an attempt and, when `trim`, deletes the endpoint's attempts older than the last ATTEMPTS_KEPT. */
