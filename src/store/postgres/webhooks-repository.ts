@@ -4,11 +4,13 @@ import {
   ATTEMPTS_KEPT,
   disabled,
   failDelivery,
+  forgetOldSecrets,
   heldBy,
   leasePass,
   patchEndpoint,
   renewLease,
   replayEndpoint,
+  rotateSecret,
   signingSecretsAt,
   trimsAttempts,
   type AfterFailure,
@@ -198,11 +200,17 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async rotateSecret(id: bigint, secret: string, previousUntil: Date): Promise<boolean> {
-    const { rowCount } = await this.database.execute(
-      'UPDATE webhook_endpoints SET previous_secret = secret, previous_until = $2, secret = $3, revision = revision + 1 WHERE id = $1',
-      [int8(id), previousUntil.toISOString(), secret],
-    )
-    return (rowCount ?? 0) > 0
+    return this.database.transaction(async (connection) => {
+      const { rows: found } = await connection.query<{ secret: string }>('SELECT secret FROM webhook_endpoints WHERE id = $1 FOR UPDATE', [int8(id)])
+      const row = found[0]
+      if (row === undefined) return false
+      const { secrets, movesRevision } = rotateSecret(row.secret, secret, previousUntil)
+      await connection.query(
+        'UPDATE webhook_endpoints SET secret = $2, previous_secret = $3, previous_until = $4::timestamptz, revision = revision + $5 WHERE id = $1',
+        [int8(id), secrets.current, secrets.previous, secrets.previousUntil, movesRevision ? 1 : 0],
+      )
+      return true
+    })
   }
 
   async replay(id: bigint, after: bigint): Promise<WebhookEndpoint | undefined> {
@@ -330,7 +338,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   async forgetPreviousSecrets(now: Date): Promise<number> {
     const { rowCount } = await this.database.execute(
       'UPDATE webhook_endpoints SET previous_secret = NULL, previous_until = NULL WHERE previous_until <= $1',
-      [now.toISOString()],
+      [forgetOldSecrets(now).endedBy],
     )
     return rowCount ?? 0
   }

@@ -5,11 +5,13 @@ import {
   ATTEMPTS_KEPT,
   disabled,
   failDelivery,
+  forgetOldSecrets,
   heldBy,
   leasePass,
   patchEndpoint,
   renewLease,
   replayEndpoint,
+  rotateSecret,
   signingSecretsAt,
   trimsAttempts,
   type AfterFailure,
@@ -139,14 +141,20 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   async rotateSecret(id: bigint, secret: string, previousUntil: Date): Promise<boolean> {
-    return this.database.immediate(
-      () =>
-        this.statement('UPDATE webhook_endpoints SET previous_secret = secret, previous_until = ?, secret = ?, revision = revision + 1 WHERE id = ?').run(
-          previousUntil.toISOString(),
-          secret,
-          id,
-        ).changes > 0,
-    )
+    // The write transaction is exclusive: the secret read is the one replaced.
+    return this.database.immediate(() => {
+      const current = this.statement('SELECT secret FROM webhook_endpoints WHERE id = ?').pluck().get(id) as string | undefined
+      if (current === undefined) return false
+      const { secrets, movesRevision } = rotateSecret(current, secret, previousUntil)
+      this.statement('UPDATE webhook_endpoints SET secret = ?, previous_secret = ?, previous_until = ?, revision = revision + ? WHERE id = ?').run(
+        secrets.current,
+        secrets.previous,
+        secrets.previousUntil,
+        movesRevision ? 1 : 0,
+        id,
+      )
+      return true
+    })
   }
 
   async replay(id: bigint, after: bigint): Promise<WebhookEndpoint | undefined> {
@@ -314,8 +322,9 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   async forgetPreviousSecrets(now: Date): Promise<number> {
     return this.database.immediate(
       () =>
-        this.statement('UPDATE webhook_endpoints SET previous_secret = NULL, previous_until = NULL WHERE previous_until <= ?').run(now.toISOString())
-          .changes,
+        this.statement('UPDATE webhook_endpoints SET previous_secret = NULL, previous_until = NULL WHERE previous_until <= ?').run(
+          forgetOldSecrets(now).endedBy,
+        ).changes,
     )
   }
 
