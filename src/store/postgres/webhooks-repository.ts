@@ -24,7 +24,7 @@ import {
   type WebhookEndpointPatch,
   type WebhookLease,
 } from '../../domain/webhooks.js'
-import { NEXT_SCAN, toAttempt, toEndpoint, toLeases, toNextEvents, type AttemptRow, type EndpointRow, type LeasedRow, type NextRow } from '../webhook-rows.js'
+import { feedHead, NEXT_SCAN, toAttempt, toEndpoint, toLeases, toNextEvents, type AttemptRow, type EndpointRow, type LeasedRow, type NextRow } from '../webhook-rows.js'
 import type { WebhooksRepository } from '../webhooks.js'
 import type { PostgresDatabase } from './database.js'
 import type { Connection } from './connection.js'
@@ -53,8 +53,7 @@ const endpointColumns = (table: string): string =>
    ${utc(`${table}.failing_since`)} AS failing_since, ${utc(`${table}.next_attempt_at`)} AS next_attempt_at, ${utc(`${table}.created_at`)} AS created_at`
 const ENDPOINT_COLUMNS = endpointColumns('webhook_endpoints')
 
-/** The newest position given out: the newest event retained, or the newest retention deleted. */
-const HEAD = `greatest(coalesce((SELECT max(position) FROM order_events), 0), (SELECT pruned_through FROM event_retention WHERE id = 1))`
+const HEAD = feedHead('greatest')
 
 // leasePass's endpoints (due, free, behind the head), by its parameters; the least recently leased first
 // (a release keeps its time), so that endpoints take turns when more are due than a dispatcher

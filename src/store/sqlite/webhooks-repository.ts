@@ -25,7 +25,7 @@ import {
   type WebhookEndpointPatch,
   type WebhookLease,
 } from '../../domain/webhooks.js'
-import { NEXT_SCAN, toAttempt, toEndpoint, toLeases, toNextEvents, type AttemptRow, type EndpointRow, type LeasedRow, type NextRow } from '../webhook-rows.js'
+import { feedHead, NEXT_SCAN, toAttempt, toEndpoint, toLeases, toNextEvents, type AttemptRow, type EndpointRow, type LeasedRow, type NextRow } from '../webhook-rows.js'
 import type { WebhooksRepository } from '../webhooks.js'
 import { GroupCommit } from '../group-commit.js'
 import { classified, statement, type SqliteDatabase } from './database.js'
@@ -33,8 +33,7 @@ import { classified, statement, type SqliteDatabase } from './database.js'
 const ENDPOINT_COLUMNS = 'id, url, event_types, description, enabled, disabled_reason, position, failing_since, next_attempt_at, created_at'
 const LEASE_COLUMNS = `${ENDPOINT_COLUMNS}, failures, revision, secret, previous_secret, previous_until, lease_until`
 
-/** The newest position given out: the newest event retained, or the newest retention deleted. */
-const HEAD = `max(coalesce((SELECT max(position) FROM order_events), 0), (SELECT pruned_through FROM event_retention WHERE id = 1))`
+const HEAD = feedHead('max')
 
 // leasePass's endpoints (due, free, behind the head), by its parameters; the least recently leased first
 // (a release keeps its time), so that endpoints take turns when more are due than a dispatcher serves.
