@@ -57,13 +57,13 @@ export interface WebhooksRepository {
   releasePing(id: bigint, token: string): Promise<void>
 
   /**
-   * Leases to `owner`, until now + `leaseMs`, at most `limit` endpoints that are enabled, due
+   * Leases to `owner` at most `limit` of the endpoints leasePass(now, leaseMs) allows: enabled, due
    * (`nextAttemptAt` null or past), not leased (or whose lease expired: one `owner` holds is not
    * leased to it again either), and behind the head of the feed. One statement per call; two owners
    * never hold one endpoint. Its secrets are those signing at `now` (signingSecretsAt).
    */
   lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]>
-  /** Extends a lease held; false when it was lost (expired and taken, or the endpoint removed or disabled). */
+  /** Extends a lease held (renewLease); false when it was lost (expired and taken, or the endpoint removed or disabled). */
   renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean>
   /**
    * Ends a lease held (no-op when lost). Its end is kept as the lease's time, so that the endpoints
