@@ -52,6 +52,7 @@ export interface WebhookAttempt {
 
 export interface NewWebhookEndpoint {
   url: string
+  /** Canonical already (canonicalEventTypes, applied by createWebhookEndpoint): a store writes them as given. */
   eventTypes: OrderEventType[]
   description: string | null
   secret: string
@@ -137,6 +138,23 @@ export function signingSecretsAt(current: string, previous: string | null, previ
   return { current, previous: signs ? previous : null, previousUntil: signs ? previousUntil : null }
 }
 
+/**
+ * A rotation from the `current` secret to `secret`: the current one becomes the previous, which
+ * also signs until `previousUntil` (the one before it stops at once). It moves the revision: a
+ * holder's lease has the secrets it was leased with.
+ */
+export function rotateSecret(current: string, secret: string, previousUntil: Date): { secrets: WebhookSecrets; movesRevision: boolean } {
+  return { secrets: { current: secret, previous: current, previousUntil: previousUntil.toISOString() }, movesRevision: true }
+}
+
+/**
+ * The previous secrets a store erases at `now`, in one statement over every endpoint: those whose
+ * window ended at or before `endedBy`, with which signingSecretsAt no longer signs.
+ */
+export function forgetOldSecrets(now: Date): { endedBy: string } {
+  return { endedBy: now.toISOString() }
+}
+
 /** What a PATCH or a replay changes of an endpoint: its settings, and the failure of its current event. */
 export type EndpointState = Pick<
   WebhookEndpoint,
@@ -147,6 +165,29 @@ export type EndpointState = Pick<
 export interface EndpointChange {
   state: EndpointState
   movesRevision: boolean
+}
+
+/**
+ * What disabling sets, whatever the reason (a request, a failure past the schedule, a gone endpoint,
+ * expired events): disabled, with its reason, no retry scheduled; its position and the failure of
+ * its current event are kept, for enabling it again. A store writes these under the lease when a
+ * delivery disables it.
+ */
+export function disabled(reason: WebhookDisabledReason): Pick<EndpointState, 'enabled' | 'disabledReason' | 'nextAttemptAt'> {
+  return { enabled: false, disabledReason: reason, nextAttemptAt: null }
+}
+
+/** What follows a failed attempt (the dispatcher's choice, by the retry schedule): a retry at `retryAt`, or disabling. */
+export type AfterFailure = { retryAt: Date } | { disable: WebhookDisabledReason }
+
+/**
+ * A delivery's failed attempt (at `attemptedAt`) applied: one more failure of the current event,
+ * failing since its first failure; then either tried again at `retryAt`, or disabled (see disabled).
+ * The position stays: the event is sent again, or on enabling.
+ */
+export function failDelivery(current: EndpointState, attemptedAt: string, next: AfterFailure): EndpointState {
+  const state: EndpointState = { ...current, failures: current.failures + 1, failingSince: current.failingSince ?? attemptedAt }
+  return 'retryAt' in next ? { ...state, nextAttemptAt: next.retryAt.toISOString() } : { ...state, ...disabled(next.disable) }
 }
 
 /**
@@ -166,7 +207,7 @@ export function patchEndpoint(current: EndpointState, patch: WebhookEndpointPatc
     if (!current.enabled) Object.assign(state, { failures: 0, failingSince: null, nextAttemptAt: null })
     Object.assign(state, { enabled: true, disabledReason: null })
   } else if (patch.enabled === false) {
-    Object.assign(state, { enabled: false, disabledReason: 'disabled_by_request', nextAttemptAt: null })
+    Object.assign(state, disabled('disabled_by_request'))
   }
   return { state, movesRevision: patch.url !== undefined || patch.eventTypes !== undefined || patch.enabled !== undefined }
 }
@@ -179,6 +220,42 @@ export function replayEndpoint(current: EndpointState, after: bigint): EndpointC
   return {
     state: { ...current, position: after, enabled: true, disabledReason: null, failures: 0, failingSince: null, nextAttemptAt: null },
     movesRevision: true,
+  }
+}
+
+/**
+ * A lease pass at `now` (a store's lease statement, which must decide in SQL, atomically, which rows
+ * it takes): leased until `until`, `leaseMs` on; an endpoint can be leased when it is enabled, behind
+ * the head of the feed, due (no retry scheduled, or one at or before `dueBy`) and free (never leased,
+ * released, or its lease ended at or before `freeBy`, its holder's own included).
+ */
+export function leasePass(now: Date, leaseMs: number): { until: Date; dueBy: string; freeBy: string } {
+  return { until: new Date(now.getTime() + leaseMs), dueBy: now.toISOString(), freeBy: now.toISOString() }
+}
+
+/**
+ * What every write under `lease` at `now` requires of the endpoint's row (HELD, in a store's
+ * conditional statement): still leased to its holder, the lease unexpired at `now` (`liveAfter`),
+ * and at the position the holder works from (a replay moves it, and the holder's late writes must
+ * not undo that). A write that finds no such row changes nothing: the lease was lost.
+ */
+export function heldBy(lease: WebhookLease, now: Date): { id: bigint; owner: string; liveAfter: string; position: bigint } {
+  return { id: lease.endpoint.id, owner: lease.owner, liveAfter: now.toISOString(), position: lease.endpoint.position }
+}
+
+/**
+ * A lease's renewal at `now` (a store's conditional update): the lease must still be its holder's,
+ * unexpired at `now` (`liveAfter`), and the endpoint enabled; it then holds until `until`, and
+ * `renewed` keeps that in the lease, its one record.
+ */
+export function renewLease(lease: WebhookLease, now: Date, leaseMs: number): { liveAfter: string; until: Date; renewed: () => void } {
+  const until = new Date(now.getTime() + leaseMs)
+  return {
+    liveAfter: now.toISOString(),
+    until,
+    renewed: () => {
+      lease.leaseUntil = until
+    },
   }
 }
 

@@ -42,6 +42,15 @@ export function toEndpoint(row: EndpointRow): WebhookEndpoint {
   }
 }
 
+/**
+ * The head of the feed, in SQL, for the statements that read it with their write (a new endpoint's
+ * position, which endpoints are behind it, their lag): the newest position given out, the newest
+ * event retained or the newest retention deleted. `greatest`: the dialect's two-argument maximum.
+ */
+export function feedHead(greatest: 'max' | 'greatest'): string {
+  return `${greatest}(coalesce((SELECT max(position) FROM order_events), 0), (SELECT pruned_through FROM event_retention WHERE id = 1))`
+}
+
 /** A row of webhook_attempts. */
 export interface AttemptRow {
   event_position: bigint

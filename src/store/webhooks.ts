@@ -1,4 +1,5 @@
 import type {
+  AfterFailure,
   NewWebhookEndpoint,
   NextEvents,
   WebhookAttempt,
@@ -56,13 +57,13 @@ export interface WebhooksRepository {
   releasePing(id: bigint, token: string): Promise<void>
 
   /**
-   * Leases to `owner`, until now + `leaseMs`, at most `limit` endpoints that are enabled, due
+   * Leases to `owner` at most `limit` of the endpoints leasePass(now, leaseMs) allows: enabled, due
    * (`nextAttemptAt` null or past), not leased (or whose lease expired: one `owner` holds is not
    * leased to it again either), and behind the head of the feed. One statement per call; two owners
    * never hold one endpoint. Its secrets are those signing at `now` (signingSecretsAt).
    */
   lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]>
-  /** Extends a lease held; false when it was lost (expired and taken, or the endpoint removed or disabled). */
+  /** Extends a lease held (renewLease); false when it was lost (expired and taken, or the endpoint removed or disabled). */
   renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean>
   /**
    * Ends a lease held (no-op when lost). Its end is kept as the lease's time, so that the endpoints
@@ -86,10 +87,10 @@ export interface WebhooksRepository {
    */
   advance(lease: WebhookLease, position: bigint, attempt: WebhookAttempt | null): Promise<boolean>
   /**
-   * The attempt failed: recorded; then either tried again at `retryAt` (failures + 1, failingSince
-   * set if not yet) or disabled with `disable`; the lease ends. False when the lease was lost.
+   * The attempt failed: recorded, and the endpoint as failDelivery makes it (tried again at
+   * `retryAt`, or disabled); the lease ends. False, and nothing written, when the lease was lost.
    */
-  fail(lease: WebhookLease, attempt: WebhookAttempt, next: { retryAt: Date } | { disable: WebhookDisabledReason }): Promise<boolean>
+  fail(lease: WebhookLease, attempt: WebhookAttempt, next: AfterFailure): Promise<boolean>
   /** Disables it (e.g. `events_expired`) under its lease, which ends. */
   disable(lease: WebhookLease, reason: WebhookDisabledReason): Promise<boolean>
   /**

@@ -1,11 +1,19 @@
-import { canonicalEventTypes, checkCursor } from '../../domain/order-events.js'
+import { checkCursor } from '../../domain/order-events.js'
 import {
   advanceLease,
   ATTEMPTS_KEPT,
+  disabled,
+  failDelivery,
+  forgetOldSecrets,
+  heldBy,
+  leasePass,
   patchEndpoint,
+  renewLease,
   replayEndpoint,
+  rotateSecret,
   signingSecretsAt,
   trimsAttempts,
+  type AfterFailure,
   type EndpointChange,
   type EndpointState,
   type NewWebhookEndpoint,
@@ -16,7 +24,7 @@ import {
   type WebhookEndpointPatch,
   type WebhookLease,
 } from '../../domain/webhooks.js'
-import { NEXT_SCAN, toAttempt, toEndpoint, toLeases, toNextEvents, type AttemptRow, type EndpointRow, type LeasedRow, type NextRow } from '../webhook-rows.js'
+import { feedHead, NEXT_SCAN, toAttempt, toEndpoint, toLeases, toNextEvents, type AttemptRow, type EndpointRow, type LeasedRow, type NextRow } from '../webhook-rows.js'
 import type { WebhooksRepository } from '../webhooks.js'
 import type { PostgresDatabase } from './database.js'
 import type { Connection } from './connection.js'
@@ -45,10 +53,9 @@ const endpointColumns = (table: string): string =>
    ${utc(`${table}.failing_since`)} AS failing_since, ${utc(`${table}.next_attempt_at`)} AS next_attempt_at, ${utc(`${table}.created_at`)} AS created_at`
 const ENDPOINT_COLUMNS = endpointColumns('webhook_endpoints')
 
-/** The newest position given out: the newest event retained, or the newest retention deleted. */
-const HEAD = `greatest(coalesce((SELECT max(position) FROM order_events), 0), (SELECT pruned_through FROM event_retention WHERE id = 1))`
+const HEAD = feedHead('greatest')
 
-// Due, free (or its holder's lease expired), and behind the head; the least recently leased first
+// leasePass's endpoints (due, free, behind the head), by its parameters; the least recently leased first
 // (a release keeps its time), so that endpoints take turns when more are due than a dispatcher
 // serves. SKIP LOCKED:
 // instances never wait on each other, and a row another one has just leased is checked again
@@ -56,7 +63,7 @@ const HEAD = `greatest(coalesce((SELECT max(position) FROM order_events), 0), (S
 const LEASE = `
   WITH due AS (
     SELECT id FROM webhook_endpoints
-    WHERE enabled AND (next_attempt_at IS NULL OR next_attempt_at <= $3) AND (lease_until IS NULL OR lease_until <= $3)
+    WHERE enabled AND (next_attempt_at IS NULL OR next_attempt_at <= $3) AND (lease_until IS NULL OR lease_until <= $5)
       AND position < ${HEAD}
     ORDER BY lease_until NULLS FIRST, id LIMIT $4
     FOR UPDATE SKIP LOCKED
@@ -80,8 +87,7 @@ const NEXT = `
   SELECT position, type, ${utc('occurred_at')}, body, traceparent, tracestate, NULL, NULL FROM matching
   ORDER BY position NULLS FIRST`
 
-// Every write under a lease ($1 to $4): still held by this owner, not expired, and at the position
-// the holder works from (a replay moves it, and the holder's late writes must not undo that).
+// Every write under a lease ($1 to $4): heldBy's condition, by its parameters.
 const HELD = 'id = $1 AND lease_owner = $2 AND lease_until > $3 AND position = $4::bigint'
 
 /**
@@ -109,19 +115,19 @@ const ADVANCE = `
   ), ${recordAttempt('moved', '$11::boolean')}
   SELECT (SELECT revision FROM moved) AS revision, set_config('synchronous_commit', 'off', true) AS commit_mode`
 
+// The endpoint as failDelivery made it ($10 to $14), in the transaction holding its row since it was read under HELD.
 const FAIL = `
   WITH failed AS (
-    UPDATE webhook_endpoints SET failures = failures + 1, failing_since = coalesce(failing_since, $6::timestamptz),
-      next_attempt_at = $10::timestamptz,
-      enabled = CASE WHEN $11::text IS NULL THEN enabled ELSE false END, disabled_reason = coalesce($11::text, disabled_reason),
-      lease_owner = NULL, lease_until = NULL
+    UPDATE webhook_endpoints SET failures = $10::integer, failing_since = $11::timestamptz, next_attempt_at = $12::timestamptz,
+      enabled = $13::boolean, disabled_reason = $14::text, lease_owner = NULL, lease_until = NULL
     WHERE ${HELD} RETURNING id
   ), ${recordAttempt('failed', 'true')}
   SELECT count(*)::int AS changed FROM failed`
 
-/** HELD's parameters for a lease, now. */
+/** HELD's parameters for a lease, now (heldBy). */
 function held(lease: WebhookLease): [string, string, string, string] {
-  return [int8(lease.endpoint.id), lease.owner, new Date().toISOString(), int8(lease.endpoint.position)]
+  const { id, owner, liveAfter, position } = heldBy(lease, new Date())
+  return [int8(id), owner, liveAfter, int8(position)]
 }
 
 /** recordAttempt's parameters. */
@@ -145,7 +151,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
       const { rows } = await connection.query<EndpointRow>(
         `INSERT INTO webhook_endpoints (url, event_types, description, position, created_at, secret)
          VALUES ($1, $2::text[], $3, ${HEAD}, ${WRITE_TIME}, $4) RETURNING ${ENDPOINT_COLUMNS}`,
-        [endpoint.url, canonicalEventTypes(endpoint.eventTypes), endpoint.description, endpoint.secret],
+        [endpoint.url, endpoint.eventTypes, endpoint.description, endpoint.secret],
       )
       return toEndpoint(rows[0]!)
     })
@@ -193,11 +199,17 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async rotateSecret(id: bigint, secret: string, previousUntil: Date): Promise<boolean> {
-    const { rowCount } = await this.database.execute(
-      'UPDATE webhook_endpoints SET previous_secret = secret, previous_until = $2, secret = $3, revision = revision + 1 WHERE id = $1',
-      [int8(id), previousUntil.toISOString(), secret],
-    )
-    return (rowCount ?? 0) > 0
+    return this.database.transaction(async (connection) => {
+      const { rows: found } = await connection.query<{ secret: string }>('SELECT secret FROM webhook_endpoints WHERE id = $1 FOR UPDATE', [int8(id)])
+      const row = found[0]
+      if (row === undefined) return false
+      const { secrets, movesRevision } = rotateSecret(row.secret, secret, previousUntil)
+      await connection.query(
+        'UPDATE webhook_endpoints SET secret = $2, previous_secret = $3, previous_until = $4::timestamptz, revision = revision + $5 WHERE id = $1',
+        [int8(id), secrets.current, secrets.previous, secrets.previousUntil, movesRevision ? 1 : 0],
+      )
+      return true
+    })
   }
 
   async replay(id: bigint, after: bigint): Promise<WebhookEndpoint | undefined> {
@@ -224,20 +236,20 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]> {
-    const until = new Date(now.getTime() + leaseMs)
-    const { rows } = await this.database.execute<LeasedRow>(LEASE, [owner, until.toISOString(), now.toISOString(), limit])
+    const { until, dueBy, freeBy } = leasePass(now, leaseMs)
+    const { rows } = await this.database.execute<LeasedRow>(LEASE, [owner, until.toISOString(), dueBy, limit, freeBy])
     return toLeases(rows, owner, until, now)
   }
 
   async renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean> {
-    const until = new Date(now.getTime() + leaseMs)
+    const renewal = renewLease(lease, now, leaseMs)
     const { rowCount } = await this.database.execute(
       'UPDATE webhook_endpoints SET lease_until = $4 WHERE id = $1 AND lease_owner = $2 AND lease_until > $3 AND enabled',
-      [int8(lease.endpoint.id), lease.owner, now.toISOString(), until.toISOString()],
+      [int8(lease.endpoint.id), lease.owner, renewal.liveAfter, renewal.until.toISOString()],
     )
-    const renewed = (rowCount ?? 0) > 0
-    if (renewed) lease.leaseUntil = until
-    return renewed
+    const done = (rowCount ?? 0) > 0
+    if (done) renewal.renewed()
+    return done
   }
 
   async release(lease: WebhookLease): Promise<void> {
@@ -282,20 +294,35 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
     return true
   }
 
-  async fail(lease: WebhookLease, attempt: WebhookAttempt, next: { retryAt: Date } | { disable: WebhookDisabledReason }): Promise<boolean> {
-    const { rows } = await this.database.execute<{ changed: number }>(FAIL, [
-      ...held(lease),
-      ...attemptParams(attempt),
-      'retryAt' in next ? next.retryAt.toISOString() : null,
-      'disable' in next ? next.disable : null,
-    ])
-    return rows[0]!.changed > 0
+  async fail(lease: WebhookLease, attempt: WebhookAttempt, next: AfterFailure): Promise<boolean> {
+    const params = held(lease)
+    return this.database.transaction(async (connection) => {
+      const { rows: found } = await connection.query<EndpointRow & { failures: number }>(
+        `SELECT ${ENDPOINT_COLUMNS}, failures FROM webhook_endpoints WHERE ${HELD} FOR UPDATE`,
+        params,
+      )
+      const row = found[0]
+      if (row === undefined) return false
+      const state = failDelivery({ ...toEndpoint(row), failures: row.failures }, attempt.attemptedAt, next)
+      const { rows } = await connection.query<{ changed: number }>(FAIL, [
+        ...params,
+        ...attemptParams(attempt),
+        state.failures,
+        state.failingSince,
+        state.nextAttemptAt,
+        state.enabled,
+        state.disabledReason,
+      ])
+      return rows[0]!.changed > 0
+    })
   }
 
   async disable(lease: WebhookLease, reason: WebhookDisabledReason): Promise<boolean> {
+    const { enabled, disabledReason, nextAttemptAt } = disabled(reason)
     const { rowCount } = await this.database.execute(
-      `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $5, next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL WHERE ${HELD}`,
-      [...held(lease), reason],
+      `UPDATE webhook_endpoints SET enabled = $5, disabled_reason = $6, next_attempt_at = $7::timestamptz, lease_owner = NULL, lease_until = NULL
+       WHERE ${HELD}`,
+      [...held(lease), enabled, disabledReason, nextAttemptAt],
     )
     return (rowCount ?? 0) > 0
   }
@@ -310,7 +337,7 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   async forgetPreviousSecrets(now: Date): Promise<number> {
     const { rowCount } = await this.database.execute(
       'UPDATE webhook_endpoints SET previous_secret = NULL, previous_until = NULL WHERE previous_until <= $1',
-      [now.toISOString()],
+      [forgetOldSecrets(now).endedBy],
     )
     return rowCount ?? 0
   }

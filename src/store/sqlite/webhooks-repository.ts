@@ -1,12 +1,20 @@
 import type Database from 'better-sqlite3'
-import { canonicalEventTypes, checkCursor } from '../../domain/order-events.js'
+import { checkCursor } from '../../domain/order-events.js'
 import {
   advanceLease,
   ATTEMPTS_KEPT,
+  disabled,
+  failDelivery,
+  forgetOldSecrets,
+  heldBy,
+  leasePass,
   patchEndpoint,
+  renewLease,
   replayEndpoint,
+  rotateSecret,
   signingSecretsAt,
   trimsAttempts,
+  type AfterFailure,
   type EndpointChange,
   type EndpointState,
   type NewWebhookEndpoint,
@@ -17,7 +25,7 @@ import {
   type WebhookEndpointPatch,
   type WebhookLease,
 } from '../../domain/webhooks.js'
-import { NEXT_SCAN, toAttempt, toEndpoint, toLeases, toNextEvents, type AttemptRow, type EndpointRow, type LeasedRow, type NextRow } from '../webhook-rows.js'
+import { feedHead, NEXT_SCAN, toAttempt, toEndpoint, toLeases, toNextEvents, type AttemptRow, type EndpointRow, type LeasedRow, type NextRow } from '../webhook-rows.js'
 import type { WebhooksRepository } from '../webhooks.js'
 import { GroupCommit } from '../group-commit.js'
 import { classified, statement, type SqliteDatabase } from './database.js'
@@ -25,16 +33,15 @@ import { classified, statement, type SqliteDatabase } from './database.js'
 const ENDPOINT_COLUMNS = 'id, url, event_types, description, enabled, disabled_reason, position, failing_since, next_attempt_at, created_at'
 const LEASE_COLUMNS = `${ENDPOINT_COLUMNS}, failures, revision, secret, previous_secret, previous_until, lease_until`
 
-/** The newest position given out: the newest event retained, or the newest retention deleted. */
-const HEAD = `max(coalesce((SELECT max(position) FROM order_events), 0), (SELECT pruned_through FROM event_retention WHERE id = 1))`
+const HEAD = feedHead('max')
 
-// Due, free (or its holder's lease expired), and behind the head; the least recently leased first
+// leasePass's endpoints (due, free, behind the head), by its parameters; the least recently leased first
 // (a release keeps its time), so that endpoints take turns when more are due than a dispatcher serves.
 const LEASE = `
   UPDATE webhook_endpoints SET lease_owner = @owner, lease_until = @until
   WHERE id IN (
     SELECT id FROM webhook_endpoints
-    WHERE enabled = 1 AND (next_attempt_at IS NULL OR next_attempt_at <= @now) AND (lease_until IS NULL OR lease_until <= @now)
+    WHERE enabled = 1 AND (next_attempt_at IS NULL OR next_attempt_at <= @dueBy) AND (lease_until IS NULL OR lease_until <= @freeBy)
       AND position < ${HEAD}
     ORDER BY lease_until, id LIMIT @limit)
   RETURNING ${LEASE_COLUMNS}`
@@ -53,8 +60,7 @@ const NEXT = `
   SELECT position, type, occurred_at, body, traceparent, tracestate, NULL, NULL FROM matching
   ORDER BY position`
 
-// Every write under a lease: still held by this owner, not expired, and the position the holder
-// works from (a replay moves it, and the holder's late writes must not undo that).
+// Every write under a lease: heldBy's condition, by its parameters.
 const HELD = 'id = ? AND lease_owner = ? AND lease_until > ? AND position = ?'
 
 // A claim whose time is over is taken over; a live one is left as it is (no row returned).
@@ -94,7 +100,7 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
       const row = this.statement(
         `INSERT INTO webhook_endpoints (url, event_types, description, position, created_at, secret)
          VALUES (?, ?, ?, ${HEAD}, ?, ?) RETURNING ${ENDPOINT_COLUMNS}`,
-      ).get(endpoint.url, canonicalEventTypes(endpoint.eventTypes).join(','), endpoint.description, new Date().toISOString(), endpoint.secret) as EndpointRow
+      ).get(endpoint.url, endpoint.eventTypes.join(','), endpoint.description, new Date().toISOString(), endpoint.secret) as EndpointRow
       return toEndpoint(row)
     })
   }
@@ -134,14 +140,20 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   async rotateSecret(id: bigint, secret: string, previousUntil: Date): Promise<boolean> {
-    return this.database.immediate(
-      () =>
-        this.statement('UPDATE webhook_endpoints SET previous_secret = secret, previous_until = ?, secret = ?, revision = revision + 1 WHERE id = ?').run(
-          previousUntil.toISOString(),
-          secret,
-          id,
-        ).changes > 0,
-    )
+    // The write transaction is exclusive: the secret read is the one replaced.
+    return this.database.immediate(() => {
+      const current = this.statement('SELECT secret FROM webhook_endpoints WHERE id = ?').pluck().get(id) as string | undefined
+      if (current === undefined) return false
+      const { secrets, movesRevision } = rotateSecret(current, secret, previousUntil)
+      this.statement('UPDATE webhook_endpoints SET secret = ?, previous_secret = ?, previous_until = ?, revision = revision + ? WHERE id = ?').run(
+        secrets.current,
+        secrets.previous,
+        secrets.previousUntil,
+        movesRevision ? 1 : 0,
+        id,
+      )
+      return true
+    })
   }
 
   async replay(id: bigint, after: bigint): Promise<WebhookEndpoint | undefined> {
@@ -172,24 +184,24 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   async lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]> {
-    const until = new Date(now.getTime() + leaseMs)
-    const rows = this.database.immediate(() => this.statement(LEASE).all({ owner, until: until.toISOString(), now: now.toISOString(), limit }) as LeasedRow[])
+    const { until, dueBy, freeBy } = leasePass(now, leaseMs)
+    const rows = this.database.immediate(() => this.statement(LEASE).all({ owner, until: until.toISOString(), dueBy, freeBy, limit }) as LeasedRow[])
     return toLeases(rows, owner, until, now)
   }
 
   async renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean> {
-    const until = new Date(now.getTime() + leaseMs)
-    const renewed = this.database.immediate(
+    const renewal = renewLease(lease, now, leaseMs)
+    const done = this.database.immediate(
       () =>
         this.statement('UPDATE webhook_endpoints SET lease_until = ? WHERE id = ? AND lease_owner = ? AND lease_until > ? AND enabled = 1').run(
-          until.toISOString(),
+          renewal.until.toISOString(),
           lease.endpoint.id,
           lease.owner,
-          now.toISOString(),
+          renewal.liveAfter,
         ).changes > 0,
     )
-    if (renewed) lease.leaseUntil = until
-    return renewed
+    if (done) renewal.renewed()
+    return done
   }
 
   async release(lease: WebhookLease): Promise<void> {
@@ -268,28 +280,31 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
     return revision
   }
 
-  async fail(lease: WebhookLease, attempt: WebhookAttempt, next: { retryAt: Date } | { disable: WebhookDisabledReason }): Promise<boolean> {
-    const retryAt = 'retryAt' in next ? next.retryAt.toISOString() : null
-    const reason = 'disable' in next ? next.disable : null
+  async fail(lease: WebhookLease, attempt: WebhookAttempt, next: AfterFailure): Promise<boolean> {
+    // The write transaction is exclusive: the row read is the row written.
     return this.database.immediate(() => {
-      const changes = this.statement(
-        `UPDATE webhook_endpoints SET failures = failures + 1, failing_since = coalesce(failing_since, ?), next_attempt_at = ?,
-           enabled = CASE WHEN ? IS NULL THEN enabled ELSE 0 END, disabled_reason = coalesce(?, disabled_reason),
+      const row = this.statement(`SELECT ${ENDPOINT_COLUMNS}, failures FROM webhook_endpoints WHERE ${HELD}`).get(...this.held(lease)) as
+        | (EndpointRow & { failures: bigint })
+        | undefined
+      if (row === undefined) return false
+      const state = failDelivery({ ...toEndpoint(row), failures: Number(row.failures) }, attempt.attemptedAt, next)
+      this.statement(
+        `UPDATE webhook_endpoints SET failures = ?, failing_since = ?, next_attempt_at = ?, enabled = ?, disabled_reason = ?,
            lease_owner = NULL, lease_until = NULL
-         WHERE ${HELD}`,
-      ).run(attempt.attemptedAt, retryAt, reason, reason, ...this.held(lease)).changes
-      if (changes === 0) return false
+         WHERE id = ?`,
+      ).run(state.failures, state.failingSince, state.nextAttemptAt, state.enabled ? 1 : 0, state.disabledReason, lease.endpoint.id)
       this.record(lease.endpoint.id, attempt, true)
       return true
     })
   }
 
   async disable(lease: WebhookLease, reason: WebhookDisabledReason): Promise<boolean> {
+    const { enabled, disabledReason, nextAttemptAt } = disabled(reason)
     return this.database.immediate(
       () =>
         this.statement(
-          `UPDATE webhook_endpoints SET enabled = 0, disabled_reason = ?, next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL WHERE ${HELD}`,
-        ).run(reason, ...this.held(lease)).changes > 0,
+          `UPDATE webhook_endpoints SET enabled = ?, disabled_reason = ?, next_attempt_at = ?, lease_owner = NULL, lease_until = NULL WHERE ${HELD}`,
+        ).run(enabled ? 1 : 0, disabledReason, nextAttemptAt, ...this.held(lease)).changes > 0,
     )
   }
 
@@ -306,14 +321,16 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   async forgetPreviousSecrets(now: Date): Promise<number> {
     return this.database.immediate(
       () =>
-        this.statement('UPDATE webhook_endpoints SET previous_secret = NULL, previous_until = NULL WHERE previous_until <= ?').run(now.toISOString())
-          .changes,
+        this.statement('UPDATE webhook_endpoints SET previous_secret = NULL, previous_until = NULL WHERE previous_until <= ?').run(
+          forgetOldSecrets(now).endedBy,
+        ).changes,
     )
   }
 
-  /** HELD's parameters for a lease, now. */
+  /** HELD's parameters for a lease, now (heldBy). */
   private held(lease: WebhookLease): [bigint, string, string, bigint] {
-    return [lease.endpoint.id, lease.owner, new Date().toISOString(), lease.endpoint.position]
+    const { id, owner, liveAfter, position } = heldBy(lease, new Date())
+    return [id, owner, liveAfter, position]
   }
 
   /** Records an attempt and, when `trim`, deletes the endpoint's attempts older than the last ATTEMPTS_KEPT. */
