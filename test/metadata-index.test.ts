@@ -8,16 +8,21 @@ import { SQLITE_MIGRATIONS } from '../src/store/sqlite/migrations.js'
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js'
 import { bearer, createDatabase, forEachStore, startTestServer, type StoreKind, type TestServer } from './support/harness.js'
 import { connectSql } from './support/sql.js'
-import { parseExact, type WireOrder } from './support/v2.js'
+import { parseExact, sql as sqlOf, type WireOrder } from './support/v2.js'
 
 type Metadata = Record<string, string>
 type Order = WireOrder & { metadata?: Metadata }
 
-/** An order's rows in the metadata index, as one object (its keys in order), in either dialect. */
-function indexSql(kind: StoreKind, id: string): string {
+/** An order's rows in the metadata index, as one object's text (its keys in order), in either dialect; the order's id is `?`. */
+function indexSql(kind: StoreKind): string {
   return kind === 'sqlite'
-    ? `SELECT coalesce((SELECT json_group_object(key, value) FROM (SELECT key, value FROM order_metadata WHERE order_id = ${id} ORDER BY key)), '{}') AS rows`
-    : `SELECT coalesce((SELECT json_object_agg(key, value ORDER BY key)::text FROM order_metadata WHERE order_id = ${id}), '{}') AS rows`
+    ? `SELECT coalesce((SELECT json_group_object(key, value) FROM (SELECT key, value FROM order_metadata WHERE order_id = ? ORDER BY key)), '{}')`
+    : `SELECT coalesce((SELECT json_object_agg(key, value ORDER BY key)::text FROM order_metadata WHERE order_id = ?), '{}')`
+}
+
+/** The rows of order `id` in the metadata index of `server`'s database, as one object. */
+async function indexed(server: Pick<TestServer, 'database'>, id: string): Promise<Metadata> {
+  return JSON.parse((await sqlOf(server, indexSql(server.database.kind), [id])) as string) as Metadata
 }
 
 const sorted = (metadata: Metadata | undefined): Metadata => Object.fromEntries(Object.entries(metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : 1)))
@@ -48,15 +53,9 @@ forEachStore('the metadata index follows every write of an order', (kind) => {
   }
 
   async function assertIndexed(ids: string[]): Promise<void> {
-    const sql = await connectSql(server.database)
-    try {
-      for (const id of ids) {
-        const order = (await send('GET', `/v2/store/orders/${id}`))!
-        const [row] = await sql.query<{ rows: string }>(indexSql(kind, id))
-        assert.deepEqual(JSON.parse(row!.rows), sorted(order.metadata), `order ${id}`)
-      }
-    } finally {
-      await sql.close()
+    for (const id of ids) {
+      const order = (await send('GET', `/v2/store/orders/${id}`))!
+      assert.deepEqual(await indexed(server, id), sorted(order.metadata), `order ${id}`)
     }
   }
 
@@ -141,7 +140,7 @@ forEachStore('the metadata index across its migration', (kind) => {
         }
       }
       const sql = await connectSql(database)
-      const index = async (id: string): Promise<Metadata> => JSON.parse((await sql.query<{ rows: string }>(indexSql(kind, id)))[0]!.rows) as Metadata
+      const index = (id: string): Promise<Metadata> => indexed({ database }, id)
       try {
         assert.deepEqual(await index('1'), { channel: 'web', customer: 'c-1' }, 'the rows the old trigger wrote are kept')
         await sql.query(`UPDATE orders SET metadata = '{"customer":"c-2"}' WHERE id = 1`)

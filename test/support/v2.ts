@@ -64,7 +64,7 @@ export async function walk(server: TestServer, key: string, params: Record<strin
  * Runs SQL on the server's database directly (both stores; `?` placeholders). Resolves with the first
  * column of the first row it returns, as the driver reads it (undefined if none).
  */
-export async function sql(server: TestServer, text: string, params: unknown[] = []): Promise<unknown> {
+export async function sql(server: Pick<TestServer, 'database'>, text: string, params: unknown[] = []): Promise<unknown> {
   const { config } = server.database
   if (config.kind === 'sqlite') {
     const db = new Database(config.path)
