@@ -171,8 +171,8 @@ async function patchRun(context: StoreContext, kind: PatchKind, amount: number):
       kind === 'metadata'
         ? await count(
             big.database,
-            `SELECT count(*) FROM orders o WHERE o.id BETWEEN ? AND ? AND (o.metadata IS NOT NULL) <> EXISTS (SELECT 1 FROM order_metadata m WHERE m.key = 'note' AND m.value = '${PATCHES.metadata.patch.metadata.note}' AND m.order_id = o.id)`,
-            range,
+            `SELECT count(*) FROM orders o WHERE o.id BETWEEN ? AND ? AND (o.metadata IS NOT NULL) <> EXISTS (SELECT 1 FROM order_metadata m WHERE m.key = 'note' AND m.value = ? AND m.order_id = o.id)`,
+            [...range, PATCHES.metadata.patch.metadata.note],
           )
         : 0
     return { ...result, kind, cpu: measured.cores, durable, events, indexRows, unindexed }
@@ -252,7 +252,7 @@ function metadataRowsOfPet(database: BenchDatabase, petId: number): Promise<numb
 }
 
 /** `database.count` with `?` parameters on both stores. */
-function count(database: BenchDatabase, sql: string, params: number[]): Promise<number> {
+function count(database: BenchDatabase, sql: string, params: (number | string)[]): Promise<number> {
   let n = 0
   return database.count(database.kind === 'sqlite' ? sql : sql.replace(/\?/g, () => `$${++n}`), params)
 }
