@@ -2,8 +2,9 @@
  * Reading the files of `orders import` and `pets import` (each record validated by import-validation.ts).
  *
  * A file is a JSON array of records or NDJSON (one record a line), told apart by its first
- * non-whitespace character (`[` means an array). Both are streamed: a record is parsed, validated
- * and handed on before the next is read, so a file of millions of records never sits in memory.
+ * non-whitespace character (`[` means an array). Both are streamed: the records a chunk of the file
+ * completes are parsed (by V8's JSON.parse), validated and handed on before the next chunk is read,
+ * so a file of millions of records never sits in memory.
  * Both parsers hand a number over as a {@link JsonNumber} holding its source text: an int64 id is
  * never rounded through a JS `number`, and a number is still told apart from a string. Both make
  * every key of an object an own property, as JSON.parse does: a `__proto__` key (a metadata key
@@ -14,17 +15,13 @@
  * is (`line N` in NDJSON, `record N` in an array, `line N, column C` for malformed JSON) and why.
  */
 import type { Readable } from 'node:stream'
-import { pipeline } from 'node:stream'
 import { pipeline as pipelineAsync } from 'node:stream/promises'
 import { parse as parseLosslessJson } from 'lossless-json'
-import type { Token } from 'stream-json/parser.js'
-import streamArray from 'stream-json/streamers/stream-array.js'
-import type { StreamBaseOptions } from 'stream-json/streamers/stream-base.js'
-import withParser from 'stream-json/utils/with-parser.js'
 import verifier from 'stream-json/utils/verifier.js'
 import type { OrderRecord } from '../domain/orders.js'
 import type { Pet } from '../schemas/pet.js'
 import { InvalidRecordError, JsonNumber, validateOrderRecord, validatePetRecord } from './import-validation.js'
+import { JsonArrayElementTooLarge, JsonArrayStructureError, jsonArrayElements } from './json-array-elements.js'
 
 /** Where the records come from. `open` may be called more than once (once more to locate a syntax error). */
 export interface ImportSource {
@@ -96,82 +93,71 @@ export async function* readJsonRecords(source: ImportSource): AsyncGenerator<Raw
 
 async function* readJsonArray(source: ImportSource): AsyncGenerator<RawRecord> {
   const input = source.open()
-  // streamArray.withParserAsStream({ numberAsString: true }), with one more stage: numberAsString
-  // keeps a number's source text (9223372036854775807 stays exact) but makes it a string, so each
-  // number token is wrapped in a JsonNumber first, and the assembler stores that as it is.
-  const options: StreamBaseOptions = { numberAsString: true }
-  const items = withParser.asStream(
-    (streamOptions?: StreamBaseOptions) =>
-      [capRecordSize(MAX_RECORD_BYTES), markNumber, streamArray(streamOptions)] as unknown as ReturnType<typeof streamArray>,
-    options,
-  )
-  // Errors of either side come out of the iteration below; ending it early destroys both.
-  pipeline(input, items, () => {})
+  input.setEncoding('utf8')
   let index = 0
   try {
-    for await (const item of items as AsyncIterable<{ key: number; value: unknown }>) {
-      index++
-      yield { position: `record ${index}`, value: item.value }
+    for await (const texts of jsonArrayElements(input as AsyncIterable<string>, MAX_RECORD_BYTES)) {
+      let values: unknown[]
+      try {
+        // One parse for every element the chunk completed: V8's parser, not one call per record.
+        values = parseJsonArray(`[${texts.join(',')}]`)
+      } catch {
+        // Some element is malformed. The ones before it are still handed on first, in order, as
+        // when each is read alone: a bad record before it is what gets reported, not the syntax.
+        values = []
+        for (const text of texts) {
+          try {
+            values.push(parseJsonArray(`[${text}]`)[0])
+          } catch (error) {
+            for (const value of values) yield { position: `record ${++index}`, value }
+            throw await locateSyntaxError(source, error as Error, index)
+          }
+        }
+      }
+      for (const value of values) yield { position: `record ${++index}`, value }
     }
   } catch (error) {
-    if (isParserError(error)) throw await locateSyntaxError(source, error, index)
-    throw error
-  }
-}
-
-/**
- * A stage between the parser and the assembler that stops an element of the top-level array
- * larger than `max` characters (keys, strings and numbers; the parser drops whitespace) before it
- * is assembled: the parser streams a long string in chunks, so this sees it grow.
- */
-function capRecordSize(max: number): (token: Token) => Token {
-  let depth = 0
-  let record = 0
-  let size = 0
-  return (token) => {
-    switch (token.name) {
-      case 'startObject':
-      case 'startArray':
-        if (depth === 1) startRecord()
-        depth++
-        break
-      case 'endObject':
-      case 'endArray':
-        depth--
-        break
-      case 'startString':
-      case 'startNumber':
-      case 'nullValue':
-      case 'trueValue':
-      case 'falseValue':
-        if (depth === 1) startRecord()
-        break
-      case 'stringChunk':
-      case 'numberChunk':
-        size += token.value.length
-        if (size > max) throw new ImportFileError(`record ${record}`, `larger than ${formatBytes(max)}, the most one record may take`)
-        break
+    if (error instanceof JsonArrayElementTooLarge) {
+      throw new ImportFileError(`record ${error.index}`, `larger than ${formatBytes(MAX_RECORD_BYTES)}, the most one record may take`)
     }
-    return token
-  }
-  function startRecord(): void {
-    record++
-    size = 0
+    if (error instanceof JsonArrayStructureError) throw await locateSyntaxError(source, error, index)
+    throw error
+  } finally {
+    input.destroy()
   }
 }
 
-function markNumber(token: Token): Token | { name: 'numberValue'; value: JsonNumber } {
-  return token.name === 'numberValue' ? { name: 'numberValue', value: new JsonNumber(token.value) } : token
+type SourceReviver = (key: string, value: unknown, context?: { source?: string }) => unknown
+const parseWithReviver = JSON.parse as (text: string, reviver: SourceReviver) => unknown
+
+/**
+ * Whether JSON.parse hands its reviver each number's source text (Node.js 22 and later). Then the
+ * numbers are kept exact by V8's own parser; else by lossless-json, slower.
+ */
+const PARSE_WITH_SOURCE = parseWithReviver('1', (_key, _value, context) => context?.source) === '1'
+
+/** JSON.parse's reviver: a number as its source text, a {@link JsonNumber}. */
+function keepNumberText(_key: string, value: unknown, context?: { source?: string }): unknown {
+  return typeof value === 'number' ? new JsonNumber(context!.source!) : value
 }
 
-function isParserError(error: unknown): error is Error {
-  // "Parser cannot parse input: …" mid-file, "Parser has expected a value" at a file cut short.
-  return error instanceof Error && (error as NodeJS.ErrnoException).code === undefined && /cannot parse input|^parser has expected/i.test(error.message)
+/** One JSON text with its numbers as JsonNumbers; undefined when it is malformed. */
+function tryParse(text: string): unknown {
+  try {
+    return parseWithReviver(text, keepNumberText)
+  } catch {
+    return undefined
+  }
+}
+
+/** A JSON array's text whose numbers come back as JsonNumbers; a SyntaxError when it is malformed. */
+function parseJsonArray(text: string): unknown[] {
+  return (PARSE_WITH_SOURCE ? parseWithReviver(text, keepNumberText) : parseJsonText(text)) as unknown[]
 }
 
 /**
- * The streaming parser says only what is wrong; a second pass with stream-json's verifier, which
- * tracks lines and columns, says where. Only a malformed file pays for it.
+ * JSON.parse says what is wrong at an offset in a batch of records; a second pass with stream-json's
+ * verifier, which tracks lines and columns, says where in the file. Only a malformed file pays for it.
  */
 async function locateSyntaxError(source: ImportSource, parserError: Error, recordsRead: number): Promise<ImportFileError> {
   const input = source.open()
@@ -196,7 +182,10 @@ async function locateSyntaxError(source: ImportSource, parserError: Error, recor
       return new ImportFileError(`line ${line}, column ${pos}`, `malformed JSON: ${reason}`)
     }
   }
-  return new ImportFileError(`after record ${recordsRead}`, `malformed JSON: ${syntaxReason(parserError.message)}`)
+  // Not expected (the verifier finds what JSON.parse refused); JSON.parse's own message may quote
+  // a whole batch of records, so only the structure's is repeated.
+  const reason = parserError instanceof JsonArrayStructureError ? parserError.message : 'unexpected input'
+  return new ImportFileError(`after record ${recordsRead}`, `malformed JSON: ${reason}`)
 }
 
 function syntaxReason(message: string): string {
@@ -217,7 +206,8 @@ async function* readNdjson(source: ImportSource): AsyncGenerator<RawRecord> {
       if (isBlank(line)) continue // blank lines (a trailing newline, say) hold no record
       let value: unknown
       try {
-        value = parseJsonText(line)
+        // lossless-json, slower, only for a line JSON.parse refuses: its messages name the fault.
+        value = PARSE_WITH_SOURCE ? tryParse(line) ?? parseJsonText(line) : parseJsonText(line)
       } catch (error) {
         const message = (error as Error).message
         const at = / at position (\d+)\s*$/.exec(message)
