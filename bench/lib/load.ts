@@ -141,12 +141,35 @@ async function orderLoad(options: {
   return { ...run, lastIdDrawn: options.ids[Math.min(next, options.ids.length) - 1]! }
 }
 
+/** The Idempotency-Keys a load sends (placeLoad). */
+export type KeyKind = 4 | 7 | 'counter'
+
+/** What autocannon keeps per connection (setupRequest's context): here, a counter key's client and count. */
+interface ClientState {
+  client?: number
+  sent?: number
+}
+
+/** A new key for each request: a UUID of that version (v7 also for the nonce), or a client's counter. */
+function keyMaker(kind: KeyKind | undefined): (client: ClientState) => string {
+  if (kind !== 'counter') return kind === 4 ? () => uuidv4() : () => uuidv7()
+  // The run's own prefix: the keys stay new in a database earlier runs placed with.
+  const run = uuidv4().slice(0, 8)
+  let clients = 0
+  return (state) => {
+    state.client ??= ++clients
+    state.sent = (state.sent ?? 0) + 1
+    return `bench-${run}-${state.client}-${state.sent}`
+  }
+}
+
 /**
  * `connections` concurrent clients, each sending POST /v2/store/orders (an order of `petId`, which
  * marks the run's orders in the database) until `amount` are answered or `maxSeconds` passed. With
  * `idempotencyKeys`, every request carries an Idempotency-Key of its own, a new UUID of that version:
  * each places an order, and each key is recorded with it. 7 is what the project's client makes
- * (time-ordered); 4 is the random UUID of most other clients. Without `idempotencyKeys`, every
+ * (time-ordered); 4 is the random UUID of most other clients; 'counter' is a client's own counter,
+ * `bench-<run>-<client>-<n>`, as clients that number their requests send. Without `idempotencyKeys`, every
  * request still carries a new UUIDv7, in an X-Bench-Nonce header no server acts on: the setupRequest
  * makes autocannon build every request anew (without one it sends a single request built once), so
  * runs with and without keys cost the load generator the same and differ only in what the server
@@ -161,7 +184,7 @@ export async function placeLoad(options: {
   amount: number
   connections: number
   maxSeconds: number
-  idempotencyKeys?: 4 | 7
+  idempotencyKeys?: KeyKind
   prebuilt?: boolean
   metadata?: () => Record<string, string>
 }): Promise<LoadResult> {
@@ -171,7 +194,7 @@ export async function placeLoad(options: {
   const body = JSON.stringify({ petId: options.petId, quantity: 1 })
   const { metadata } = options
   const headers = { ...options.headers, 'content-type': 'application/json' }
-  const newUuid = options.idempotencyKeys === 4 ? uuidv4 : uuidv7 // v7 also for the nonce
+  const newKey = keyMaker(options.idempotencyKeys)
   const uuidHeader = options.idempotencyKeys === undefined ? 'x-bench-nonce' : 'idempotency-key'
   const request: autocannon.Request = { method: 'POST', path: '/v2/store/orders', body, headers }
   const started = performance.now()
@@ -185,9 +208,9 @@ export async function placeLoad(options: {
         ? request
         : {
             ...request,
-            setupRequest: (built: autocannon.Request) => ({
+            setupRequest: (built: autocannon.Request, client: ClientState) => ({
               ...built,
-              headers: { ...built.headers, [uuidHeader]: newUuid() },
+              headers: { ...built.headers, [uuidHeader]: newKey(client) },
               ...(metadata === undefined ? {} : { body: JSON.stringify({ petId: options.petId, quantity: 1, metadata: metadata() }) }),
             }),
           },

@@ -1,6 +1,6 @@
 import { bearer } from '../lib/client.js'
 import type { BenchDatabase } from '../lib/databases.js'
-import { placeLoad, requireAllOk, type LoadResult } from '../lib/load.js'
+import { placeLoad, requireAllOk, type KeyKind, type LoadResult } from '../lib/load.js'
 import { PROJECT_ENV, startServerChild } from '../lib/processes.js'
 import { cpuDuring } from '../lib/proc.js'
 import { fmt, median, pairedRounds, roundRatios, verdict, type RoundRatios } from '../lib/report.js'
@@ -35,8 +35,8 @@ export interface PlaceRun extends LoadResult {
 }
 
 export interface Variant {
-  /** With an Idempotency-Key on every request: a UUID of this version (see placeLoad). */
-  keys?: 4 | 7
+  /** With an Idempotency-Key on every request: a UUID of this version, or a client's counter (see placeLoad). */
+  keys?: KeyKind
   /** No key and no nonce: one request built once and sent again (see placeLoad). */
   prebuilt?: true
   /** Called for every order, the warm-up's too: its metadata (placeOrder's `metadata`). */
@@ -49,7 +49,8 @@ export interface Variant {
  * (group commit) against the same server committing each place in its own transaction
  * (baselines/per-transaction-place-server.ts), durably and with durability switched off; and the
  * project with an Idempotency-Key on every request against without: time-ordered keys (UUIDv7, the
- * project's client's) for the target, random ones (UUIDv4) for what they cost. Every run's requests
+ * project's client's), random ones (UUIDv4) and a client's counter (`bench-<run>-<client>-<n>`), each
+ * against the same load without keys. Every run's requests
  * are built the same way, each with a fresh UUID (placeLoad); for information, a run without keys
  * also sends one prebuilt request again, the load generator's cheapest, and the server's CPU per
  * place is shown. Paired rounds (lib/report.ts), each run on a fresh server, SIGKILLed at its end:
@@ -78,6 +79,7 @@ export async function places(context: StoreContext): Promise<void> {
         ['project server', {}],
         ['project server, UUIDv7 Idempotency-Keys', { keys: 7 }],
         ['project server, UUIDv4 Idempotency-Keys', { keys: 4 }],
+        ['project server, counter Idempotency-Keys', { keys: 'counter' }],
         ['project server, one prebuilt request', { prebuilt: true }],
       ]
       const results: PlaceRun[] = []
@@ -86,12 +88,13 @@ export async function places(context: StoreContext): Promise<void> {
         const [name, variant] = variants[which]!
         results[which] = await run(name, 'lib/project-server.ts', PROJECT_PLACES, variant)
       }
-      return { plain: results[0]!, keyed: results[1]!, random: results[2]!, prebuilt: results[3]! }
+      return { plain: results[0]!, keyed: results[1]!, random: results[2]!, counted: results[3]!, prebuilt: results[4]! }
     },
   )
   const project = rounds.project.map((round) => round.plain)
   const keyed = rounds.project.map((round) => round.keyed)
   const random = rounds.project.map((round) => round.random)
+  const counted = rounds.project.map((round) => round.counted)
   const prebuilt = rounds.project.map((round) => round.prebuilt)
   const durable = rounds.baseline.map((round) => round.durable)
   const unsynced = rounds.baseline.map((round) => round.unsynced)
@@ -101,6 +104,7 @@ export async function places(context: StoreContext): Promise<void> {
   const againstUnsynced = ratios(project, unsynced)
   const keyCost = ratios(keyed, project)
   const randomKeyCost = ratios(random, project)
+  const counterKeyCost = ratios(counted, project)
   const againstPrebuilt = ratios(keyed, prebuilt)
   const medianServerUs = (results: PlaceRun[]): number => median(results.map((result) => result.serverUs))
   const serverCost = roundRatios(keyed.map((r) => r.serverUs), project.map((r) => r.serverUs))
@@ -108,7 +112,7 @@ export async function places(context: StoreContext): Promise<void> {
   // each place alone is bound by its CPU, the target is to cost (nearly) nothing against no sync.
   const groupCommitPays = againstDurable.median >= 5 || againstUnsynced.median >= 0.9
   const cpuRow = (result: PlaceRun): string => `${Math.round(result.cpu.server! * 100)}% / ${Math.round(result.cpu.client! * 100)}%`
-  const all = [...project, ...keyed, ...random, ...prebuilt, ...durable, ...unsynced]
+  const all = [...project, ...keyed, ...random, ...counted, ...prebuilt, ...durable, ...unsynced]
   const acknowledged = sum(all, (r) => r.ok)
   section.rows.push(
     {
@@ -154,6 +158,21 @@ export async function places(context: StoreContext): Promise<void> {
       project: fmt.rate(rate(random), 'places/s'),
       baseline: `${fmt.rate(rate(project), 'places/s')} (project, no key)`,
       ratio: fmt.rounds(randomKeyCost),
+      target: '≥ 0.8×',
+      result: verdict(randomKeyCost.median >= 0.8),
+    },
+    {
+      measure: 'with a counter Idempotency-Key (`bench-<run>-<client>-<n>`) on every request, against without',
+      project: fmt.rate(rate(counted), 'places/s'),
+      baseline: `${fmt.rate(rate(project), 'places/s')} (project, no key)`,
+      ratio: fmt.rounds(counterKeyCost),
+      target: '≥ 0.8×',
+      result: verdict(counterKeyCost.median >= 0.8),
+    },
+    {
+      measure: "the server's CPU per place, with UUIDv4 and counter keys",
+      project: `${medianServerUs(random).toFixed(0)} µs, ${medianServerUs(counted).toFixed(0)} µs`,
+      baseline: `${medianServerUs(project).toFixed(0)} µs (project, no key)`,
       result: 'info',
     },
     {
@@ -177,7 +196,7 @@ export async function places(context: StoreContext): Promise<void> {
   )
   const runs = (results: PlaceRun[]): string => results.map((r) => `${fmt.count(r.requests)} in ${r.seconds.toFixed(2)} s`).join(', ')
   section.notes.push(
-    `Runs: project ${runs(project)}; with UUIDv7 keys ${runs(keyed)}; with UUIDv4 keys ${runs(random)}; prebuilt ${runs(prebuilt)}; peer ${runs(durable)}; peer with durability off ${runs(unsynced)} (each on a fresh server, after ${fmt.count(WARMUP_PLACES)} warm-up places, then SIGKILLed); ratios ${fmt.roundList(againstDurable)}, ${fmt.roundList(againstUnsynced)}, ${fmt.roundList(keyCost)}, ${fmt.roundList(randomKeyCost)} and ${fmt.roundList(againstPrebuilt)}.`,
+    `Runs: project ${runs(project)}; with UUIDv7 keys ${runs(keyed)}; with UUIDv4 keys ${runs(random)}; with counter keys ${runs(counted)}; prebuilt ${runs(prebuilt)}; peer ${runs(durable)}; peer with durability off ${runs(unsynced)} (each on a fresh server, after ${fmt.count(WARMUP_PLACES)} warm-up places, then SIGKILLed); ratios ${fmt.roundList(againstDurable)}, ${fmt.roundList(againstUnsynced)}, ${fmt.roundList(keyCost)}, ${fmt.roundList(randomKeyCost)}, ${fmt.roundList(counterKeyCost)} and ${fmt.roundList(againstPrebuilt)}.`,
     "Every request but the prebuilt runs' carries a new UUID, as its Idempotency-Key or else in X-Bench-Nonce (a header no server acts on): the load generator builds each request anew, so runs with and without keys differ only in what the server does; the generator's own CPU still shares the host's cores with the server.",
     context.kind === 'sqlite'
       ? 'The project and the durable peer use synchronous=FULL in WAL mode: every COMMIT syncs the WAL before its 201s are sent. The peer runs the place transaction on a connection of its own, one place per BEGIN IMMEDIATE … COMMIT.'
