@@ -9,7 +9,7 @@ interface RetryPolicy {
   transient: (error: unknown) => boolean
   /** The wait before the next attempt, off the event loop; what is queued meanwhile joins it. */
   afterMs: number
-  /** A request queued this long ago fails with the error instead. */
+  /** A request first refused this long ago fails with the error instead. */
   forMs: number
 }
 
@@ -30,8 +30,8 @@ interface Pending<Request, Result> {
   span: Span | undefined
   resolve: (result: Result | Promise<Result>) => void
   reject: (error: unknown) => void
-  /** Date.now() when queued, with a retry policy; else 0. */
-  queuedAt: number
+  /** Date.now() when its batch first failed with a transient error; else 0. */
+  refusedAt: number
 }
 
 /**
@@ -58,7 +58,7 @@ export class GroupCommit<Request, Result> {
   /** Queues `request` for the next batch; settles once that batch has committed, or failed. */
   submit(request: Request): Promise<Result> {
     return new Promise<Result>((resolve, reject) => {
-      this.queue.push({ request, span: activeSpan(), resolve, reject, queuedAt: this.options.retry === undefined ? 0 : Date.now() })
+      this.queue.push({ request, span: activeSpan(), resolve, reject, refusedAt: 0 })
       if (!this.scheduled && !this.running) this.schedule()
     })
   }
@@ -128,7 +128,10 @@ export class GroupCommit<Request, Result> {
     // Those that may wait longer go back to the front of the queue, in order, for one timer.
     const kept: Pending<Request, Result>[] = []
     for (const pending of batch) {
-      if (retry !== undefined && now - pending.queuedAt < retry.forMs) kept.push(pending)
+      // Counted from the first refusal, not from the queueing: the time a request spent behind other
+      // batches (or behind the SQLite writer thread's start) is not time the lock was held.
+      if (retry !== undefined && pending.refusedAt === 0) pending.refusedAt = now
+      if (retry !== undefined && now - pending.refusedAt < retry.forMs) kept.push(pending)
       else pending.reject(error)
     }
     if (retry === undefined || kept.length === 0) return

@@ -16,15 +16,14 @@ import {
   type ShipResult,
 } from '../../domain/orders.js'
 import { ImportConflictError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
-import { classified, classify, connect, type SqliteDatabase } from './database.js'
+import { classified, classify, type SqliteDatabase } from './database.js'
 import { BUMP_DATA_VERSION } from './migrations.js'
 import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
-import { OrderWrites } from './order-writes.js'
 import { ORDER_V2_JSON, readOrderPageJson, readOrderV2 } from './order-pages.js'
 import { orderV2Json } from '../order-json.js'
 import { metadataText } from '../../domain/order-metadata.js'
-import { WriteBatcher, type Batch } from './write-batcher.js'
-import { activeTraceContext, type TraceContext } from '../../trace-context.js'
+import { WriteBatcher, type WriteArgs, type WriteMethod, type WriteResult } from './write-batcher.js'
+import { activeTraceContext } from '../../trace-context.js'
 
 // One page of the order list as JSON text, exactly as the Order schema serializes it: fields in
 // schema order, NULLs omitted (`',"petId":' || NULL` is NULL; json_quote(NULL) is 'null', hence
@@ -66,7 +65,7 @@ const INSERT_NEW = `
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 
 export class SqliteOrdersRepository implements OrdersRepository {
-  private writer: { batcher: WriteBatcher; writes: OrderWrites } | undefined // opened on first use: the tables exist after migrate()
+  private writer: WriteBatcher | undefined // started on first use: the tables exist after migrate()
   private readonly keysInFlight = new KeysInFlight()
 
   constructor(private readonly database: SqliteDatabase) {}
@@ -108,34 +107,34 @@ export class SqliteOrdersRepository implements OrdersRepository {
   }
 
   cancel(id: bigint, cancelledByKey: bigint | null, reason: CancellationReason | null = null, expected?: ExpectedVersion): Promise<CancelResult> {
-    return this.queueWrite((writes, batch, trace) => writes.cancel(batch, trace, id, cancelledByKey, reason, expected))
+    return this.queueWrite('cancel', id, cancelledByKey, reason, expected)
   }
 
   place(request: PlaceRequest): Promise<PlaceResult> {
     const { order, idempotency: claim } = request
     const refused = checkNewOrder(order)
     if (refused !== undefined) return Promise.reject(new RangeError(refused))
-    if (claim === undefined) return this.queueWrite((writes, batch, trace) => writes.place(batch, trace, request))
+    if (claim === undefined) return this.queueWrite('place', request)
     // One request per key at a time in this process: the others are answered at once. Another
     // process on the file cannot overlap the transaction that stores the key, so it finds the
     // committed record.
     const slot = this.keysInFlight.claim(claim)
     if (slot === undefined) return Promise.resolve(KEY_IN_USE)
-    return this.queueWrite((writes, batch, trace) => writes.place(batch, trace, request)).finally(() => this.keysInFlight.release(slot))
+    return this.queueWrite('place', request).finally(() => this.keysInFlight.release(slot))
   }
 
   ship(id: bigint, expected?: ExpectedVersion): Promise<ShipResult> {
-    return this.queueWrite((writes, batch, trace) => writes.ship(batch, trace, id, expected))
+    return this.queueWrite('ship', id, expected)
   }
 
   complete(id: bigint, expected?: ExpectedVersion): Promise<CompleteResult> {
-    return this.queueWrite((writes, batch, trace) => writes.complete(batch, trace, id, expected))
+    return this.queueWrite('complete', id, expected)
   }
 
   update(request: UpdateRequest): Promise<UpdateResult> {
     const refused = checkPatch(request)
     if (refused !== undefined) return Promise.reject(new RangeError(refused))
-    return this.queueWrite((writes, batch, trace) => writes.update(batch, trace, request))
+    return this.queueWrite('update', request)
   }
 
   async pruneIdempotencyKeys(now: Date, limit: number): Promise<number> {
@@ -154,32 +153,13 @@ export class SqliteOrdersRepository implements OrdersRepository {
   }
 
   /**
-   * Queues one write for the next group commit, on the writer opened at the first write. Its event
-   * keeps the trace context active now, while the request that submits it runs: the batch is
+   * Queues one write for the next group commit, on the writer thread started at the first write. Its
+   * event keeps the trace context active now, while the request that submits it runs: the batch is
    * committed later, outside it.
    */
-  private queueWrite<R>(write: (writes: OrderWrites, batch: Batch, trace: TraceContext | undefined) => R): Promise<R> {
-    const trace = activeTraceContext()
-    let writer: { batcher: WriteBatcher; writes: OrderWrites }
-    try {
-      writer = this.writer ??= this.openWriter()
-    } catch (error) {
-      return Promise.reject(error).catch(classify)
-    }
-    return writer.batcher.submit((batch) => write(writer.writes, batch, trace)).catch(classify)
-  }
-
-  /** Group commit on a writer connection of its own (read-only CLI commands never open one). */
-  private openWriter(): { batcher: WriteBatcher; writes: OrderWrites } {
-    // Opened as every connection is (a brief lock while it is set up is waited for, once); the
-    // batcher then makes its commits never wait for the lock.
-    const db = connect(this.database.path, false, this.database.busyTimeoutMs)
-    try {
-      return { batcher: new WriteBatcher(db, this.database.busyRetryMs), writes: new OrderWrites(db) }
-    } catch (error) {
-      db.close()
-      throw error
-    }
+  private queueWrite<M extends WriteMethod>(method: M, ...args: WriteArgs<M>): Promise<WriteResult<M>> {
+    this.writer ??= new WriteBatcher({ path: this.database.path, busyTimeoutMs: this.database.busyTimeoutMs }, this.database.busyRetryMs)
+    return this.writer.submit(method, activeTraceContext(), ...args).catch(classify)
   }
 
   async import(records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number> {
@@ -241,6 +221,6 @@ export class SqliteOrdersRepository implements OrdersRepository {
 
   /** Settles the writes in flight and closes their connection. */
   async close(): Promise<void> {
-    await this.writer?.batcher.close()
+    await this.writer?.close()
   }
 }

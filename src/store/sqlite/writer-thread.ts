@@ -1,0 +1,62 @@
+/**
+ * The SQLite store's writer: a worker thread (started by write-batcher.ts) that owns the writer
+ * connection and runs each batch of writes as one IMMEDIATE transaction. better-sqlite3 is
+ * synchronous, so a commit's WAL sync (synchronous=FULL) holds the thread that runs it: here that is
+ * not the event loop, which meanwhile goes on reading and answering requests and gathering the next
+ * batch (docs/decisions.md).
+ *
+ * Messages in: a batch (`{ requests }`), or 'close'. Out, one per batch: its results in order, or
+ * the error that rolled it back (its name, message and SQLite code: an Error does not cross whole).
+ */
+import { parentPort, workerData } from 'node:worker_threads'
+import { connect } from './database.js'
+import { BUMP_DATA_VERSION } from './migrations.js'
+import { OrderWrites } from './order-writes.js'
+import type { Batch, WriteRequest, WriterOptions, WriterReply } from './write-batcher.js'
+
+const { path, busyTimeoutMs } = workerData as WriterOptions
+const port = parentPort!
+
+interface Writer {
+  commit(requests: WriteRequest[]): unknown[]
+  close(): void
+}
+
+/** Opened at the first batch, as every connection is (a brief lock while it is set up is waited for, once); then never waits for the lock. */
+function openWriter(): Writer {
+  const db = connect(path, false, busyTimeoutMs)
+  try {
+    db.pragma('busy_timeout = 0')
+    const writes = new OrderWrites(db)
+    const bump = db.prepare(BUMP_DATA_VERSION)
+    const run = db.transaction((requests: WriteRequest[]) => {
+      let changes = 0
+      const batch: Batch = { now: new Date().toISOString(), changed: () => void changes++ }
+      const results = requests.map(({ method, trace, args }) => (writes[method] as (...all: unknown[]) => unknown).call(writes, batch, trace, ...(args as unknown[])))
+      if (changes > 0) bump.run()
+      return results
+    })
+    return { commit: (requests) => run.immediate(requests), close: () => db.close() }
+  } catch (error) {
+    db.close()
+    throw error
+  }
+}
+
+let writer: Writer | undefined
+port.on('message', (message: { requests: WriteRequest[] } | 'close') => {
+  if (message === 'close') {
+    writer?.close()
+    port.close()
+    return
+  }
+  let reply: WriterReply
+  try {
+    writer ??= openWriter()
+    reply = { results: writer.commit(message.requests) }
+  } catch (error) {
+    const { name, message: text, code } = error as { name?: unknown; message?: unknown; code?: unknown }
+    reply = { error: { name: String(name), message: String(text), code: typeof code === 'string' ? code : undefined } }
+  }
+  port.postMessage(reply)
+})
