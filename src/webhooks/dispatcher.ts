@@ -1,14 +1,13 @@
 import { randomUUID } from 'node:crypto'
 import { setMaxListeners } from 'node:events'
-import { setTimeout as sleep } from 'node:timers/promises'
 import type { WebhookAttempt, WebhookDisabledReason, WebhookLease } from '../domain/webhooks.js'
 import type { MaybePromise } from '../maybe-async.js'
-import { StoreUnavailableError } from '../store/store.js'
 import type { WebhooksRepository } from '../store/webhooks.js'
 import type { DeliveryRequest, DeliveryResult } from './delivery.js'
 import { traceDelivery } from './delivery-span.js'
-import { nextRetry, parseRetryAfter } from './retry-schedule.js'
+import { afterFailure } from './retry-schedule.js'
 import { deliveryBody, deliveryHeaders } from './signing.js'
+import { retryWhileUnavailable as persist } from './store-retry.js'
 
 interface DispatcherLog {
   info(fields: object, message: string): void
@@ -48,12 +47,6 @@ const TURN_MS = 1000
 const DISPATCH_POLL_MS = 100
 const SWEEP_INTERVAL_MS = 1000
 const BATCH = 100
-
-/** How long a write under a lease is tried again while the store is unavailable (SQLite busy). */
-const STORE_RETRY_MS = 3000
-
-/** A receiver's Retry-After is honoured up to a day (or the schedule's longest delay). */
-const MAX_RETRY_AFTER_MS = 86_400_000
 
 /** A lease outlives the attempt it covers: an attempt starts only with `timeoutMs` + this left. */
 const LEASE_MARGIN_MS = 2000
@@ -286,7 +279,7 @@ export class WebhookDispatcher {
       if (this.turnOver(loop)) return this.handBack(loop, lease)
       loop.woken = false
       const seen = this.version
-      const next = await this.persist(() => webhooks.next(lease, this.options.batch ?? BATCH))
+      const next = await persist(() => webhooks.next(lease, this.options.batch ?? BATCH))
       if (next === 'expired') {
         if (await this.endLease(loop, () => webhooks.disable(lease, 'events_expired'))) this.logDisabled(endpointId, 'events_expired')
         return
@@ -297,7 +290,7 @@ export class WebhookDispatcher {
         if (paced !== undefined) {
           await paced
           // The wait may have been long: a change made meanwhile holds for this delivery already.
-          if (!(await this.persist(() => webhooks.unchanged(lease)))) return this.handBack(loop, lease)
+          if (!(await persist(() => webhooks.unchanged(lease)))) return this.handBack(loop, lease)
         }
         if (this.stopping || !(await this.holdLease(lease))) return this.handBack(loop, lease)
         const body = deliveryBody(event)
@@ -320,7 +313,7 @@ export class WebhookDispatcher {
         }
         // An advance moves the lease on with the endpoint (advanceLease): `next` reads on from there.
         if (result.outcome === 'success') {
-          if (!(await this.persist(() => webhooks.advance(lease, event.position, attempt))) || lease.changed) return this.handBack(loop, lease)
+          if (!(await persist(() => webhooks.advance(lease, event.position, attempt))) || lease.changed) return this.handBack(loop, lease)
           continue
         }
         if (result.outcome === 'gone') return within(() => this.disable(loop, lease, attempt, 'endpoint_gone'))
@@ -328,7 +321,7 @@ export class WebhookDispatcher {
       }
       // The rest of what was read had none of its types: skipped past at once.
       if (next.through > lease.endpoint.position) {
-        if (!(await this.persist(() => webhooks.advance(lease, next.through, null))) || lease.changed) return this.handBack(loop, lease)
+        if (!(await persist(() => webhooks.advance(lease, next.through, null))) || lease.changed) return this.handBack(loop, lease)
         continue
       }
       if (next.events.length > 0) continue
@@ -350,15 +343,13 @@ export class WebhookDispatcher {
   private async holdLease(lease: WebhookLease, renew = false): Promise<boolean> {
     const now = this.now()
     if (!renew && lease.leaseUntil.getTime() - now.getTime() > this.options.timeoutMs + LEASE_MARGIN_MS) return true
-    return this.persist(() => this.options.webhooks.renew(lease, now, this.leaseMs))
+    return persist(() => this.options.webhooks.renew(lease, now, this.leaseMs))
   }
 
   private async failed(loop: Running, lease: WebhookLease, attempt: WebhookAttempt, result: DeliveryResult): Promise<void> {
-    const schedule = this.options.retryScheduleMs
-    const retryAfterMs = parseRetryAfter(result.retryAfter, this.now(), Math.max(MAX_RETRY_AFTER_MS, ...schedule))
-    const retry = nextRetry(lease.failures, schedule, retryAfterMs)
-    if (retry === 'exhausted') return this.disable(loop, lease, attempt, 'retries_exhausted')
-    const retryAt = new Date(this.now().getTime() + retry.retryInMs)
+    const next = afterFailure(lease.failures, this.options.retryScheduleMs, result.retryAfter, this.now())
+    if ('disable' in next) return this.disable(loop, lease, attempt, next.disable)
+    const { retryAt } = next
     if (!(await this.endLease(loop, () => this.options.webhooks.fail(lease, attempt, { retryAt })))) return
     if (lease.failures === 0) {
       this.options.log.warn(
@@ -384,7 +375,7 @@ export class WebhookDispatcher {
   /** The loop's lease ended by `write` (a release, a failure, a disable): from now on a lease of its endpoint is a new loop's. */
   private endLease<T>(loop: Running, write: () => Promise<T>): Promise<T> {
     loop.finishing = true
-    return this.persist(write)
+    return persist(write)
   }
 
   /**
@@ -394,23 +385,5 @@ export class WebhookDispatcher {
   private async handBack(loop: Running, lease: WebhookLease): Promise<void> {
     await this.release(loop, lease)
     this.rescan = true
-  }
-
-  /**
-   * A store call of a loop, tried again while the store is briefly unavailable (on SQLite, another
-   * process holding the write lock past the server's short busy timeout): a 2xx whose `advance`
-   * failed would be sent again, and a lease whose `release` failed would stay held until it expires.
-   * Safe to repeat: a failed call wrote nothing, and every write checks the lease.
-   */
-  private async persist<T>(work: () => Promise<T>): Promise<T> {
-    const deadline = Date.now() + STORE_RETRY_MS
-    for (let wait = 5; ; wait = Math.min(2 * wait, 100)) {
-      try {
-        return await work()
-      } catch (error) {
-        if (!(error instanceof StoreUnavailableError) || Date.now() + wait > deadline) throw error
-        await sleep(wait * (0.5 + Math.random()))
-      }
-    }
   }
 }
