@@ -140,19 +140,11 @@ export function signingSecretsAt(current: string, previous: string | null, previ
 
 /**
  * A rotation from the `current` secret to `secret`: the current one becomes the previous, which
- * also signs until `previousUntil` (the one before it stops at once). It moves the revision: a
- * holder's lease has the secrets it was leased with.
+ * also signs until `previousUntil` (the one before it stops at once). A store moves the revision
+ * with every rotation: a holder's lease has the secrets it was leased with.
  */
-export function rotateSecret(current: string, secret: string, previousUntil: Date): { secrets: WebhookSecrets; movesRevision: boolean } {
-  return { secrets: { current: secret, previous: current, previousUntil: previousUntil.toISOString() }, movesRevision: true }
-}
-
-/**
- * The previous secrets a store erases at `now`, in one statement over every endpoint: those whose
- * window ended at or before `endedBy`, with which signingSecretsAt no longer signs.
- */
-export function forgetOldSecrets(now: Date): { endedBy: string } {
-  return { endedBy: now.toISOString() }
+export function rotateSecret(current: string, secret: string, previousUntil: Date): WebhookSecrets {
+  return { current: secret, previous: current, previousUntil: previousUntil.toISOString() }
 }
 
 /** What a PATCH or a replay changes of an endpoint: its settings, and the failure of its current event. */

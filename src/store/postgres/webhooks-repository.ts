@@ -4,7 +4,6 @@ import {
   ATTEMPTS_KEPT,
   disabled,
   failDelivery,
-  forgetOldSecrets,
   heldBy,
   leasePass,
   patchEndpoint,
@@ -203,10 +202,10 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
       const { rows: found } = await connection.query<{ secret: string }>('SELECT secret FROM webhook_endpoints WHERE id = $1 FOR UPDATE', [int8(id)])
       const row = found[0]
       if (row === undefined) return false
-      const { secrets, movesRevision } = rotateSecret(row.secret, secret, previousUntil)
+      const secrets = rotateSecret(row.secret, secret, previousUntil)
       await connection.query(
-        'UPDATE webhook_endpoints SET secret = $2, previous_secret = $3, previous_until = $4::timestamptz, revision = revision + $5 WHERE id = $1',
-        [int8(id), secrets.current, secrets.previous, secrets.previousUntil, movesRevision ? 1 : 0],
+        'UPDATE webhook_endpoints SET secret = $2, previous_secret = $3, previous_until = $4::timestamptz, revision = revision + 1 WHERE id = $1',
+        [int8(id), secrets.current, secrets.previous, secrets.previousUntil],
       )
       return true
     })
@@ -335,9 +334,10 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async forgetPreviousSecrets(now: Date): Promise<number> {
+    // Those signingSecretsAt no longer signs with: their window ended at or before now.
     const { rowCount } = await this.database.execute(
       'UPDATE webhook_endpoints SET previous_secret = NULL, previous_until = NULL WHERE previous_until <= $1',
-      [forgetOldSecrets(now).endedBy],
+      [now.toISOString()],
     )
     return rowCount ?? 0
   }

@@ -5,7 +5,6 @@ import {
   ATTEMPTS_KEPT,
   disabled,
   failDelivery,
-  forgetOldSecrets,
   heldBy,
   leasePass,
   patchEndpoint,
@@ -144,12 +143,11 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
     return this.database.immediate(() => {
       const current = this.statement('SELECT secret FROM webhook_endpoints WHERE id = ?').pluck().get(id) as string | undefined
       if (current === undefined) return false
-      const { secrets, movesRevision } = rotateSecret(current, secret, previousUntil)
-      this.statement('UPDATE webhook_endpoints SET secret = ?, previous_secret = ?, previous_until = ?, revision = revision + ? WHERE id = ?').run(
+      const secrets = rotateSecret(current, secret, previousUntil)
+      this.statement('UPDATE webhook_endpoints SET secret = ?, previous_secret = ?, previous_until = ?, revision = revision + 1 WHERE id = ?').run(
         secrets.current,
         secrets.previous,
         secrets.previousUntil,
-        movesRevision ? 1 : 0,
         id,
       )
       return true
@@ -319,12 +317,9 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   async forgetPreviousSecrets(now: Date): Promise<number> {
-    return this.database.immediate(
-      () =>
-        this.statement('UPDATE webhook_endpoints SET previous_secret = NULL, previous_until = NULL WHERE previous_until <= ?').run(
-          forgetOldSecrets(now).endedBy,
-        ).changes,
-    )
+    // Those signingSecretsAt no longer signs with: their window ended at or before now.
+    const forget = 'UPDATE webhook_endpoints SET previous_secret = NULL, previous_until = NULL WHERE previous_until <= ?'
+    return this.database.immediate(() => this.statement(forget).run(now.toISOString()).changes)
   }
 
   /** HELD's parameters for a lease, now (heldBy). */
