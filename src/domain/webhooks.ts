@@ -218,11 +218,11 @@ export function replayEndpoint(current: EndpointState, after: bigint): EndpointC
 /**
  * A lease pass at `now` (a store's lease statement, which must decide in SQL, atomically, which rows
  * it takes): leased until `until`, `leaseMs` on; an endpoint can be leased when it is enabled, behind
- * the head of the feed, due (no retry scheduled, or one at or before `dueBy`) and free (never leased,
- * released, or its lease ended at or before `freeBy`, its holder's own included).
+ * the head of the feed, due (no retry scheduled, or one at or before `asOf`) and free (never leased,
+ * released, or its lease ended at or before `asOf`, its holder's own included).
  */
-export function leasePass(now: Date, leaseMs: number): { until: Date; dueBy: string; freeBy: string } {
-  return { until: new Date(now.getTime() + leaseMs), dueBy: now.toISOString(), freeBy: now.toISOString() }
+export function leasePass(now: Date, leaseMs: number): { until: Date; asOf: string } {
+  return { until: new Date(now.getTime() + leaseMs), asOf: now.toISOString() }
 }
 
 /**
@@ -237,18 +237,11 @@ export function heldBy(lease: WebhookLease, now: Date): { id: bigint; owner: str
 
 /**
  * A lease's renewal at `now` (a store's conditional update): the lease must still be its holder's,
- * unexpired at `now` (`liveAfter`), and the endpoint enabled; it then holds until `until`, and
- * `renewed` keeps that in the lease, its one record.
+ * unexpired at `now` (`liveAfter`), and the endpoint enabled; it then holds until `until`, which the
+ * store sets as the lease's `leaseUntil` once written.
  */
-export function renewLease(lease: WebhookLease, now: Date, leaseMs: number): { liveAfter: string; until: Date; renewed: () => void } {
-  const until = new Date(now.getTime() + leaseMs)
-  return {
-    liveAfter: now.toISOString(),
-    until,
-    renewed: () => {
-      lease.leaseUntil = until
-    },
-  }
+export function renewLease(now: Date, leaseMs: number): { liveAfter: string; until: Date } {
+  return { liveAfter: now.toISOString(), until: new Date(now.getTime() + leaseMs) }
 }
 
 /**
