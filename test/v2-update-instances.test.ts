@@ -1,13 +1,9 @@
 import assert from 'node:assert/strict'
-import { after, before, it } from 'node:test'
+import { it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { SCOPES } from '../src/domain/api-keys.js'
-import { createKey } from '../src/keys/create-key.js'
-import { openStore } from '../src/store/open-store.js'
-import type { Store } from '../src/store/store.js'
-import { bearer, createDatabase, forEachStore, type TestDatabaseHandle } from './support/harness.js'
+import { bearer, forEachStore, serversOnOneDatabase } from './support/harness.js'
 import { place, post, type Answer } from './support/place.js'
-import { spawnServer, type ServerProcess } from './support/server-process.js'
+import { stopServer, type ServerProcess } from './support/server-process.js'
 import { parseExact } from './support/v2.js'
 
 // updateOrder (PATCH /v2/store/orders/{id}) raced across `serve` processes on one database (SQLite:
@@ -123,34 +119,11 @@ function assertHistory(id: string, events: WireEvent[]): void {
   }
 }
 
-async function stop(server: ServerProcess | undefined): Promise<void> {
-  if (server === undefined) return
-  if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill('SIGTERM')
-  await server.exited
-}
-
 forEachStore('updateOrder across server processes on one database', (kind) => {
-  let database: TestDatabaseHandle
-  let store: Store
-  let key: string
-  let a: ServerProcess
-  let b: ServerProcess
-
-  before(async () => {
-    database = await createDatabase(kind)
-    store = await openStore(database.config)
-    await store.migrate()
-    key = (await createKey(store.apiKeys, { name: 'patches', scopes: [...SCOPES] })).secret
-    const serve = () => spawnServer(database.url, { RATE_LIMIT_PER_KEY: '0' })
-    ;[a, b] = await Promise.all([serve(), serve()])
-  })
-  after(async () => {
-    await Promise.all([a, b].map(stop))
-    await store?.close()
-    await database?.dispose()
-  })
+  const servers = serversOnOneDatabase(kind, { env: { RATE_LIMIT_PER_KEY: '0' } })
 
   it('of 20 patches racing with one If-Match on two processes, exactly one is 200; 19 are 412 naming the winner\'s version; one order.updated', async () => {
+    const { a, b, key } = servers
     const id = await placed(a.origin, key)
     const winners: string[] = []
     for (let round = 0; round < 5; round++) {
@@ -190,6 +163,7 @@ forEachStore('updateOrder across server processes on one database', (kind) => {
   })
 
   it('lands all 20 concurrent patches of distinct metadata keys without If-Match on two processes: every key, version 21, 20 events chained by previous', async () => {
+    const { a, b, key } = servers
     const ids = await Promise.all([a, b, a].map((server) => placed(server.origin, key)))
     // 20 patches of each order, at once, alternating the processes: each sets a key of its own.
     const sent = ids.flatMap((id) => Array.from({ length: 20 }, (_, n) => ({ id, n })))
@@ -233,6 +207,7 @@ forEachStore('updateOrder across server processes on one database', (kind) => {
   })
 
   it('of a patch of quantity racing a ship and a cancel on the other process, over 60 orders, every outcome is consistent and every order\'s events in order', async (t) => {
+    const { a, b, key } = servers
     const ORDERS = 60
     const outcomes = new Map<string, number>()
     for (let group = 0; group < ORDERS / 10; group++) {
@@ -292,6 +267,7 @@ forEachStore('updateOrder across server processes on one database', (kind) => {
   })
 
   it('of a patch, a ship and a cancel racing with one If-Match on two processes, over 40 orders, exactly one wins; the other two are 412 naming its version', async (t) => {
+    const { a, b, key } = servers
     const ORDERS = 40
     const winners = new Map<string, number>()
     for (let group = 0; group < ORDERS / 10; group++) {
@@ -337,7 +313,8 @@ forEachStore('updateOrder across server processes on one database', (kind) => {
   })
 
   it('keeps every patch it answered 200 for, with its order.updated event, when SIGKILLed during a stream of patches; no event without its change', async () => {
-    const victim = await spawnServer(database.url, { RATE_LIMIT_PER_KEY: '0' })
+    const { b, key } = servers
+    const victim = await servers.spawn()
     let restarted: ServerProcess | undefined
     try {
       const ORDERS = 40
@@ -389,7 +366,7 @@ forEachStore('updateOrder across server processes on one database', (kind) => {
       assert.equal((await victim.exited).signal, 'SIGKILL')
       assert.ok(onVictim >= 300, `${onVictim} patches answered by the victim`)
 
-      restarted = await spawnServer(database.url, { RATE_LIMIT_PER_KEY: '0' })
+      restarted = await servers.spawn()
       const feed = byOrder(await allEvents(restarted.origin, key))
       const stored = new Map<string, Order>()
       for (const id of ids) {
@@ -422,7 +399,7 @@ forEachStore('updateOrder across server processes on one database', (kind) => {
       }
     } finally {
       if (victim.child.exitCode === null && victim.child.signalCode === null) victim.child.kill('SIGKILL')
-      await stop(restarted)
+      if (restarted !== undefined) await stopServer(restarted)
     }
   })
 })

@@ -1,11 +1,8 @@
 import assert from 'node:assert/strict'
-import { after, before, it } from 'node:test'
-import { generateApiKey, SCOPES } from '../src/domain/api-keys.js'
-import { openStore } from '../src/store/open-store.js'
-import type { Store } from '../src/store/store.js'
-import { bearer, createDatabase, forEachStore, order, records, type TestDatabaseHandle } from './support/harness.js'
+import { it } from 'node:test'
+import { bearer, forEachStore, order, records, serversOnOneDatabase } from './support/harness.js'
 import { place, post } from './support/place.js'
-import { spawnServer, type ServerProcess } from './support/server-process.js'
+import { stopServer } from './support/server-process.js'
 import { parseExact, type WireOrder } from './support/v2.js'
 
 interface WireEvent {
@@ -28,35 +25,13 @@ async function allEvents(origin: string, key: string): Promise<WireEvent[]> {
   }
 }
 
-async function stop(server: ServerProcess): Promise<void> {
-  if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill('SIGTERM')
-  await server.exited
-}
-
 forEachStore('v2 writes across server processes on one database', (kind) => {
-  let database: TestDatabaseHandle
-  let store: Store
-  let key: string
-  let a: ServerProcess
-  let b: ServerProcess
-
-  before(async () => {
-    database = await createDatabase(kind)
-    store = await openStore(database.config)
-    await store.migrate()
-    await store.orders.import(records(Array.from({ length: 20 }, (_, i) => order({ id: BigInt(i + 1), petId: 1n, quantity: 1 }))))
-    const generated = generateApiKey()
-    await store.apiKeys.create({ name: 'writes', hash: generated.hash, displayPrefix: generated.displayPrefix, scopes: [...SCOPES], expiresAt: null })
-    key = generated.secret
-    ;[a, b] = await Promise.all([spawnServer(database.url), spawnServer(database.url)])
-  })
-  after(async () => {
-    await Promise.all([a, b].filter((server) => server !== undefined).map(stop))
-    await store?.close()
-    await database?.dispose()
+  const servers = serversOnOneDatabase(kind, {
+    seed: (store) => store.orders.import(records(Array.from({ length: 20 }, (_, i) => order({ id: BigInt(i + 1), petId: 1n, quantity: 1 })))),
   })
 
   it('places exactly one order for 24 concurrent requests with one key over two processes', async () => {
+    const { a, b, key } = servers
     const eventsBefore = (await allEvents(a.origin, key)).length
     const body = '{"petId": 424242, "quantity": 3}'
     const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => place((i % 2 === 0 ? a : b).origin, key, body, 'one-order-24')))
@@ -81,6 +56,7 @@ forEachStore('v2 writes across server processes on one database', (kind) => {
   })
 
   it('of a cancel and a ship racing on one pending order on two processes, exactly one wins; the other is 409', async () => {
+    const { a, b, key, store } = servers
     const winners = { cancel: 0, ship: 0 }
     for (let id = 1; id <= 10; id++) {
       const [cancelOn, shipOn] = id % 2 === 0 ? [a, b] : [b, a]
@@ -104,16 +80,18 @@ forEachStore('v2 writes across server processes on one database', (kind) => {
 
   it('replays a key after the server that placed it is restarted', async () => {
     const body = '{"petId": 5, "quantity": 2, "shipDate": "2026-12-01T10:00:00Z"}'
-    const first = await place(a.origin, key, body, 'survives-restart')
+    const { key } = servers
+    const first = await place(servers.a.origin, key, body, 'survives-restart')
     assert.equal(first.status, 201)
-    await stop(a)
-    a = await spawnServer(database.url)
-    const again = await place(a.origin, key, '{"shipDate": "2026-12-01T11:00:00+01:00", "quantity": 2, "petId": 5}', 'survives-restart')
+    await stopServer(servers.a)
+    servers.a = await servers.spawn()
+    const again = await place(servers.a.origin, key, '{"shipDate": "2026-12-01T11:00:00+01:00", "quantity": 2, "petId": 5}', 'survives-restart')
     assert.deepEqual([again.status, again.text, again.headers.get('location'), again.headers.get('idempotent-replayed')], [201, first.text, first.headers.get('location'), 'true'])
   })
 
   it('keeps every order it answered 201 for, with its order.created event, when SIGKILLed while 50 clients place; each key with its order or neither', async () => {
-    const victim = await spawnServer(database.url)
+    const { b, key, store } = servers
+    const victim = await servers.spawn()
     const acknowledged: WireOrder[] = []
     const firstAnswers = new Map<string, string>() // Idempotency-Key → the 201's body
     const keyed: { key: string; body: string; tag: string }[] = []
@@ -187,6 +165,7 @@ forEachStore('v2 writes across server processes on one database', (kind) => {
   })
 
   it('gives two processes placing at once distinct ids above every id held, imported ones past 2^53 included; after a restart, above them all', async () => {
+    const { a, b, key, store } = servers
     const imported = 2n ** 53n + 10n // a double would not tell it from its neighbours
     await store.orders.import(records([order({ id: imported, petId: 2n, quantity: 1 })]))
     const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => place((i % 2 === 0 ? a : b).origin, key, `{"petId": 77, "quantity": ${i + 1}}`)))
@@ -199,9 +178,9 @@ forEachStore('v2 writes across server processes on one database', (kind) => {
       assert.equal(stored?.quantity, answer.body.quantity, `order ${answer.body.id} is the one answered`)
     }
     const highest = ids.reduce((x, y) => (x > y ? x : y))
-    await Promise.all([stop(a), stop(b)])
-    ;[a, b] = await Promise.all([spawnServer(database.url), spawnServer(database.url)])
-    const next = await Promise.all([a, b].map((server) => place(server.origin, key, '{"petId": 77, "quantity": 1}')))
+    await Promise.all([stopServer(a), stopServer(b)])
+    ;[servers.a, servers.b] = await Promise.all([servers.spawn(), servers.spawn()])
+    const next = await Promise.all([servers.a, servers.b].map((server) => place(server.origin, key, '{"petId": 77, "quantity": 1}')))
     for (const answer of next) assert.ok(BigInt(answer.body.id) > highest, `${answer.body.id} above ${highest}`)
     assert.notEqual(next[0]!.body.id, next[1]!.body.id)
   })

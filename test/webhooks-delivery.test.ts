@@ -6,7 +6,7 @@ import { after, describe, it } from 'node:test'
 import { Webhook } from 'standardwebhooks'
 import type { FeedEvent, WebhookSecrets } from '../src/domain/webhooks.js'
 import { BODY_READ_MS, Deliverer, MAX_RESPONSE_BYTES, type DeliveryResult } from '../src/webhooks/delivery.js'
-import { nextRetry, parseRetryAfter } from '../src/webhooks/retry-schedule.js'
+import { afterFailure, nextRetry, parseRetryAfter } from '../src/webhooks/retry-schedule.js'
 import { deliveryBody, deliveryHeaders } from '../src/webhooks/signing.js'
 import { checkWebhookUrl } from '../src/webhooks/url-policy.js'
 import { dnsServer } from './support/dns-server.js'
@@ -285,6 +285,15 @@ describe('retry schedule', () => {
     assert.equal(parseRetryAfter('99999999', now, 86_400_000), 86_400_000)
     assert.equal(parseRetryAfter('soon', now, 86_400_000), null)
     assert.equal(parseRetryAfter(undefined, now, 86_400_000), null)
+  })
+
+  it('after a failure: a retry at the later of the schedule and Retry-After (at most a day on), or disabling past the schedule', () => {
+    const now = new Date('2025-01-01T00:00:00Z')
+    assert.deepEqual(afterFailure(0, schedule, '3600', now), { retryAt: new Date('2025-01-01T01:00:00Z') })
+    assert.deepEqual(afterFailure(2, schedule, '99999999', now), { retryAt: new Date('2025-01-02T00:00:00Z') })
+    const scheduled = afterFailure(1, schedule, undefined, now)
+    assert.ok('retryAt' in scheduled && Math.abs(scheduled.retryAt.getTime() - now.getTime() - 300_000) <= 30_000, 'delay 1, ±10%')
+    assert.deepEqual(afterFailure(3, schedule, '60', now), { disable: 'retries_exhausted' })
   })
 })
 

@@ -3,12 +3,12 @@ import { describe, it } from 'node:test'
 import {
   disabled,
   failDelivery,
-  forgetOldSecrets,
   heldBy,
   leasePass,
   patchEndpoint,
   renewLease,
   rotateSecret,
+  signingSecretsAt,
   type EndpointState,
   type WebhookLease,
 } from '../src/domain/webhooks.js'
@@ -97,38 +97,26 @@ describe('webhook endpoint rules', () => {
     assert.equal(failed.disabledReason, 'disabled_by_request')
   })
 
-  it('a lease pass: until leaseMs on, due and free by now', () => {
-    assert.deepEqual(leasePass(NOW, 30_000), {
-      until: new Date('2026-12-01T10:00:30.000Z'),
-      dueBy: '2026-12-01T10:00:00.000Z',
-      freeBy: '2026-12-01T10:00:00.000Z',
-    })
+  it('a lease pass: until leaseMs on, of endpoints due and free as of now', () => {
+    assert.deepEqual(leasePass(NOW, 30_000), { until: new Date('2026-12-01T10:00:30.000Z'), asOf: '2026-12-01T10:00:00.000Z' })
   })
 
-  it('a renewal: live after now, until leaseMs on, kept in the lease only once renewed', () => {
-    const held = lease()
-    const before = held.leaseUntil
-    const renewal = renewLease(held, NOW, 30_000)
-    assert.equal(renewal.liveAfter, '2026-12-01T10:00:00.000Z')
-    assert.deepEqual(renewal.until, new Date('2026-12-01T10:00:30.000Z'))
-    assert.equal(held.leaseUntil, before)
-    renewal.renewed()
-    assert.deepEqual(held.leaseUntil, new Date('2026-12-01T10:00:30.000Z'))
+  it('a renewal: live after now, until leaseMs on', () => {
+    assert.deepEqual(renewLease(NOW, 30_000), { liveAfter: '2026-12-01T10:00:00.000Z', until: new Date('2026-12-01T10:00:30.000Z') })
   })
 
   it('a write under a lease requires its holder, unexpired now, at the lease position', () => {
     assert.deepEqual(heldBy(lease(), NOW), { id: 7n, owner: 'instance-a', liveAfter: '2026-12-01T10:00:00.000Z', position: 42n })
   })
 
-  it('a rotation: the current secret becomes the previous until its time, and the revision moves', () => {
+  it('a rotation: the current secret becomes the previous until its time', () => {
     const until = new Date('2026-12-02T10:00:00.000Z')
-    assert.deepEqual(rotateSecret('whsec_old', 'whsec_new', until), {
-      secrets: { current: 'whsec_new', previous: 'whsec_old', previousUntil: '2026-12-02T10:00:00.000Z' },
-      movesRevision: true,
-    })
+    assert.deepEqual(rotateSecret('whsec_old', 'whsec_new', until), { current: 'whsec_new', previous: 'whsec_old', previousUntil: '2026-12-02T10:00:00.000Z' })
   })
 
-  it('old secrets are forgotten once their window ended at or before now', () => {
-    assert.deepEqual(forgetOldSecrets(NOW), { endedBy: '2026-12-01T10:00:00.000Z' })
+  it('a previous secret signs until its window ends, not at its end (when a store forgets it)', () => {
+    const until = '2026-12-01T10:00:00.000Z'
+    assert.deepEqual(signingSecretsAt('whsec_new', 'whsec_old', until, new Date(NOW.getTime() - 1)), { current: 'whsec_new', previous: 'whsec_old', previousUntil: until })
+    assert.deepEqual(signingSecretsAt('whsec_new', 'whsec_old', until, NOW), { current: 'whsec_new', previous: null, previousUntil: null })
   })
 })

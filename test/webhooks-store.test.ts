@@ -247,7 +247,9 @@ forEachStore('webhooks store', (kind) => {
       assert.equal(await a!.webhooks.fail(old, attempt(first, { status: 500 }), { retryAt: new Date(Date.now() + 5000) }), false)
       assert.equal(await a!.webhooks.fail(old, attempt(first, { status: 410 }), { disable: 'endpoint_gone' }), false)
       assert.equal(await a!.webhooks.disable(old, 'events_expired'), false)
+      const oldUntil = old.leaseUntil
       assert.equal(await a!.webhooks.renew(old, new Date(), LEASE_MS), false)
+      assert.equal(old.leaseUntil, oldUntil, 'a renewal that was not written leaves the lease as it was')
       await a!.webhooks.release(old) // no-op: b2 holds it
       const found = await b!.webhooks.find(old.endpoint.id)
       assert.deepEqual(found, old.endpoint, 'nothing written by the old owner')
@@ -257,7 +259,9 @@ forEachStore('webhooks store', (kind) => {
 
       // The new owner's writes count.
       const current = takenOver.find((l) => l.endpoint.id === old.endpoint.id)!
-      assert.equal(await b!.webhooks.renew(current, new Date(), LEASE_MS), true)
+      const renewedAt = new Date()
+      assert.equal(await b!.webhooks.renew(current, renewedAt, LEASE_MS), true)
+      assert.deepEqual(current.leaseUntil, new Date(renewedAt.getTime() + LEASE_MS), 'the lease holds until the renewal\'s end')
       assert.equal(await b!.webhooks.advance(current, first, attempt(first)), true)
       assert.equal((await b!.webhooks.find(old.endpoint.id))!.position, first)
     })

@@ -140,19 +140,11 @@ export function signingSecretsAt(current: string, previous: string | null, previ
 
 /**
  * A rotation from the `current` secret to `secret`: the current one becomes the previous, which
- * also signs until `previousUntil` (the one before it stops at once). It moves the revision: a
- * holder's lease has the secrets it was leased with.
+ * also signs until `previousUntil` (the one before it stops at once). A store moves the revision
+ * with every rotation: a holder's lease has the secrets it was leased with.
  */
-export function rotateSecret(current: string, secret: string, previousUntil: Date): { secrets: WebhookSecrets; movesRevision: boolean } {
-  return { secrets: { current: secret, previous: current, previousUntil: previousUntil.toISOString() }, movesRevision: true }
-}
-
-/**
- * The previous secrets a store erases at `now`, in one statement over every endpoint: those whose
- * window ended at or before `endedBy`, with which signingSecretsAt no longer signs.
- */
-export function forgetOldSecrets(now: Date): { endedBy: string } {
-  return { endedBy: now.toISOString() }
+export function rotateSecret(current: string, secret: string, previousUntil: Date): WebhookSecrets {
+  return { current: secret, previous: current, previousUntil: previousUntil.toISOString() }
 }
 
 /** What a PATCH or a replay changes of an endpoint: its settings, and the failure of its current event. */
@@ -226,11 +218,11 @@ export function replayEndpoint(current: EndpointState, after: bigint): EndpointC
 /**
  * A lease pass at `now` (a store's lease statement, which must decide in SQL, atomically, which rows
  * it takes): leased until `until`, `leaseMs` on; an endpoint can be leased when it is enabled, behind
- * the head of the feed, due (no retry scheduled, or one at or before `dueBy`) and free (never leased,
- * released, or its lease ended at or before `freeBy`, its holder's own included).
+ * the head of the feed, due (no retry scheduled, or one at or before `asOf`) and free (never leased,
+ * released, or its lease ended at or before `asOf`, its holder's own included).
  */
-export function leasePass(now: Date, leaseMs: number): { until: Date; dueBy: string; freeBy: string } {
-  return { until: new Date(now.getTime() + leaseMs), dueBy: now.toISOString(), freeBy: now.toISOString() }
+export function leasePass(now: Date, leaseMs: number): { until: Date; asOf: string } {
+  return { until: new Date(now.getTime() + leaseMs), asOf: now.toISOString() }
 }
 
 /**
@@ -245,18 +237,11 @@ export function heldBy(lease: WebhookLease, now: Date): { id: bigint; owner: str
 
 /**
  * A lease's renewal at `now` (a store's conditional update): the lease must still be its holder's,
- * unexpired at `now` (`liveAfter`), and the endpoint enabled; it then holds until `until`, and
- * `renewed` keeps that in the lease, its one record.
+ * unexpired at `now` (`liveAfter`), and the endpoint enabled; it then holds until `until`, which the
+ * store sets as the lease's `leaseUntil` once written.
  */
-export function renewLease(lease: WebhookLease, now: Date, leaseMs: number): { liveAfter: string; until: Date; renewed: () => void } {
-  const until = new Date(now.getTime() + leaseMs)
-  return {
-    liveAfter: now.toISOString(),
-    until,
-    renewed: () => {
-      lease.leaseUntil = until
-    },
-  }
+export function renewLease(now: Date, leaseMs: number): { liveAfter: string; until: Date } {
+  return { liveAfter: now.toISOString(), until: new Date(now.getTime() + leaseMs) }
 }
 
 /**

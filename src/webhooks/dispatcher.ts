@@ -1,14 +1,15 @@
 import { randomUUID } from 'node:crypto'
 import { setMaxListeners } from 'node:events'
-import { setTimeout as sleep } from 'node:timers/promises'
 import type { WebhookAttempt, WebhookDisabledReason, WebhookLease } from '../domain/webhooks.js'
 import type { MaybePromise } from '../maybe-async.js'
-import { StoreUnavailableError } from '../store/store.js'
 import type { WebhooksRepository } from '../store/webhooks.js'
 import type { DeliveryRequest, DeliveryResult } from './delivery.js'
+import { DeliverySlots } from './delivery-slots.js'
 import { traceDelivery } from './delivery-span.js'
-import { nextRetry, parseRetryAfter } from './retry-schedule.js'
+import { EndpointLoops, type EndpointLoop } from './endpoint-loops.js'
+import { afterFailure } from './retry-schedule.js'
 import { deliveryBody, deliveryHeaders } from './signing.js'
+import { retryWhileUnavailable as persist } from './store-retry.js'
 
 interface DispatcherLog {
   info(fields: object, message: string): void
@@ -49,27 +50,8 @@ const DISPATCH_POLL_MS = 100
 const SWEEP_INTERVAL_MS = 1000
 const BATCH = 100
 
-/** How long a write under a lease is tried again while the store is unavailable (SQLite busy). */
-const STORE_RETRY_MS = 3000
-
-/** A receiver's Retry-After is honoured up to a day (or the schedule's longest delay). */
-const MAX_RETRY_AFTER_MS = 86_400_000
-
 /** A lease outlives the attempt it covers: an attempt starts only with `timeoutMs` + this left. */
 const LEASE_MARGIN_MS = 2000
-
-/** One endpoint's loop; its lease (what it holds, until when) is the WebhookLease, kept by the store's writes. */
-interface Running {
-  /** Set when the endpoint was found due again while its loop ran: read the feed again before releasing. */
-  woken: boolean
-  /** Set when its lease is being ended (released, or ended by a failure or a disable): a lease taken since is a new loop's. */
-  finishing: boolean
-  /** Whether it holds one of the instance's slots: not once its turn ended with an attempt in flight. */
-  slot: boolean
-  /** When its turn ends (Date.now() time). */
-  turnEnds: number
-  done: Promise<void>
-}
 
 /**
  * Pushes the event feed to the webhook endpoints (docs/webhooks.md), on every instance that serves.
@@ -83,14 +65,12 @@ interface Running {
  * the data version moves (read every 100 ms, as the long poll does) and at least every second, for
  * retries that came due.
  *
- * Slots: an instance serves at most `maxInFlight` endpoints at once, each for turns of `turnMs`.
- * When a turn ends while endpoints may be waiting for a slot (every slot is taken, or the last lease
- * pass filled them all), the loop releases its lease, and the endpoints released longest ago are
- * leased first, so endpoints that wait get their turn; else it goes on. An attempt still in flight
- * when its turn ends so is parked: it keeps its lease (one delivery per endpoint) but gives its slot
- * back, finishes in the background, and its result is written as usual. So a receiver that hangs
- * holds a slot for at most a turn once another endpoint needs it, never for its timeout, and a
- * healthy endpoint waits about a turn for a slot at most.
+ * Slots (delivery-slots.ts): an instance serves at most `maxInFlight` endpoints at once, in turns of
+ * `turnMs`. A loop whose turn ends while endpoints wait releases its lease, and the endpoints
+ * released longest ago are leased first; an attempt in flight then is parked (it gives its slot back,
+ * keeps its lease, and its result is written as usual). Loops are launched and relaunched by
+ * endpoint-loops.ts; store calls are tried again while the store is briefly unavailable
+ * (store-retry.ts).
  *
  * Changes: every write under a lease reports whether the endpoint changed since it was leased (its
  * revision: a PATCH of url, types or enabled, a rotation, a replay); the loop then ends and the
@@ -103,12 +83,9 @@ interface Running {
  */
 export class WebhookDispatcher {
   readonly owner = randomUUID()
-  private readonly running = new Map<bigint, Running>()
   private readonly abort = new AbortController()
-  private readonly maxInFlight: number
-  private readonly turnMs: number
-  /** Loops that hold a slot now. */
-  private slotsTaken = 0
+  private readonly slots: DeliverySlots
+  private readonly loops: EndpointLoops
   private readonly leaseMs: number
   private readonly now: () => Date
   private timer: NodeJS.Timeout | undefined
@@ -122,8 +99,21 @@ export class WebhookDispatcher {
   private stopping = false
 
   constructor(private readonly options: DispatcherOptions) {
-    this.maxInFlight = options.maxInFlight ?? MAX_IN_FLIGHT
-    this.turnMs = options.turnMs ?? TURN_MS
+    this.slots = new DeliverySlots({
+      max: options.maxInFlight ?? MAX_IN_FLIGHT,
+      turnMs: options.turnMs ?? TURN_MS,
+      waiting: () => this.rescan,
+      // When endpoints wait for a slot (the last pass was full, or one was handed back), a lease pass follows at once.
+      freed: () => {
+        if (this.rescan && !this.stopping) setImmediate(() => void this.tick())
+      },
+    })
+    this.loops = new EndpointLoops(this.slots, (lease, loop, recheck) =>
+      this.serve(lease, loop, recheck).catch((error: unknown) => {
+        this.options.log.warn({ err: error, endpointId: lease.endpoint.id.toString() }, 'webhook delivery failed; the endpoint is tried again')
+        return this.release(loop, lease).catch(() => {})
+      }),
+    )
     this.leaseMs = 2 * options.timeoutMs + 5000
     this.now = options.now ?? (() => new Date())
     // Every attempt in flight listens for shutdown on this one signal: as many as there are loops.
@@ -132,12 +122,12 @@ export class WebhookDispatcher {
 
   /** Endpoints being delivered to by this instance now, parked attempts included. */
   get inFlight(): number {
-    return this.running.size
+    return this.loops.size
   }
 
   /** Slots taken now: endpoints being served, parked attempts not included. */
   get slotsInUse(): number {
-    return this.slotsTaken
+    return this.slots.inUse
   }
 
   start(): void {
@@ -153,7 +143,6 @@ export class WebhookDispatcher {
   async stop(graceMs: number): Promise<void> {
     this.stopping = true
     clearInterval(this.timer)
-    const all = (): Promise<unknown> => Promise.all([...this.running.values()].map((loop) => loop.done))
     let timer: NodeJS.Timeout | undefined
     const graceOver = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))
     // A lease pass under way may still start loops, and an ending loop may be followed by a new
@@ -161,7 +150,7 @@ export class WebhookDispatcher {
     // to expire and nothing touches the store once stop() has resolved.
     const settled = async (): Promise<void> => {
       await this.ticking
-      while (this.running.size > 0) await all()
+      await this.loops.settled()
     }
     await Promise.race([settled(), graceOver])
     clearTimeout(timer)
@@ -201,103 +190,39 @@ export class WebhookDispatcher {
   }
 
   private async leaseMore(): Promise<void> {
-    const free = this.maxInFlight - this.slotsTaken
+    const free = this.slots.free
     if (free <= 0) {
       this.rescan = true
       return
     }
     const leases = await this.options.webhooks.lease(this.owner, this.now(), this.leaseMs, free)
     if (leases.length === free) this.rescan = true
-    // The relaunch rule. A pass leases only endpoints no owner holds: released, ended by a failure
-    // or a disable, or expired. With no loop of its own running, the endpoint gets a new loop. A
-    // loop still running whose lease is not ending (it expired under it) goes on under the new
-    // one, which has its owner, and reads the feed again before it releases. A loop ending its
-    // lease is followed, once done, by a new loop (unless another was launched), which renews the
-    // lease it got before anything else (the ending loop's release may have ended it), and, when
-    // stopping, releases it at once.
-    for (const lease of leases) {
-      const id = lease.endpoint.id
-      const current = this.running.get(id)
-      if (current === undefined) this.launch(lease, false)
-      else if (!current.finishing) current.woken = true
-      else void current.done.then(() => this.running.has(id) || this.launch(lease, true))
-    }
-  }
-
-  private launch(lease: WebhookLease, recheck: boolean): void {
-    const loop: Running = { woken: false, finishing: false, slot: true, turnEnds: Date.now() + this.turnMs, done: Promise.resolve() }
-    this.running.set(lease.endpoint.id, loop)
-    this.slotsTaken++
-    loop.done = this.serve(lease, loop, recheck)
-      .catch((error: unknown) => {
-        this.options.log.warn({ err: error, endpointId: lease.endpoint.id.toString() }, 'webhook delivery failed; the endpoint is tried again')
-        return this.release(loop, lease).catch(() => {})
-      })
-      .finally(() => {
-        this.running.delete(lease.endpoint.id)
-        this.giveBackSlot(loop)
-      })
-  }
-
-  /** A slot given back: when endpoints wait for one (the last pass was full, or one was handed back), a lease pass follows at once. */
-  private giveBackSlot(loop: Running): void {
-    if (!loop.slot) return
-    loop.slot = false
-    this.slotsTaken--
-    if (this.rescan && !this.stopping) setImmediate(() => void this.tick())
-  }
-
-  /**
-   * Whether the loop's turn is over. A turn that ends goes on for another while this instance has a
-   * free slot and its last lease pass left no endpoint waiting: then it keeps nobody from a slot,
-   * and handing its endpoint back would only cost two writes.
-   */
-  private turnOver(loop: Running): boolean {
-    if (Date.now() < loop.turnEnds) return false
-    if (!loop.slot || this.slotsTaken >= this.maxInFlight || this.rescan) return true
-    loop.turnEnds = Date.now() + this.turnMs
-    return false
-  }
-
-  /**
-   * One attempt. When the loop's turn is over before the attempt is, the attempt is parked: the
-   * slot is given back at once, and the loop waits for the attempt without it.
-   */
-  private async attempt(loop: Running, request: DeliveryRequest): Promise<DeliveryResult> {
-    const delivery = this.options.deliver(request, this.abort.signal)
-    while (loop.slot) {
-      let timer: NodeJS.Timeout | undefined
-      const turnEnd = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, loop.turnEnds - Date.now()))))
-      const first = await Promise.race([delivery, turnEnd]).finally(() => clearTimeout(timer))
-      if (first !== undefined) return first
-      if (this.turnOver(loop)) this.giveBackSlot(loop)
-    }
-    return delivery
+    for (const lease of leases) this.loops.leased(lease)
   }
 
   /** Delivers the leased endpoint's events in order until it is caught up, failing, or the lease is lost. */
-  private async serve(lease: WebhookLease, loop: Running, recheck: boolean): Promise<void> {
+  private async serve(lease: WebhookLease, loop: EndpointLoop, recheck: boolean): Promise<void> {
     const { webhooks } = this.options
     const endpointId = lease.endpoint.id.toString()
     if (recheck && !(await this.holdLease(lease, true))) return
 
     for (;;) {
       if (this.stopping || !(await this.holdLease(lease))) break
-      if (this.turnOver(loop)) return this.handBack(loop, lease)
+      if (this.slots.turnOver(loop)) return this.handBack(loop, lease)
       loop.woken = false
       const seen = this.version
-      const next = await this.persist(() => webhooks.next(lease, this.options.batch ?? BATCH))
+      const next = await persist(() => webhooks.next(lease, this.options.batch ?? BATCH))
       if (next === 'expired') {
         if (await this.endLease(loop, () => webhooks.disable(lease, 'events_expired'))) this.logDisabled(endpointId, 'events_expired')
         return
       }
       for (const event of next.events) {
-        if (this.stopping || this.turnOver(loop)) return this.handBack(loop, lease)
+        if (this.stopping || this.slots.turnOver(loop)) return this.handBack(loop, lease)
         const paced = this.options.pace?.()
         if (paced !== undefined) {
           await paced
           // The wait may have been long: a change made meanwhile holds for this delivery already.
-          if (!(await this.persist(() => webhooks.unchanged(lease)))) return this.handBack(loop, lease)
+          if (!(await persist(() => webhooks.unchanged(lease)))) return this.handBack(loop, lease)
         }
         if (this.stopping || !(await this.holdLease(lease))) return this.handBack(loop, lease)
         const body = deliveryBody(event)
@@ -307,7 +232,9 @@ export class WebhookDispatcher {
         const signed = deliveryHeaders(lease.secrets, eventId, body, attemptedAt)
         // In the trace of the write that recorded the event; retries and replays alike.
         const delivery = { name: 'webhook delivery', url, endpointId: lease.endpoint.id, eventId, parent: event.trace ?? null }
-        const { result, within } = await traceDelivery(delivery, (traceHeaders) => this.attempt(loop, { url, body, headers: { ...signed, ...traceHeaders } }))
+        const { result, within } = await traceDelivery(delivery, (traceHeaders) =>
+          this.slots.attempt(loop, this.options.deliver({ url, body, headers: { ...signed, ...traceHeaders } }, this.abort.signal)),
+        )
         // Shut down mid-attempt: nothing is recorded, the event is sent again by whoever leases next.
         if (result.outcome === 'aborted') return this.release(loop, lease)
         this.options.metrics?.delivered(result)
@@ -320,7 +247,7 @@ export class WebhookDispatcher {
         }
         // An advance moves the lease on with the endpoint (advanceLease): `next` reads on from there.
         if (result.outcome === 'success') {
-          if (!(await this.persist(() => webhooks.advance(lease, event.position, attempt))) || lease.changed) return this.handBack(loop, lease)
+          if (!(await persist(() => webhooks.advance(lease, event.position, attempt))) || lease.changed) return this.handBack(loop, lease)
           continue
         }
         if (result.outcome === 'gone') return within(() => this.disable(loop, lease, attempt, 'endpoint_gone'))
@@ -328,7 +255,7 @@ export class WebhookDispatcher {
       }
       // The rest of what was read had none of its types: skipped past at once.
       if (next.through > lease.endpoint.position) {
-        if (!(await this.persist(() => webhooks.advance(lease, next.through, null))) || lease.changed) return this.handBack(loop, lease)
+        if (!(await persist(() => webhooks.advance(lease, next.through, null))) || lease.changed) return this.handBack(loop, lease)
         continue
       }
       if (next.events.length > 0) continue
@@ -350,15 +277,13 @@ export class WebhookDispatcher {
   private async holdLease(lease: WebhookLease, renew = false): Promise<boolean> {
     const now = this.now()
     if (!renew && lease.leaseUntil.getTime() - now.getTime() > this.options.timeoutMs + LEASE_MARGIN_MS) return true
-    return this.persist(() => this.options.webhooks.renew(lease, now, this.leaseMs))
+    return persist(() => this.options.webhooks.renew(lease, now, this.leaseMs))
   }
 
-  private async failed(loop: Running, lease: WebhookLease, attempt: WebhookAttempt, result: DeliveryResult): Promise<void> {
-    const schedule = this.options.retryScheduleMs
-    const retryAfterMs = parseRetryAfter(result.retryAfter, this.now(), Math.max(MAX_RETRY_AFTER_MS, ...schedule))
-    const retry = nextRetry(lease.failures, schedule, retryAfterMs)
-    if (retry === 'exhausted') return this.disable(loop, lease, attempt, 'retries_exhausted')
-    const retryAt = new Date(this.now().getTime() + retry.retryInMs)
+  private async failed(loop: EndpointLoop, lease: WebhookLease, attempt: WebhookAttempt, result: DeliveryResult): Promise<void> {
+    const next = afterFailure(lease.failures, this.options.retryScheduleMs, result.retryAfter, this.now())
+    if ('disable' in next) return this.disable(loop, lease, attempt, next.disable)
+    const { retryAt } = next
     if (!(await this.endLease(loop, () => this.options.webhooks.fail(lease, attempt, { retryAt })))) return
     if (lease.failures === 0) {
       this.options.log.warn(
@@ -368,7 +293,7 @@ export class WebhookDispatcher {
     }
   }
 
-  private async disable(loop: Running, lease: WebhookLease, attempt: WebhookAttempt, reason: WebhookDisabledReason): Promise<void> {
+  private async disable(loop: EndpointLoop, lease: WebhookLease, attempt: WebhookAttempt, reason: WebhookDisabledReason): Promise<void> {
     if (await this.endLease(loop, () => this.options.webhooks.fail(lease, attempt, { disable: reason }))) this.logDisabled(lease.endpoint.id.toString(), reason, attempt)
   }
 
@@ -377,40 +302,22 @@ export class WebhookDispatcher {
     this.options.log.warn({ endpointId, reason, ...fields }, 'webhook endpoint disabled')
   }
 
-  private async release(loop: Running, lease: WebhookLease): Promise<void> {
+  private async release(loop: EndpointLoop, lease: WebhookLease): Promise<void> {
     await this.endLease(loop, () => this.options.webhooks.release(lease))
   }
 
   /** The loop's lease ended by `write` (a release, a failure, a disable): from now on a lease of its endpoint is a new loop's. */
-  private endLease<T>(loop: Running, write: () => Promise<T>): Promise<T> {
+  private endLease<T>(loop: EndpointLoop, write: () => Promise<T>): Promise<T> {
     loop.finishing = true
-    return this.persist(write)
+    return persist(write)
   }
 
   /**
    * Released with work left (its turn is over, it changed since its lease, a replay moved it): back
    * in line, and the lease pass that follows its slot's return leases it again, as it now is.
    */
-  private async handBack(loop: Running, lease: WebhookLease): Promise<void> {
+  private async handBack(loop: EndpointLoop, lease: WebhookLease): Promise<void> {
     await this.release(loop, lease)
     this.rescan = true
-  }
-
-  /**
-   * A store call of a loop, tried again while the store is briefly unavailable (on SQLite, another
-   * process holding the write lock past the server's short busy timeout): a 2xx whose `advance`
-   * failed would be sent again, and a lease whose `release` failed would stay held until it expires.
-   * Safe to repeat: a failed call wrote nothing, and every write checks the lease.
-   */
-  private async persist<T>(work: () => Promise<T>): Promise<T> {
-    const deadline = Date.now() + STORE_RETRY_MS
-    for (let wait = 5; ; wait = Math.min(2 * wait, 100)) {
-      try {
-        return await work()
-      } catch (error) {
-        if (!(error instanceof StoreUnavailableError) || Date.now() + wait > deadline) throw error
-        await sleep(wait * (0.5 + Math.random()))
-      }
-    }
   }
 }

@@ -5,7 +5,22 @@
  * schedule the endpoint is disabled (`retries_exhausted`).
  */
 
+import type { AfterFailure } from '../domain/webhooks.js'
+
 const JITTER = 0.1
+
+/** A receiver's Retry-After is honoured up to a day (or the schedule's longest delay). */
+const MAX_RETRY_AFTER_MS = 86_400_000
+
+/**
+ * What follows an attempt that failed at `now` (`failures`: the event's failed attempts before it):
+ * a retry by the schedule and the receiver's `Retry-After` as received, or disabling past its end.
+ */
+export function afterFailure(failures: number, scheduleMs: readonly number[], retryAfter: string | undefined, now: Date): AfterFailure {
+  const retryAfterMs = parseRetryAfter(retryAfter, now, Math.max(MAX_RETRY_AFTER_MS, ...scheduleMs))
+  const retry = nextRetry(failures, scheduleMs, retryAfterMs)
+  return retry === 'exhausted' ? { disable: 'retries_exhausted' } : { retryAt: new Date(now.getTime() + retry.retryInMs) }
+}
 
 /**
  * `failures`: failed attempts of the event before this one (0 for its first failure).

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { after, describe } from 'node:test'
+import { after, before, describe } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Database from 'better-sqlite3'
 import type { FastifyBaseLogger } from 'fastify'
@@ -17,6 +17,7 @@ import type { SqliteStoreOptions } from '../../src/store/sqlite/sqlite-store.js'
 import { openStore } from '../../src/store/open-store.js'
 import type { Store } from '../../src/store/store.js'
 import { createTestDatabase, postgresSkipReason } from './postgres.js'
+import { spawnServer, stopServer, type ServerProcess } from './server-process.js'
 
 export type StoreKind = 'sqlite' | 'postgres'
 
@@ -127,6 +128,55 @@ export async function startTestServer(kind: StoreKind, options: TestServerOption
   }
   openServers.add(server)
   return server
+}
+
+/** Two `serve` processes on one database; set once the suite's `before` has run. */
+export interface ServersOnOneDatabase {
+  database: TestDatabaseHandle
+  /** The test's own connection to the database. */
+  store: Store
+  /** A key with every scope. */
+  key: string
+  /** A test may replace either (a restart): the suite stops whichever runs at its end. */
+  a: ServerProcess
+  b: ServerProcess
+  /** One more `serve` process on the database, with the same environment; stopped at the suite's end if still running. */
+  spawn(): Promise<ServerProcess>
+}
+
+/**
+ * Sets up, for the suite it is called in, a fresh, migrated database of `kind` (`seed` runs on it
+ * first) and two `serve` processes on it (SQLite: two processes on one file; PostgreSQL: two
+ * instances), with `env`; stops them and removes the database after the suite.
+ */
+export function serversOnOneDatabase(
+  kind: StoreKind,
+  options: { env?: Record<string, string>; seed?: (store: Store) => Promise<unknown> } = {},
+): ServersOnOneDatabase {
+  const spawned: ServerProcess[] = []
+  const servers = {
+    async spawn() {
+      const server = await spawnServer(servers.database.url, options.env)
+      spawned.push(server)
+      return server
+    },
+  } as ServersOnOneDatabase
+  before(async () => {
+    servers.database = await createDatabase(kind)
+    servers.store = await openStore(servers.database.config)
+    await servers.store.migrate()
+    await options.seed?.(servers.store)
+    const key = generateApiKey()
+    await servers.store.apiKeys.create({ name: 'servers', hash: key.hash, displayPrefix: key.displayPrefix, scopes: [...SCOPES], expiresAt: null })
+    servers.key = key.secret
+    ;[servers.a, servers.b] = await Promise.all([servers.spawn(), servers.spawn()])
+  })
+  after(async () => {
+    await Promise.all(spawned.map(stopServer))
+    await servers.store?.close()
+    await servers.database?.dispose()
+  })
+  return servers
 }
 
 export function order(fields: Partial<OrderRecord>): OrderRecord {

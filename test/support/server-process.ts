@@ -113,3 +113,9 @@ export async function spawnServer(databaseUrl: string, env: Record<string, strin
   }
   return { child, origin, output: () => output, exited }
 }
+
+/** Stops a server with SIGTERM, unless it has exited already, and waits until it has. */
+export async function stopServer(server: ServerProcess): Promise<void> {
+  if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill('SIGTERM')
+  await server.exited
+}

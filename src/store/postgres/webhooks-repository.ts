@@ -4,7 +4,6 @@ import {
   ATTEMPTS_KEPT,
   disabled,
   failDelivery,
-  forgetOldSecrets,
   heldBy,
   leasePass,
   patchEndpoint,
@@ -63,7 +62,7 @@ const HEAD = feedHead('greatest')
 const LEASE = `
   WITH due AS (
     SELECT id FROM webhook_endpoints
-    WHERE enabled AND (next_attempt_at IS NULL OR next_attempt_at <= $3) AND (lease_until IS NULL OR lease_until <= $5)
+    WHERE enabled AND (next_attempt_at IS NULL OR next_attempt_at <= $3) AND (lease_until IS NULL OR lease_until <= $3)
       AND position < ${HEAD}
     ORDER BY lease_until NULLS FIRST, id LIMIT $4
     FOR UPDATE SKIP LOCKED
@@ -203,10 +202,10 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
       const { rows: found } = await connection.query<{ secret: string }>('SELECT secret FROM webhook_endpoints WHERE id = $1 FOR UPDATE', [int8(id)])
       const row = found[0]
       if (row === undefined) return false
-      const { secrets, movesRevision } = rotateSecret(row.secret, secret, previousUntil)
+      const secrets = rotateSecret(row.secret, secret, previousUntil)
       await connection.query(
-        'UPDATE webhook_endpoints SET secret = $2, previous_secret = $3, previous_until = $4::timestamptz, revision = revision + $5 WHERE id = $1',
-        [int8(id), secrets.current, secrets.previous, secrets.previousUntil, movesRevision ? 1 : 0],
+        'UPDATE webhook_endpoints SET secret = $2, previous_secret = $3, previous_until = $4::timestamptz, revision = revision + 1 WHERE id = $1',
+        [int8(id), secrets.current, secrets.previous, secrets.previousUntil],
       )
       return true
     })
@@ -236,19 +235,19 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]> {
-    const { until, dueBy, freeBy } = leasePass(now, leaseMs)
-    const { rows } = await this.database.execute<LeasedRow>(LEASE, [owner, until.toISOString(), dueBy, limit, freeBy])
+    const { until, asOf } = leasePass(now, leaseMs)
+    const { rows } = await this.database.execute<LeasedRow>(LEASE, [owner, until.toISOString(), asOf, limit])
     return toLeases(rows, owner, until, now)
   }
 
   async renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean> {
-    const renewal = renewLease(lease, now, leaseMs)
+    const { liveAfter, until } = renewLease(now, leaseMs)
     const { rowCount } = await this.database.execute(
       'UPDATE webhook_endpoints SET lease_until = $4 WHERE id = $1 AND lease_owner = $2 AND lease_until > $3 AND enabled',
-      [int8(lease.endpoint.id), lease.owner, renewal.liveAfter, renewal.until.toISOString()],
+      [int8(lease.endpoint.id), lease.owner, liveAfter, until.toISOString()],
     )
     const done = (rowCount ?? 0) > 0
-    if (done) renewal.renewed()
+    if (done) lease.leaseUntil = until
     return done
   }
 
@@ -335,9 +334,10 @@ export class PostgresWebhooksRepository implements WebhooksRepository {
   }
 
   async forgetPreviousSecrets(now: Date): Promise<number> {
+    // Those signingSecretsAt no longer signs with: their window ended at or before now.
     const { rowCount } = await this.database.execute(
       'UPDATE webhook_endpoints SET previous_secret = NULL, previous_until = NULL WHERE previous_until <= $1',
-      [forgetOldSecrets(now).endedBy],
+      [now.toISOString()],
     )
     return rowCount ?? 0
   }

@@ -5,7 +5,6 @@ import {
   ATTEMPTS_KEPT,
   disabled,
   failDelivery,
-  forgetOldSecrets,
   heldBy,
   leasePass,
   patchEndpoint,
@@ -41,7 +40,7 @@ const LEASE = `
   UPDATE webhook_endpoints SET lease_owner = @owner, lease_until = @until
   WHERE id IN (
     SELECT id FROM webhook_endpoints
-    WHERE enabled = 1 AND (next_attempt_at IS NULL OR next_attempt_at <= @dueBy) AND (lease_until IS NULL OR lease_until <= @freeBy)
+    WHERE enabled = 1 AND (next_attempt_at IS NULL OR next_attempt_at <= @asOf) AND (lease_until IS NULL OR lease_until <= @asOf)
       AND position < ${HEAD}
     ORDER BY lease_until, id LIMIT @limit)
   RETURNING ${LEASE_COLUMNS}`
@@ -144,12 +143,11 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
     return this.database.immediate(() => {
       const current = this.statement('SELECT secret FROM webhook_endpoints WHERE id = ?').pluck().get(id) as string | undefined
       if (current === undefined) return false
-      const { secrets, movesRevision } = rotateSecret(current, secret, previousUntil)
-      this.statement('UPDATE webhook_endpoints SET secret = ?, previous_secret = ?, previous_until = ?, revision = revision + ? WHERE id = ?').run(
+      const secrets = rotateSecret(current, secret, previousUntil)
+      this.statement('UPDATE webhook_endpoints SET secret = ?, previous_secret = ?, previous_until = ?, revision = revision + 1 WHERE id = ?').run(
         secrets.current,
         secrets.previous,
         secrets.previousUntil,
-        movesRevision ? 1 : 0,
         id,
       )
       return true
@@ -184,23 +182,23 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   async lease(owner: string, now: Date, leaseMs: number, limit: number): Promise<WebhookLease[]> {
-    const { until, dueBy, freeBy } = leasePass(now, leaseMs)
-    const rows = this.database.immediate(() => this.statement(LEASE).all({ owner, until: until.toISOString(), dueBy, freeBy, limit }) as LeasedRow[])
+    const { until, asOf } = leasePass(now, leaseMs)
+    const rows = this.database.immediate(() => this.statement(LEASE).all({ owner, until: until.toISOString(), asOf, limit }) as LeasedRow[])
     return toLeases(rows, owner, until, now)
   }
 
   async renew(lease: WebhookLease, now: Date, leaseMs: number): Promise<boolean> {
-    const renewal = renewLease(lease, now, leaseMs)
+    const { liveAfter, until } = renewLease(now, leaseMs)
     const done = this.database.immediate(
       () =>
         this.statement('UPDATE webhook_endpoints SET lease_until = ? WHERE id = ? AND lease_owner = ? AND lease_until > ? AND enabled = 1').run(
-          renewal.until.toISOString(),
+          until.toISOString(),
           lease.endpoint.id,
           lease.owner,
-          renewal.liveAfter,
+          liveAfter,
         ).changes > 0,
     )
-    if (done) renewal.renewed()
+    if (done) lease.leaseUntil = until
     return done
   }
 
@@ -319,12 +317,9 @@ export class SqliteWebhooksRepository implements WebhooksRepository {
   }
 
   async forgetPreviousSecrets(now: Date): Promise<number> {
-    return this.database.immediate(
-      () =>
-        this.statement('UPDATE webhook_endpoints SET previous_secret = NULL, previous_until = NULL WHERE previous_until <= ?').run(
-          forgetOldSecrets(now).endedBy,
-        ).changes,
-    )
+    // Those signingSecretsAt no longer signs with: their window ended at or before now.
+    const forget = 'UPDATE webhook_endpoints SET previous_secret = NULL, previous_until = NULL WHERE previous_until <= ?'
+    return this.database.immediate(() => this.statement(forget).run(now.toISOString()).changes)
   }
 
   /** HELD's parameters for a lease, now (heldBy). */
