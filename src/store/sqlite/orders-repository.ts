@@ -1,10 +1,9 @@
-import { KEY_IN_USE, KeysInFlight } from '../../domain/idempotency.js'
 import { importConflict, importedCancellation, type Cancellation } from '../../domain/order-import.js'
 import type { OrderPageQuery } from '../../domain/order-pages.js'
 import { checkPatch, type UpdateRequest, type UpdateResult } from '../../domain/order-patch.js'
+import { PlaceAdmission } from '../../domain/order-places.js'
 import {
   canMoveTo,
-  checkNewOrder,
   type ExpectedVersion,
   type CancellationReason,
   type CancelResult,
@@ -66,7 +65,7 @@ const INSERT_NEW = `
 
 export class SqliteOrdersRepository implements OrdersRepository {
   private writer: { batcher: WriteBatcher; writes: OrderWrites } | undefined // opened on first use: the tables exist after migrate()
-  private readonly keysInFlight = new KeysInFlight()
+  private readonly admission = new PlaceAdmission()
 
   constructor(private readonly database: SqliteDatabase) {}
 
@@ -110,17 +109,12 @@ export class SqliteOrdersRepository implements OrdersRepository {
     return this.queueWrite((writes, batch, trace) => writes.cancel(batch, trace, id, cancelledByKey, reason, expected))
   }
 
+  /**
+   * Refused, or answered key_in_use, at once (order-places.ts), else group-committed. Another process
+   * on the file cannot overlap the transaction that stores a key, so it finds the committed record.
+   */
   place(request: PlaceRequest): Promise<PlaceResult> {
-    const { order, idempotency: claim } = request
-    const refused = checkNewOrder(order)
-    if (refused !== undefined) return Promise.reject(new RangeError(refused))
-    if (claim === undefined) return this.queueWrite((writes, batch, trace) => writes.place(batch, trace, request))
-    // One request per key at a time in this process: the others are answered at once. Another
-    // process on the file cannot overlap the transaction that stores the key, so it finds the
-    // committed record.
-    const slot = this.keysInFlight.claim(claim)
-    if (slot === undefined) return Promise.resolve(KEY_IN_USE)
-    return this.queueWrite((writes, batch, trace) => writes.place(batch, trace, request)).finally(() => this.keysInFlight.release(slot))
+    return this.admission.admit(request, (admitted) => this.queueWrite((writes, batch, trace) => writes.place(batch, trace, admitted)))
   }
 
   ship(id: bigint, expected?: ExpectedVersion): Promise<ShipResult> {
