@@ -4,11 +4,9 @@ import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promi
 import fastJson from 'fast-json-stringify'
 import pg from 'pg'
 import { INT64_MAX } from '../src/domain/int64.js'
-import type { IdempotencyClaim, NewOrder, OrderRecord, PlaceRequest, PlaceResult } from '../src/domain/orders.js'
+import type { IdempotencyClaim, NewOrder, OrderRecord, PlaceResult } from '../src/domain/orders.js'
 import { OrderV2, toApiOrderV2 } from '../src/schemas/order-v2.js'
-import { PlaceBatcher } from '../src/store/postgres/place-batcher.js'
 import { PostgresStore } from '../src/store/postgres/postgres-store.js'
-import type { Traced } from '../src/store/postgres/write-sql.js'
 import { order, records, within } from './support/harness.js'
 import { createTestDatabase, postgresSkipReason, type TestDatabase } from './support/postgres.js'
 
@@ -257,76 +255,5 @@ describe('PostgreSQL writes over several instances', { skip }, () => {
       await store.close()
       await other.drop()
     }
-  })
-})
-
-describe('PlaceBatcher (the group commit of places, without a database)', () => {
-  const request = (key?: string): Traced<PlaceRequest> => ({ order: NEW_ORDER, idempotency: key === undefined ? undefined : claim(key), trace: undefined })
-  const placed = (n: number): PlaceResult => ({
-    outcome: 'placed',
-    order: { ...NEW_ORDER, id: BigInt(n), complete: false, status: 'pending', shippedAt: null, completedAt: null, cancelledAt: null, cancellationReason: null, metadata: null, version: 1 },
-  })
-
-  it('commits the places of one turn together, one batch at a time, each settled after its commit', async () => {
-    const batches: PlaceRequest[][] = []
-    const commits: (() => void)[] = []
-    const batcher = new PlaceBatcher(async (requests) => {
-      batches.push(requests)
-      await new Promise<void>((resolve) => commits.push(resolve))
-      return requests.map((_, i) => placed(batches.length * 100 + i))
-    })
-    const settled: number[] = []
-    const firstTurn = [0, 1, 2].map((i) => batcher.submit(request()).then(() => settled.push(i)))
-    await nextTurn()
-    assert.equal(batches.length, 1)
-    const secondTurn = [3, 4].map((i) => batcher.submit(request()).then(() => settled.push(i)))
-    await nextTurn()
-    await nextTurn()
-    assert.deepEqual([batches.length, batches[0]!.length, settled], [1, 3, []]) // the second waits for the first's commit
-    commits[0]!()
-    await Promise.all(firstTurn)
-    await within(15_000, 'the second batch starts', () => batches.length === 2)
-    assert.deepEqual([batches[1]!.length, settled], [2, [0, 1, 2]])
-    commits[1]!()
-    await Promise.all(secondTurn)
-    assert.deepEqual(settled, [0, 1, 2, 3, 4])
-  })
-
-  it('rejects every place of a failed batch with its error', async () => {
-    const batcher = new PlaceBatcher(async () => {
-      throw new Error('connection lost')
-    })
-    const results = await Promise.allSettled([batcher.submit(request('k')), batcher.submit(request())])
-    assert.deepEqual(
-      results.map((r) => r.status === 'rejected' && (r.reason as Error).message),
-      ['connection lost', 'connection lost'],
-    )
-    // The key is free again: a retry joins the next batch.
-    await assert.rejects(batcher.submit(request('k')), /connection lost/)
-  })
-
-  it('answers key_in_use at once for a key queued or in flight here, and frees the key once that place has settled', async () => {
-    let commit!: () => void
-    let sent = 0
-    const batcher = new PlaceBatcher(async (requests) => {
-      sent += requests.length
-      await new Promise<void>((resolve) => (commit = resolve))
-      return requests.map((_, i) => placed(i + 1))
-    })
-    const first = batcher.submit(request('k'))
-    assert.deepEqual(await batcher.submit(request('k')), { outcome: 'key_in_use' }) // queued
-    await nextTurn()
-    assert.deepEqual(await batcher.submit(request('k')), { outcome: 'key_in_use' }) // in flight
-    const other = batcher.submit(request('other'))
-    commit()
-    assert.equal((await first).outcome, 'placed')
-    assert.equal(sent, 1)
-    await within(15_000, 'the next batch starts', () => sent === 2)
-    commit()
-    await other
-    const again = batcher.submit(request('k'))
-    await within(15_000, 'the retry joins a batch', () => sent === 3)
-    commit()
-    assert.equal((await again).outcome, 'placed')
   })
 })

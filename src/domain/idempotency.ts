@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto'
 import type { OrderMetadata } from './order-metadata.js'
-import type { IdempotencyClaim, NewOrder, PlaceResult } from './orders.js'
+import type { NewOrder, PlaceResult } from './orders.js'
 
 /** The status a placed order's Idempotency-Key record keeps: the first response's, 201 Created. */
 export const PLACED_STATUS = 201
@@ -19,36 +19,22 @@ export interface StoredKey {
 }
 
 /**
- * What the stored record of a place's key answers it with at `now` (toISOString()'s form): nothing
- * when there is none or it has expired (the place goes on, and replaces the record); the first
- * response again for the same body (`replayed`); `key_reused` for another.
+ * A key's record answers the places with its key until it expires: at `now` (toISOString()'s form),
+ * while its expiresAt is after the instant this gives. After that it is as good as absent: the next
+ * place with the key goes on, and replaces it. keyAnswer judges by it, and so does a store that must
+ * pick the records that still answer in SQL.
  */
-export function keyAnswer(stored: StoredKey | undefined, fingerprint: string, now: string): PlaceResult | undefined {
-  if (stored === undefined || stored.expiresAt <= now) return undefined
-  if (stored.fingerprint !== fingerprint) return KEY_REUSED
-  return { outcome: 'replayed', orderId: stored.orderId, status: Number(stored.responseStatus), body: stored.responseBody }
-}
+export const keyLiveAfter = (now: string): string => now
 
 /**
- * The Idempotency-Keys of the places queued or in flight in this process: one place per key at a
- * time, the others `key_in_use` at once (so a batch never holds one key twice). Between processes
- * the database decides: SQLite's write lock, PostgreSQL's advisory lock.
+ * What the stored record of a place's key answers it with at `now` (toISOString()'s form): nothing
+ * when there is none or it has expired (keyLiveAfter: the place goes on, and replaces the record);
+ * the first response again for the same body (`replayed`); `key_reused` for another.
  */
-export class KeysInFlight {
-  /** `apiKeyId key` (a key has no space: visible ASCII). */
-  private readonly held = new Set<string>()
-
-  /** Holds the claim's key until release() of what it returns; undefined when a place holds it already. */
-  claim(claim: IdempotencyClaim): string | undefined {
-    const slot = `${claim.apiKeyId} ${claim.key}`
-    if (this.held.has(slot)) return undefined
-    this.held.add(slot)
-    return slot
-  }
-
-  release(slot: string): void {
-    this.held.delete(slot)
-  }
+export function keyAnswer(stored: StoredKey | undefined, fingerprint: string, now: string): PlaceResult | undefined {
+  if (stored === undefined || stored.expiresAt <= keyLiveAfter(now)) return undefined
+  if (stored.fingerprint !== fingerprint) return KEY_REUSED
+  return { outcome: 'replayed', orderId: stored.orderId, status: Number(stored.responseStatus), body: stored.responseBody }
 }
 
 /**

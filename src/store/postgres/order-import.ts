@@ -1,38 +1,41 @@
 import { metadataText } from '../../domain/order-metadata.js'
+import { importConflict, importedCancellation, IMPORT_MOVES, KEEPS_CANCELLATION } from '../../domain/order-import.js'
 import type { OrderRecord, OrderStatus } from '../../domain/orders.js'
 import { ImportConflictError, type ImportProgress } from '../store.js'
 import type { PostgresDatabase } from './database.js'
 import { consumeInBatches } from './import.js'
-import { ORDER_V2_JSON } from './order-pages.js'
+import { ORDER_V2_JSON, utc } from './order-pages.js'
 import { boolArray, intArray, textArray } from './parameters.js'
 import { bumpVersion, recordEvents, WRITE_TIME } from './write-sql.js'
 
-// A status only moves forward (pending → shipped | cancelled); the WHERE refuses anything else and
-// the refused rows are then looked up to name the first one. It also leaves an order the record
-// would not change untouched: no event (an unchanged re-import records nothing); one it changes has
-// its version moved on. A cancelled record
-// without its own cancelledAt gets the transaction's start, so every order an import cancels so gets
-// the same cancelled_at, as in the SQLite store. An order already cancelled keeps its first time and
-// reason. Each row written is noted, with its order's v2 JSON, in the import's IMPORT_EVENTS table
+// The records of a batch, each with the cancellation domain/order-import.ts gives it. The WHERE
+// refuses a move of status the import's rules refuse ($10, IMPORT_MOVES: judged here, under the
+// row's lock, so a refused row is never written) and the refused rows are then looked up to name the
+// first one. An order whose status keeps its cancellation keeps it ($11, KEEPS_CANCELLATION: the
+// stored one is only read here, under the same lock). It also leaves an order the record would not
+// change untouched: no event (an unchanged re-import records nothing); one it changes has its version
+// moved on. Each row written is noted, with its order's v2 JSON, in the import's IMPORT_EVENTS table
 // (`xmax = 0`: the row is new); its events are recorded when the import ends (RECORD_IMPORT_EVENTS).
 const UPSERT_ORDERS = `WITH written AS (INSERT INTO orders AS o (id, pet_id, quantity, ship_date, complete, status, cancelled_at, cancellation_reason, metadata)
-  SELECT t.id, t.pet_id, t.quantity, t.ship_date, t.complete, t.status,
-         CASE WHEN t.status = 'cancelled' THEN coalesce(t.cancelled_at, ${WRITE_TIME}) END,
-         CASE WHEN t.status = 'cancelled' THEN t.reason END,
-         t.metadata
+  SELECT t.id, t.pet_id, t.quantity, t.ship_date, t.complete, t.status, t.cancelled_at, t.reason, t.metadata
   FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::timestamptz[], $5::boolean[], $6::text[], $7::timestamptz[], $8::text[], $9::text[])
     AS t(id, pet_id, quantity, ship_date, complete, status, cancelled_at, reason, metadata)
   ON CONFLICT (id) DO UPDATE SET
     pet_id = excluded.pet_id, quantity = excluded.quantity, ship_date = excluded.ship_date,
     complete = excluded.complete, status = excluded.status, metadata = excluded.metadata, version = o.version + 1,
-    cancelled_at = CASE WHEN o.status = 'cancelled' THEN o.cancelled_at ELSE excluded.cancelled_at END,
-    cancellation_reason = CASE WHEN o.status = 'cancelled' THEN o.cancellation_reason ELSE excluded.cancellation_reason END
-  WHERE (o.status = 'pending' OR o.status = excluded.status)
+    cancelled_at = CASE WHEN o.status = ANY ($11::text[]) THEN o.cancelled_at ELSE excluded.cancelled_at END,
+    cancellation_reason = CASE WHEN o.status = ANY ($11::text[]) THEN o.cancellation_reason ELSE excluded.cancellation_reason END
+  WHERE o.status || ' ' || excluded.status = ANY ($10::text[])
     AND (o.pet_id, o.quantity, o.ship_date, o.complete, o.status, o.metadata)
       IS DISTINCT FROM (excluded.pet_id, excluded.quantity, excluded.ship_date, excluded.complete, excluded.status, excluded.metadata)
   RETURNING o.id, o.xmax = 0 AS created, ${ORDER_V2_JSON} AS json)
   INSERT INTO import_events (order_id, type, json)
     SELECT id, CASE WHEN created THEN 'order.created' ELSE 'order.updated' END, json FROM written`
+/** UPSERT_ORDERS' $10 and $11: the import's rules, the same for every batch. */
+const MOVES = textArray(IMPORT_MOVES.map(([from, to]) => `${from} ${to}`))
+const KEEPING = textArray([...KEEPS_CANCELLATION])
+/** The import's one time, for its cancelled records without their own: the transaction's, as every write's (WRITE_TIME). */
+const IMPORT_TIME = `SELECT ${utc(WRITE_TIME)} AS now`
 /** The rows an import wrote, in order: dropped with its transaction. */
 const IMPORT_EVENTS = `CREATE TEMPORARY TABLE import_events (n bigserial, order_id bigint, type text, json text) ON COMMIT DROP`
 // The end of an import that wrote rows: its bump, then its events (recordEvents), in input order,
@@ -54,10 +57,12 @@ const FIRST_REFUSED = `SELECT t.id, o.status AS current, t.status AS wanted
 export async function importOrders(database: PostgresDatabase, records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number> {
   const { count, version } = await database.transaction(async (connection) => {
     await connection.query(IMPORT_EVENTS)
+    const now = (await connection.query<{ now: string }>(IMPORT_TIME)).rows[0]!.now
     let written = 0
     const count = await consumeInBatches(records, onProgress, async (batch: OrderRecord[]) => {
       const ids = intArray(batch.map((r) => r.id))
       const statuses = textArray(batch.map((r) => r.status))
+      const cancellations = batch.map((r) => importedCancellation(r, now))
       const params = [
         ids,
         intArray(batch.map((r) => r.petId)),
@@ -65,10 +70,12 @@ export async function importOrders(database: PostgresDatabase, records: AsyncIte
         textArray(batch.map((r) => r.shipDate)),
         boolArray(batch.map((r) => r.complete)),
         statuses,
-        textArray(batch.map((r) => (r.status === 'cancelled' ? r.cancelledAt : null))),
-        textArray(batch.map((r) => (r.status === 'cancelled' ? r.cancellationReason : null))),
+        textArray(cancellations.map((c) => c.cancelledAt)),
+        textArray(cancellations.map((c) => c.cancellationReason)),
         // NULL for the whole array when no record has metadata: unnest() pads it with NULLs.
         batch.some((r) => r.metadata !== undefined && r.metadata !== null) ? textArray(batch.map((r) => metadataText(r.metadata ?? null))) : null,
+        MOVES,
+        KEEPING,
       ]
       const result = await connection.query(UPSERT_ORDERS, params)
       written += result.rowCount ?? 0
@@ -76,7 +83,7 @@ export async function importOrders(database: PostgresDatabase, records: AsyncIte
       // Rows the upsert did not write: unchanged, or refused.
       const { rows } = await connection.query<{ id: bigint; current: OrderStatus; wanted: OrderStatus }>(FIRST_REFUSED, [ids, statuses])
       const refused = rows[0]
-      if (refused !== undefined) throw new ImportConflictError(`order ${refused.id} is ${refused.current} and cannot become ${refused.wanted}`, BigInt(refused.id))
+      if (refused !== undefined) throw new ImportConflictError(importConflict(BigInt(refused.id), refused.current, refused.wanted), BigInt(refused.id))
     })
     if (written === 0) return { count, version: undefined }
     const version = (await connection.query<{ version: bigint }>(RECORD_IMPORT_EVENTS)).rows[0]!.version

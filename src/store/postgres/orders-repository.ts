@@ -1,7 +1,5 @@
-import { setTimeout as sleep } from 'node:timers/promises'
 import type { OrderPageQuery } from '../../domain/order-pages.js'
 import {
-  checkNewOrder,
   type CancellationReason,
   type CancelResult,
   type CompleteResult,
@@ -16,10 +14,9 @@ import { CANCEL, COMPLETE, SHIP, type OrderWriteRule } from '../../domain/order-
 import { StoreUnavailableError, type ImportProgress, type OrderPageJson, type OrdersRepository } from '../store.js'
 import { RowWriteBatcher, type BatchOutcome } from './row-write-batcher.js'
 import type { PostgresDatabase } from './database.js'
-import { PlaceBatcher } from './place-batcher.js'
+import { PostgresPlaces } from './places.js'
 import { PostgresOrderUpdates } from './order-updates.js'
 import { checkPatch, type UpdateRequest, type UpdateResult } from '../../domain/order-patch.js'
-import { mustRetryPlaces, placeInTransaction } from './place-orders.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { ORDER_V2_JSON, orderV2Columns, readOrderPageJson, readOrderV2 } from './order-pages.js'
 import { intArray, textArray } from './parameters.js'
@@ -126,10 +123,6 @@ const idParams = (requests: Traced<Conditional<{ id: bigint }>>[]): unknown[] =>
 const PRUNE_IDEMPOTENCY_KEYS = `DELETE FROM idempotency_keys WHERE ctid = ANY (ARRAY(
     SELECT ctid FROM idempotency_keys WHERE expires_at <= $1::timestamptz ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))`
 
-/** A place batch that met an import's new ids is tried again this many times, after these pauses. */
-const PLACE_ATTEMPTS = 100
-const PLACE_RETRY_MS = { first: 10, max: 250 }
-
 /** A write to one order, and the version it requires (If-Match; undefined: any). */
 type Conditional<Request> = Request & { expected: ExpectedVersion }
 /** What a single write returns: the order it changed, and data_version if it bumped it. */
@@ -150,7 +143,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
   private readonly cancels: RowWriteBatcher<CancelRequest, CancelResult>
   private readonly ships: RowWriteBatcher<IdRequest, ShipResult>
   private readonly completes: RowWriteBatcher<IdRequest, CompleteResult>
-  private readonly places: PlaceBatcher
+  private readonly places: PostgresPlaces
   private readonly updates: PostgresOrderUpdates
   private closing = false
 
@@ -164,7 +157,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
     ])
     this.ships = this.rowWrites(SHIP, SHIPS, idParams)
     this.completes = this.rowWrites(COMPLETE, COMPLETES, idParams)
-    this.places = new PlaceBatcher((requests) => this.commitPlaces(requests))
+    this.places = new PostgresPlaces(database)
     this.updates = new PostgresOrderUpdates(database)
   }
 
@@ -222,15 +215,9 @@ export class PostgresOrdersRepository implements OrdersRepository {
     return this.queueWrite((trace) => this.cancels.submit({ id, cancelledByKey, reason, expected, trace }))
   }
 
-  /**
-   * Group-committed with the places of the same moment (place-batcher.ts, place-orders.ts). A
-   * request a statement would refuse is refused here, before it joins a batch it would fail.
-   */
+  /** Group-committed with the places of the same moment, or refused before (places.ts). */
   place(request: PlaceRequest): Promise<PlaceResult> {
-    return this.queueWrite((trace) => {
-      const refused = checkNewOrder(request.order)
-      return refused === undefined ? this.places.submit({ ...request, trace }) : Promise.reject(new RangeError(refused))
-    })
+    return this.queueWrite((trace) => this.places.submit({ ...request, trace }))
   }
 
   /** Group-committed with the ships of the same moment (row-write-batcher.ts). */
@@ -322,25 +309,6 @@ export class PostgresOrdersRepository implements OrdersRepository {
       const answer = rule.missed(await this.find(request.id), request.expected)
       if (answer !== undefined) return answer
       // It can take the write after all: placed or imported after the update's snapshot. Its turn now.
-    }
-  }
-
-  /**
-   * One batch of places in one transaction (place-orders.ts); resolves once committed. A batch whose
-   * new ids an import took meanwhile rolled back, and is tried again in a new transaction once the
-   * import has had time to commit. Not retried on a lost connection: the commit may have happened.
-   */
-  private async commitPlaces(requests: Traced<PlaceRequest>[]): Promise<PlaceResult[]> {
-    for (let attempt = 1, pause = PLACE_RETRY_MS.first; ; attempt++, pause = Math.min(pause * 2, PLACE_RETRY_MS.max)) {
-      try {
-        const { results, version } = await this.database.transaction((connection) => placeInTransaction(connection, requests, new Date()))
-        // Only once committed: a version that never committed must not label a list.
-        if (version !== undefined) this.database.versions.observe(version)
-        return results
-      } catch (error) {
-        if (!mustRetryPlaces(error) || attempt >= PLACE_ATTEMPTS) throw error
-        await sleep(pause)
-      }
     }
   }
 }

@@ -1,6 +1,5 @@
 import type Database from 'better-sqlite3'
 import { keyAnswer, PLACED_STATUS, type StoredKey } from '../../domain/idempotency.js'
-import { INT64_MAX } from '../../domain/int64.js'
 import { metadataText } from '../../domain/order-metadata.js'
 import { applyPatch, previousJson, type UpdateRequest, type UpdateResult } from '../../domain/order-patch.js'
 import type {
@@ -14,6 +13,7 @@ import type {
   PlaceResult,
   ShipResult,
 } from '../../domain/orders.js'
+import { placedId } from '../../domain/order-places.js'
 import { CANCEL, COMPLETE, SHIP, type OrderWriteRule } from '../../domain/order-writes.js'
 import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
 import { orderV2Json } from '../order-json.js'
@@ -59,7 +59,7 @@ export class OrderWrites {
         `SELECT fingerprint, order_id AS orderId, response_status AS responseStatus, response_body AS responseBody, expires_at AS expiresAt
          FROM idempotency_keys WHERE api_key_id = ? AND key = ?`,
       ),
-      // Only an expired record is ever replaced: an unexpired one is answered from before the insert.
+      // Only an expired record is ever replaced: place() answers from an unexpired one first (keyAnswer).
       putKey: db.prepare(
         `INSERT INTO idempotency_keys (api_key_id, key, fingerprint, order_id, response_status, response_body, created_at, expires_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -110,18 +110,18 @@ export class OrderWrites {
   }
 
   /**
-   * A new pending order, id max(id) + 1 (the places before it in the batch included), its event,
-   * and its Idempotency-Key record. A record that has not expired answers instead, and nothing is
-   * written; an expired one is replaced.
+   * A new pending order, its id above every id held (placedId; the places before it in the batch
+   * included), its event, and its Idempotency-Key record. A record that has not expired answers
+   * instead, and nothing is written; an expired one is replaced (keyAnswer).
    */
   place(batch: Batch, trace: TraceContext | undefined, { order, idempotency: claim }: PlaceRequest): PlaceResult {
     if (claim !== undefined) {
       const answer = keyAnswer(this.statements.findKey.get(claim.apiKeyId, claim.key) as StoredKey | undefined, claim.fingerprint, batch.now)
       if (answer !== undefined) return answer
     }
-    const max = this.statements.maxId.get() as bigint | null
-    if (max === INT64_MAX) return { outcome: 'ids_exhausted' }
-    const placed = newOrder(max === null || max < 1n ? 1n : max + 1n, order)
+    const id = placedId(this.statements.maxId.get() as bigint | null)
+    if (id === undefined) return { outcome: 'ids_exhausted' }
+    const placed = newOrder(id, order)
     const json = orderV2Json(placed)
     this.statements.insertOrder.run(placed.id, placed.petId, BigInt(order.quantity), placed.shipDate, metadataText(placed.metadata))
     this.statements.insertEvent.run(...orderEvent('order.created', batch.now, placed.id, json, trace))

@@ -1,12 +1,63 @@
-import { KEY_IN_USE, keyAnswer, PLACED_STATUS, type StoredKey } from '../../domain/idempotency.js'
-import { INT64_MAX } from '../../domain/int64.js'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { KEY_IN_USE, keyAnswer, keyLiveAfter, PLACED_STATUS, type StoredKey } from '../../domain/idempotency.js'
+import { PlaceAdmission, PLACED_IDS, placedId } from '../../domain/order-places.js'
 import type { PlaceRequest, PlaceResult } from '../../domain/orders.js'
 import { metadataText } from '../../domain/order-metadata.js'
-import { intArray, textArray } from './parameters.js'
+import { GroupCommit } from '../group-commit.js'
+import { int8, intArray, textArray } from './parameters.js'
 import type { Connection } from './connection.js'
+import type { PostgresDatabase } from './database.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { ORDER_V2_JSON, orderV2Columns, utc } from './order-pages.js'
 import { bumpVersion, recordEvents, traceArrays, type Traced } from './write-sql.js'
+
+/** More places than this wait for the next batch. */
+const MAX_BATCH = 1000
+
+/** A place batch that met an import's new ids is tried again this many times, after these pauses. */
+const PLACE_ATTEMPTS = 100
+const PLACE_RETRY_MS = { first: 10, max: 250 }
+
+/**
+ * placeOrder on PostgreSQL: a place is admitted (domain/order-places.ts: refused, or key_in_use, at
+ * once), group-committed with the places of the same moment (../group-commit.ts: a batch is one
+ * transaction, one data_version lock, one WAL flush), and answered once its batch has committed.
+ */
+export class PostgresPlaces {
+  private readonly admission = new PlaceAdmission()
+  private readonly batches = new GroupCommit<Traced<PlaceRequest>, PlaceResult>({ maxBatch: MAX_BATCH, commit: (requests) => this.commit(requests) })
+
+  constructor(private readonly database: PostgresDatabase) {}
+
+  /** Refuses `request`, answers it key_in_use, or queues it for the next batch; settles once that batch has committed. */
+  submit(request: Traced<PlaceRequest>): Promise<PlaceResult> {
+    return this.admission.admit(request, (admitted) => this.batches.submit(admitted))
+  }
+
+  /** Waits until every place already requested has settled. */
+  drain(): Promise<void> {
+    return this.batches.drain()
+  }
+
+  /**
+   * One batch of places in one transaction (placeInTransaction); resolves once committed. A batch
+   * whose new ids an import took meanwhile rolled back, and is tried again in a new transaction once
+   * the import has had time to commit. Not retried on a lost connection: the commit may have happened.
+   */
+  private async commit(requests: Traced<PlaceRequest>[]): Promise<PlaceResult[]> {
+    for (let attempt = 1, pause = PLACE_RETRY_MS.first; ; attempt++, pause = Math.min(pause * 2, PLACE_RETRY_MS.max)) {
+      try {
+        const { results, version } = await this.database.transaction((connection) => placeInTransaction(connection, requests, new Date()))
+        // Only once committed: a version that never committed must not label a list.
+        if (version !== undefined) this.database.versions.observe(version)
+        return results
+      } catch (error) {
+        if (!mustRetryPlaces(error) || attempt >= PLACE_ATTEMPTS) throw error
+        await sleep(pause)
+      }
+    }
+  }
+}
 
 /**
  * How long the batch's inserts may wait for a row lock. The only rows they can wait for are an
@@ -38,14 +89,13 @@ const PLACE_LOCKS = `SELECT k.obtained, set_config('lock_timeout', '${INSERT_LOC
 
 /**
  * The rest of the batch, in one statement whose snapshot is taken under those locks: a request whose
- * key has an unexpired record places nothing (`kept`: the expiry as keyAnswer decides it, which
- * answers the request from the record returned); the others (`to_place`, numbered `seq` in
- * order) get the ids above every id the store holds, `max(id) + seq` (from 1 in an empty store or one
- * of negative ids), as long as they are int64. Each new order is inserted with its Idempotency-Key
+ * key has an unexpired record places nothing (`kept`, which keyAnswer then answers from the record
+ * returned); the others (`to_place`, numbered `seq` in order) get the ids placedId gives, above every
+ * id the store holds, as long as any is left. Each new order is inserted with its Idempotency-Key
  * record (an expired one replaced) and its `order.created` event, which keeps the request's trace
- * context ($9 and $10, traceArrays) and its metadata ($11), and the version is bumped if any was. One row per request, in
- * order: its order as inserted, or its record, or neither — ids exhausted, or an id taken by an
- * import meanwhile (`ON CONFLICT DO NOTHING`; the batch is tried again).
+ * context ($9 and $10, traceArrays) and its metadata ($11), and the version is bumped if any was. One
+ * row per request, in order: its order as inserted, or its record, or neither — ids exhausted, or an
+ * id taken by an import meanwhile (`ON CONFLICT DO NOTHING`; the batch is tried again).
  */
 const PLACE_BATCH = `WITH request AS (
     SELECT * FROM unnest($1::bigint[], $2::integer[], $3::timestamptz[], $4::bigint[], $5::text[], $6::text[], $7::timestamptz[], $9::text[], $10::text[], $11::text[])
@@ -54,15 +104,15 @@ const PLACE_BATCH = `WITH request AS (
     SELECT r.n, k.fingerprint, k.order_id AS "orderId", k.response_status AS "responseStatus",
       k.response_body AS "responseBody", ${utc('k.expires_at')} AS "expiresAt"
     FROM request r JOIN idempotency_keys k ON k.api_key_id = r.api_key_id AND k.key = r.key
-    WHERE k.expires_at > $8::timestamptz
+    WHERE k.expires_at > $14::timestamptz
   ), to_place AS (
     SELECT r.*, row_number() OVER (ORDER BY r.n) AS seq FROM request r WHERE r.n NOT IN (SELECT n FROM kept)
   ), top AS (
-    SELECT greatest(max(id), 0) AS id FROM orders
+    SELECT greatest(max(id), $12::bigint) AS id FROM orders
   ), inserted AS (
     INSERT INTO orders (id, pet_id, quantity, ship_date, metadata)
     SELECT top.id + p.seq, p.pet_id, p.quantity, p.ship_date, p.metadata FROM to_place p CROSS JOIN top
-    WHERE p.seq <= ${INT64_MAX} - top.id
+    WHERE p.seq <= $13::bigint - top.id
     ORDER BY p.seq
     ON CONFLICT (id) DO NOTHING
     RETURNING ${orderV2Columns()}, ${ORDER_V2_JSON} AS json
@@ -143,6 +193,10 @@ export async function placeInTransaction(
     ...traceArrays(placing.map(({ request }) => request)),
     // NULL for the whole array when no order has metadata, as for the trace arrays.
     orders.some((o) => o.metadata !== undefined && o.metadata !== null) ? textArray(orders.map((o) => metadataText(o.metadata ?? null))) : null,
+    // The domain's rules, decided in SQL only because they must be under this batch's locks:
+    int8(PLACED_IDS.after), // $12, $13: placedId's ids, from max(id) as data_version's lock holds it
+    int8(PLACED_IDS.last),
+    keyLiveAfter(at), // $14: which records still answer, picked under their keys' locks with the places they hold back
   ])
   let version: bigint | undefined
   rows.forEach((row, n) => {
@@ -153,7 +207,7 @@ export async function placeInTransaction(
       results[i] = { outcome: 'placed', order: toOrderV2Record(row as OrderV2Row) }
     } else if (row.fingerprint !== null && (answer = keyAnswer(row as StoredKey, request.idempotency!.fingerprint, at)) !== undefined) {
       results[i] = answer
-    } else if (row.top + row.seq! > INT64_MAX) {
+    } else if (placedId(row.top, row.seq!) === undefined) {
       results[i] = { outcome: 'ids_exhausted' }
     } else {
       throw new IdsTaken()
