@@ -24,7 +24,7 @@ import { ORDER_V2_JSON, readOrderPageJson, readOrderV2 } from './order-pages.js'
 import { orderV2Json } from '../order-json.js'
 import { metadataText } from '../../domain/order-metadata.js'
 import { WriteBatcher, type Batch } from './write-batcher.js'
-import { activeTraceContext, type TraceContext } from '../../trace-context.js'
+import type { TraceContext } from '../../trace-context.js'
 
 // One page of the order list as JSON text, exactly as the Order schema serializes it: fields in
 // schema order, NULLs omitted (`',"petId":' || NULL` is NULL; json_quote(NULL) is 'null', hence
@@ -155,18 +155,17 @@ export class SqliteOrdersRepository implements OrdersRepository {
 
   /**
    * Queues one write for the next group commit, on the writer opened at the first write. Its event
-   * keeps the trace context active now, while the request that submits it runs: the batch is
-   * committed later, outside it.
+   * keeps the trace context active now, while the request that submits it runs (taken by the group
+   * commit): the batch is committed later, outside it.
    */
   private queueWrite<R>(write: (writes: OrderWrites, batch: Batch, trace: TraceContext | undefined) => R): Promise<R> {
-    const trace = activeTraceContext()
     let writer: { batcher: WriteBatcher; writes: OrderWrites }
     try {
       writer = this.writer ??= this.openWriter()
     } catch (error) {
       return Promise.reject(error).catch(classify)
     }
-    return writer.batcher.submit((batch) => write(writer.writes, batch, trace)).catch(classify)
+    return writer.batcher.submit((batch, trace) => write(writer.writes, batch, trace)).catch(classify)
   }
 
   /** Group commit on a writer connection of its own (read-only CLI commands never open one). */

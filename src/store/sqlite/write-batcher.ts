@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3'
+import type { TraceContext } from '../../trace-context.js'
 import { GroupCommit } from '../group-commit.js'
 import { BUMP_DATA_VERSION } from './migrations.js'
 
@@ -20,8 +21,10 @@ export interface Batch {
 /**
  * One write: its statements, run inside the batch's transaction, and its result. It may run more
  * than once (a batch refused for the lock is run again), so it keeps no state outside the database.
+ * `trace`: the trace context active when it was submitted, for its event (the batch runs outside
+ * the request), taken by the group commit with the request's span.
  */
-export type Write<R> = (batch: Batch) => R
+export type Write<R> = (batch: Batch, trace: TraceContext | undefined) => R
 
 /**
  * Group commit (../group-commit.ts) of every write of the API: cancels, places, ships and
@@ -50,15 +53,16 @@ export class WriteBatcher {
   ) {
     db.pragma('busy_timeout = 0')
     const bump = db.prepare(BUMP_DATA_VERSION)
-    const commitBatch = db.transaction((writes: Write<unknown>[]) => {
+    const commitBatch = db.transaction((writes: Write<unknown>[], traces: readonly (TraceContext | undefined)[]) => {
       let changes = 0
       const batch: Batch = { now: new Date().toISOString(), changed: () => void changes++ }
-      const results = writes.map((write) => write(batch))
+      const results = writes.map((write, i) => write(batch, traces[i]))
       if (changes > 0) bump.run()
       return results
     })
     this.batches = new GroupCommit({
-      commit: (writes) => commitBatch.immediate(writes),
+      traceContexts: true,
+      commit: (writes, traces) => commitBatch.immediate(writes, traces),
       retry: { transient: (error) => (error as { code?: string }).code === 'SQLITE_BUSY', afterMs: BUSY_BACKOFF_MS, forMs: retryMs },
     })
   }
