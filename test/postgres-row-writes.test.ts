@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import type { CompleteResult, OrderRecord, ShipResult } from '../src/domain/orders.js'
 import { PostgresStore } from '../src/store/postgres/postgres-store.js'
+import { StoreUnavailableError } from '../src/store/store.js'
 import { createTestDatabase, postgresSkipReason, type TestDatabase } from './support/postgres.js'
 
 const skip = await postgresSkipReason()
@@ -65,5 +66,30 @@ describe('PostgreSQL ships and completes of locked orders', { skip }, () => {
     }
     // The batch of ships, the batch of completes, then each written alone; not the other transaction's changes.
     assert.equal(await store.orders.dataVersion(), start + 4n)
+  })
+
+  it('settles the writes asked before close(), those of a locked order too, and refuses those asked after', async () => {
+    const closing = new PostgresStore(db.url, { poolSize: 3 })
+    await closing.orders.import(from([order(11n), order(12n), order(13n, { status: 'shipped' })]))
+    const other = new pg.Client({ connectionString: db.url })
+    await other.connect()
+    try {
+      await other.query('BEGIN')
+      await other.query('SELECT 1 FROM orders WHERE id = 12 FOR UPDATE')
+      const asked = [closing.orders.cancel(11n, null), closing.orders.ship(12n), closing.orders.complete(13n)]
+      const closed = closing.close()
+      for (const write of [() => closing.orders.cancel(11n, null), () => closing.orders.ship(12n), () => closing.orders.complete(13n)]) {
+        await assert.rejects(write(), StoreUnavailableError)
+      }
+      let done = false
+      void closed.then(() => (done = true))
+      await sleep(200)
+      assert.equal(done, false, 'close() waits for the ship of the locked order')
+      await other.query('COMMIT')
+      await closed
+      assert.deepEqual((await Promise.all(asked)).map((r) => r.outcome), ['cancelled', 'shipped', 'completed'])
+    } finally {
+      await other.end()
+    }
   })
 })

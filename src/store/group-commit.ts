@@ -1,4 +1,5 @@
 import type { Span } from '@opentelemetry/api'
+import { activeTraceContext, type TraceContext } from '../trace-context.js'
 import { activeSpan, traceBatch } from './batch-span.js'
 
 /** A batch's results, one per request in order; a promise for one settled later (a write redone alone). */
@@ -16,11 +17,18 @@ interface RetryPolicy {
 export interface GroupCommitOptions<Request, Result> {
   /**
    * Commits a batch of requests, in arrival order, in one transaction, synchronously or not; returns
-   * after COMMIT. If it throws or rejects, nothing in it committed.
+   * after COMMIT. If it throws or rejects, nothing in it committed. With `traceContexts`, `traces[i]`
+   * is request i's trace context (see there); without, `traces` is empty.
    */
-  commit: (requests: Request[]) => BatchResults<Result> | Promise<BatchResults<Result>>
+  commit: (requests: Request[], traces: readonly (TraceContext | undefined)[]) => BatchResults<Result> | Promise<BatchResults<Result>>
   /** More requests than this wait for the next batch. */
   maxBatch?: number
+  /**
+   * Whether each request keeps the trace context active when it was submitted (activeTraceContext;
+   * undefined when none was), for what its write records: the batch is committed outside the
+   * request that submitted it.
+   */
+  traceContexts?: boolean
   retry?: RetryPolicy
 }
 
@@ -28,11 +36,15 @@ interface Pending<Request, Result> {
   request: Request
   /** The traced request's span, when tracing is on: the batch's commit is shown in its trace. */
   span: Span | undefined
+  /** Its trace context, with `traceContexts`. */
+  trace: TraceContext | undefined
   resolve: (result: Result | Promise<Result>) => void
   reject: (error: unknown) => void
   /** Date.now() when its batch first failed with a transient error; else 0. */
   refusedAt: number
 }
+
+const NO_TRACES: readonly TraceContext[] = []
 
 /**
  * The schedule of a group commit, for every store. The requests queued in one turn of the event
@@ -41,6 +53,9 @@ interface Pending<Request, Result> {
  * the next batch, started in the turn after this one settled. Every request settles only after its
  * batch's commit, with its own result (an answer is never sent for a change that is not durable);
  * a batch that fails rejects every request in it with its error.
+ *
+ * The trace a request is made in is taken here, as it is submitted, once: its span, for the
+ * batch's own span (batch-span.ts), and with `traceContexts` its trace context, for the commit.
  */
 export class GroupCommit<Request, Result> {
   private queue: Pending<Request, Result>[] = []
@@ -58,7 +73,8 @@ export class GroupCommit<Request, Result> {
   /** Queues `request` for the next batch; settles once that batch has committed, or failed. */
   submit(request: Request): Promise<Result> {
     return new Promise<Result>((resolve, reject) => {
-      this.queue.push({ request, span: activeSpan(), resolve, reject, refusedAt: 0 })
+      const trace = this.options.traceContexts === true ? activeTraceContext() : undefined
+      this.queue.push({ request, span: activeSpan(), trace, resolve, reject, refusedAt: 0 })
       if (!this.scheduled && !this.running) this.schedule()
     })
   }
@@ -79,14 +95,15 @@ export class GroupCommit<Request, Result> {
 
   private readonly flush = (): void => {
     this.scheduled = false
-    const { maxBatch = Infinity } = this.options
+    const { maxBatch = Infinity, traceContexts = false } = this.options
     const batch = this.queue.length > maxBatch ? this.queue.splice(0, maxBatch) : this.queue
     if (batch === this.queue) this.queue = []
     if (batch.length === 0) return this.settled()
     let results: BatchResults<Result> | Promise<BatchResults<Result>>
     let traced: ReturnType<typeof traceBatch<typeof results>>
     try {
-      traced = traceBatch(batch.map((pending) => pending.span), () => this.options.commit(batch.map((pending) => pending.request)))
+      const traces = traceContexts ? batch.map((pending) => pending.trace) : NO_TRACES
+      traced = traceBatch(batch.map((pending) => pending.span), () => this.options.commit(batch.map((pending) => pending.request), traces))
       results = traced.result
     } catch (error) {
       this.fail(batch, error)

@@ -35,7 +35,7 @@ export type ImportProgress = (count: number) => void
 /**
  * The orders aggregate. Ids are `bigint` on this side of the interface, always. The event of a
  * place, cancel, ship or complete keeps the trace context active when the method is called
- * (activeTraceContext, taken before the write is queued: its group commit runs outside the caller's
+ * (activeTraceContext, taken as the write is queued: its group commit runs outside the caller's
  * context), for its webhook deliveries; an import's events keep none.
  */
 export interface OrdersRepository {

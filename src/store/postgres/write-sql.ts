@@ -49,12 +49,17 @@ export const changedOrders = (type: OrderEventType): string =>
  */
 export type Traced<Request> = Request & { trace: TraceContext | undefined }
 
+/** traceContextArrays of the requests' trace contexts. */
+export function traceArrays(requests: readonly { trace: TraceContext | undefined }[]): [string | null, string | null] {
+  return requests.some((request) => request.trace !== undefined) ? traceContextArrays(requests.map((r) => r.trace)) : [null, null]
+}
+
 /**
  * A batch's trace contexts, as two text[] parameters parallel to its other arrays (traceparents,
  * tracestates). NULL for both when no write in it is traced, as when tracing is off: unnest() pads a
  * NULL array with NULLs, so nothing is built or sent per write.
  */
-export function traceArrays(requests: readonly { trace: TraceContext | undefined }[]): [string | null, string | null] {
-  if (!requests.some((request) => request.trace !== undefined)) return [null, null]
-  return [textArray(requests.map((r) => r.trace?.traceparent)), textArray(requests.map((r) => r.trace?.tracestate))]
+export function traceContextArrays(traces: readonly (TraceContext | undefined)[]): [string | null, string | null] {
+  if (!traces.some((trace) => trace !== undefined)) return [null, null]
+  return [textArray(traces.map((trace) => trace?.traceparent)), textArray(traces.map((trace) => trace?.tracestate))]
 }

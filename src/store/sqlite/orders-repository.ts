@@ -23,7 +23,6 @@ import { ORDER_V2_JSON, readOrderPageJson, readOrderV2 } from './order-pages.js'
 import { orderV2Json } from '../order-json.js'
 import { metadataText } from '../../domain/order-metadata.js'
 import { WriteBatcher, type WriteArgs, type WriteMethod, type WriteResult } from './write-batcher.js'
-import { activeTraceContext } from '../../trace-context.js'
 
 // One page of the order list as JSON text, exactly as the Order schema serializes it: fields in
 // schema order, NULLs omitted (`',"petId":' || NULL` is NULL; json_quote(NULL) is 'null', hence
@@ -147,12 +146,12 @@ export class SqliteOrdersRepository implements OrdersRepository {
 
   /**
    * Queues one write for the next group commit, on the writer thread started at the first write. Its
-   * event keeps the trace context active now, while the request that submits it runs: the batch is
-   * committed later, outside it.
+   * event keeps the trace context active now, while the request that submits it runs (taken by the
+   * group commit): the batch is committed later, outside it.
    */
   private queueWrite<M extends WriteMethod>(method: M, ...args: WriteArgs<M>): Promise<WriteResult<M>> {
     this.writer ??= new WriteBatcher({ path: this.database.path, busyTimeoutMs: this.database.busyTimeoutMs }, this.database.busyRetryMs)
-    return this.writer.submit(method, activeTraceContext(), ...args).catch(classify)
+    return this.writer.submit(method, ...args).catch(classify)
   }
 
   async import(records: AsyncIterable<OrderRecord>, onProgress?: ImportProgress): Promise<number> {

@@ -29,7 +29,11 @@ export type WriteArgs<M extends WriteMethod> = M extends WriteMethod
   : never
 export type WriteResult<M extends WriteMethod> = ReturnType<OrderWrites[M]>
 
-/** One write as it crosses to the writer thread: plain data, so it may run more than once (a batch refused for the lock is run again). */
+/**
+ * One write as it crosses to the writer thread: plain data, so it may run more than once (a batch
+ * refused for the lock is run again). `trace`: the trace context active when it was submitted, for
+ * its event (the batch runs outside the request), taken by the group commit with the request's span.
+ */
 export interface WriteRequest<M extends WriteMethod = WriteMethod> {
   method: M
   trace: TraceContext | undefined
@@ -70,14 +74,15 @@ export class WriteBatcher {
     retryMs = BUSY_RETRY_MS,
   ) {
     this.batches = new GroupCommit({
-      commit: (requests) => this.commit(requests),
+      traceContexts: true,
+      commit: (writes, traces) => this.commit(writes.map((write, i) => ({ ...write, trace: traces[i] }))),
       retry: { transient: (error) => (error as { code?: string }).code === 'SQLITE_BUSY', afterMs: BUSY_BACKOFF_MS, forMs: retryMs },
     })
   }
 
   /** Queues one write for the next batch; resolves with its result once the batch has committed. */
-  submit<M extends WriteMethod>(method: M, trace: TraceContext | undefined, ...args: WriteArgs<M>): Promise<WriteResult<M>> {
-    return this.batches.submit({ method, trace, args } as WriteRequest) as Promise<WriteResult<M>>
+  submit<M extends WriteMethod>(method: M, ...args: WriteArgs<M>): Promise<WriteResult<M>> {
+    return this.batches.submit({ method, trace: undefined, args } as WriteRequest) as Promise<WriteResult<M>>
   }
 
   /** Settles what is queued, then closes the connection and ends the thread. */
