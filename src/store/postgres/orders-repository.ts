@@ -18,7 +18,6 @@ import { PostgresOrderUpdates } from './order-updates.js'
 import { checkPatch, type UpdateRequest, type UpdateResult } from '../../domain/order-patch.js'
 import { readOrderPageJson, readOrderV2 } from './order-pages.js'
 import { importOrders } from './order-import.js'
-import type { Traced } from './write-sql.js'
 import { activeTraceContext, type TraceContext } from '../../trace-context.js'
 
 /**
