@@ -145,7 +145,7 @@ describe('GroupCommit', () => {
     assert.deepEqual(settled, [1, 2])
   })
 
-  it('retries a batch refused for a transient error after afterMs, with what was queued meanwhile, until forMs since each was queued', async () => {
+  it('retries a batch refused for a transient error after afterMs, with what was queued meanwhile, until forMs since each was first refused', async () => {
     mock.timers.enable({ apis: ['setTimeout', 'Date'] })
     let refuse = true
     const batches: number[][] = []
@@ -166,8 +166,8 @@ describe('GroupCommit', () => {
     const young = scheduler.submit(2) // joins the retry: no batch of its own
     await nextTurn()
     assert.equal(batches.length, 3)
-    mock.timers.tick(25)
-    mock.timers.tick(25) // 1 has waited its 100 ms: it fails with the lock's error, 2 waits on
+    mock.timers.tick(25) // 2's first refusal
+    mock.timers.tick(25) // 1 has been refused for its 100 ms: it fails with the lock's error, 2 waits on
     assert.equal(await old, 'database is locked')
     assert.deepEqual(batches.slice(3), [[1, 2], [1, 2]])
     refuse = false
@@ -175,6 +175,32 @@ describe('GroupCommit', () => {
     assert.deepEqual(batches.at(-1), [2])
     assert.equal(await young, 2)
     await scheduler.drain()
+  })
+
+  it('does not count the time a request waited behind a batch in flight as time refused', async () => {
+    mock.timers.enable({ apis: ['setTimeout', 'Date'] })
+    let calls = 0
+    let release: (() => void) | undefined
+    const scheduler = new GroupCommit<number, number>({
+      commit: async (requests) => {
+        calls++
+        if (calls === 1) await new Promise<void>((resolve) => (release = resolve)) // a slow first batch
+        if (calls === 2) throw Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' })
+        return requests
+      },
+      retry: { transient: (error) => (error as { code?: string }).code === 'SQLITE_BUSY', afterMs: 25, forMs: 100 },
+    })
+    const first = scheduler.submit(1)
+    await nextTurn()
+    const waiting = scheduler.submit(2) // queued behind the batch in flight
+    mock.timers.tick(500) // far longer than forMs
+    release!()
+    assert.equal(await first, 1)
+    await nextTurn()
+    await nextTurn() // 2's batch: refused once, for the first time
+    assert.equal(calls, 2)
+    mock.timers.tick(25)
+    assert.equal(await waiting, 2) // retried, not failed for the 500 ms it was queued
   })
 
   it('rejects a batch at once for an error that is not transient, with a retry policy too', async () => {

@@ -40,8 +40,8 @@ interface Pending<Request, Result> {
   trace: TraceContext | undefined
   resolve: (result: Result | Promise<Result>) => void
   reject: (error: unknown) => void
-  /** Date.now() when its batch first failed with a transient error; else 0. */
-  refusedAt: number
+  /** Date.now() when its batch first failed with a transient error. */
+  refusedAt: number | undefined
 }
 
 const NO_TRACES: readonly TraceContext[] = []
@@ -74,7 +74,7 @@ export class GroupCommit<Request, Result> {
   submit(request: Request): Promise<Result> {
     return new Promise<Result>((resolve, reject) => {
       const trace = this.options.traceContexts === true ? activeTraceContext() : undefined
-      this.queue.push({ request, span: activeSpan(), trace, resolve, reject, refusedAt: 0 })
+      this.queue.push({ request, span: activeSpan(), trace, resolve, reject, refusedAt: undefined })
       if (!this.scheduled && !this.running) this.schedule()
     })
   }
@@ -147,8 +147,7 @@ export class GroupCommit<Request, Result> {
     for (const pending of batch) {
       // Counted from the first refusal, not from the queueing: the time a request spent behind other
       // batches (or behind the SQLite writer thread's start) is not time the lock was held.
-      if (retry !== undefined && pending.refusedAt === 0) pending.refusedAt = now
-      if (retry !== undefined && now - pending.refusedAt < retry.forMs) kept.push(pending)
+      if (retry !== undefined && now - (pending.refusedAt ??= now) < retry.forMs) kept.push(pending)
       else pending.reject(error)
     }
     if (retry === undefined || kept.length === 0) return
