@@ -19,10 +19,17 @@ import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
 import { orderV2Json } from '../order-json.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { ORDER_V2_COLUMNS, ORDER_V2_JSON } from './order-pages.js'
-import type { Batch } from './write-batcher.js'
 import type { TraceContext } from '../../trace-context.js'
 
 type ChangedRow = OrderV2Row & { json: string }
+
+/** What a write sees of the batch it runs in. */
+export interface Batch {
+  /** The transaction's time, milliseconds, as toISOString() writes them (what PostgreSQL stores too). */
+  readonly now: string
+  /** Called by a write that changed an order: the batch then bumps the data version once. */
+  changed(): void
+}
 
 /**
  * The API's writes to orders, each run inside a WriteBatcher's transaction on the batcher's own

@@ -3,7 +3,7 @@ import { Worker } from 'node:worker_threads'
 import type { TraceContext } from '../../trace-context.js'
 import { GroupCommit } from '../group-commit.js'
 import { StoreUnavailableError } from '../store.js'
-import type { OrderWrites } from './order-writes.js'
+import type { Batch, OrderWrites } from './order-writes.js'
 
 // While another process holds the write lock (a CLI import, say), the queued writes are retried by
 // one timer, off the event loop, until each has been refused for this long, whatever the
@@ -11,14 +11,6 @@ import type { OrderWrites } from './order-writes.js'
 // attempt itself never waits for the lock: the writer's connection is its own, with busy_timeout 0.
 const BUSY_RETRY_MS = 2000
 const BUSY_BACKOFF_MS = 25
-
-/** What a write sees of the batch it runs in. */
-export interface Batch {
-  /** The transaction's time, milliseconds, as toISOString() writes them (what PostgreSQL stores too). */
-  readonly now: string
-  /** Called by a write that changed an order: the batch then bumps the data version once. */
-  changed(): void
-}
 
 /** The writes a batch runs: OrderWrites's methods, each `(batch, trace, ...args)`. */
 export type WriteMethod = 'cancel' | 'place' | 'ship' | 'complete' | 'update'

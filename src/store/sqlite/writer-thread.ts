@@ -11,8 +11,8 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { connect } from './database.js'
 import { BUMP_DATA_VERSION } from './migrations.js'
-import { OrderWrites } from './order-writes.js'
-import type { Batch, WriteRequest, WriterOptions, WriterReply } from './write-batcher.js'
+import { OrderWrites, type Batch } from './order-writes.js'
+import type { WriteRequest, WriterOptions, WriterReply } from './write-batcher.js'
 
 const { path, busyTimeoutMs } = workerData as WriterOptions
 const port = parentPort!
