@@ -100,15 +100,18 @@ forEachStore('webhook dispatch across instances', (kind) => {
 
   it('an instance killed mid-delivery: another takes over after the lease expires, only the event in flight twice', async () => {
     const { receiving, secret } = await endpointWithReceiver()
-    // A 3 s timeout: the lease is 2 × 3 s + 5 s = 11 s.
-    const first = await serveProcess({ WEBHOOK_TIMEOUT_MS: '3000' })
+    // The hold is armed before any order is placed: the instance may deliver the events before
+    // their positions are read, so the fourth delivery is held by its count, not by its id.
     let held: string | undefined
-    const positions = await placeOrders(6)
     receiving.answer = ({ id }, _req, res) => {
-      if (id === positions[3] && held === undefined) held = id // never answered: the instance dies first
+      if (receiving.deliveries.length === 4 && held === undefined) held = id // never answered: the instance dies first
       else res.end()
     }
+    // A 3 s timeout: the lease is 2 × 3 s + 5 s = 11 s.
+    const first = await serveProcess({ WEBHOOK_TIMEOUT_MS: '3000' })
+    const positions = await placeOrders(6)
     await within(15_000, 'the fourth event in flight', () => held !== undefined)
+    assert.equal(held, positions[3])
     first.child.kill('SIGKILL')
     assert.equal((await first.exited).signal, 'SIGKILL')
     await serveProcess({ WEBHOOK_TIMEOUT_MS: '3000' })
