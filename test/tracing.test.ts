@@ -238,6 +238,20 @@ forEachStore('traces', (kind: StoreKind) => {
         assert.doesNotMatch(line, /"trace_id"|"span_id"/)
       })
 
+      it("a caller that did not sample, placing an order: nothing is exported, and the delivery passes the caller's trace on, not sampled", async () => {
+        const caller = callerContext()
+        const id = await place({ traceparent: caller.traceparent.replace(/-01$/, '-00') })
+        const delivery = (await deliveriesOf(id))[0]!
+        const sent = parseTraceparent(delivery.headers.traceparent)
+        assert.equal(sent.traceId, caller.traceId, "the caller's trace, not one of the delivery's own")
+        assert.equal(sent.flags, '00', 'not sampled: a receiver that follows its parent records nothing either')
+        // A sampled request after the delivery: its span is exported in the same batch or a later one.
+        const marker = callerContext()
+        assert.equal((await api('GET', `/v2/store/orders/${id}`, undefined, { traceparent: marker.traceparent })).status, 200)
+        const spans = await otlp.waitFor((all) => inTrace(all, marker.traceId).some((span) => span.kind === SERVER))
+        assert.deepEqual(inTrace(spans, caller.traceId), [], 'neither the place nor its delivery is exported')
+      })
+
       it('a ping joins the trace of the request that sent it', async () => {
         const caller = callerContext()
         const before = hooks.deliveries.length

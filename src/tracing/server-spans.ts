@@ -9,9 +9,15 @@ import {
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 
 const tracer = trace.getTracer('petstore-orders')
+/** The spans of the requests under way that are recorded: only those have anything to end. */
 const spans = new WeakMap<FastifyRequest, Span>()
 /** Probed every few seconds by load balancers: a trace each would drown the rest. */
 const UNTRACED = new Set(['/healthz', '/readyz'])
+/**
+ * The safe methods (RFC 9110 §9.2.1): such a request changes nothing, so it records no event and
+ * sends no webhook, and a trace context it is not sampled in has nowhere to go.
+ */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
 
 /**
  * A SERVER span per request, after the HTTP semantic conventions: named for its route
@@ -20,30 +26,36 @@ const UNTRACED = new Set(['/healthz', '/readyz'])
  * (a long list's sending included). Only a 5xx marks it as an error; a 4xx is the client's, and no
  * error message (which may quote the request) is recorded. Added before any other hook.
  *
+ * What is not sampled costs no more than the sampler's decision: its span records nothing, and is
+ * made active only for a request that may write, so that the events it records keep its trace
+ * context (sampled flag off) and their deliveries, not sampled either, pass that on. A read not
+ * sampled runs outside any span, as with tracing off: it has no context to pass on, and under an
+ * unsampled span no store span nor log field would have been made anyway.
+ *
  * Our own rather than @fastify/otel's: that one marks every thrown 4xx as an error with its message
  * and stack, and ends the span before a streamed body is sent.
  */
 export function traceRequests(app: FastifyInstance): void {
+  const named = spanNames()
   app.addHook('onRequest', (request, _reply, done) => {
     const query = request.url.indexOf('?')
     const path = query === -1 ? request.url : request.url.slice(0, query)
     if (UNTRACED.has(path)) return done()
-    // Fastify's `:orderId` as the conventions write it, `{orderId}`.
-    const route = request.routeOptions.url?.replace(/:(\w+)/g, '{$1}')
+    const { name, route } = named(request.method, request.routeOptions.url)
     const parent = propagation.extract(ROOT_CONTEXT, request.headers)
     const span = tracer.startSpan(
-      route === undefined ? request.method : `${request.method} ${route}`,
+      name,
       {
         kind: SpanKind.SERVER,
-        attributes: {
-          [ATTR_HTTP_REQUEST_METHOD]: request.method,
-          [ATTR_URL_PATH]: path,
-          ...(route === undefined ? {} : { [ATTR_HTTP_ROUTE]: route }),
-        },
+        attributes:
+          route === undefined
+            ? { [ATTR_HTTP_REQUEST_METHOD]: request.method, [ATTR_URL_PATH]: path }
+            : { [ATTR_HTTP_REQUEST_METHOD]: request.method, [ATTR_URL_PATH]: path, [ATTR_HTTP_ROUTE]: route },
       },
       parent,
     )
-    spans.set(request, span)
+    if (span.isRecording()) spans.set(request, span)
+    else if (SAFE_METHODS.has(request.method)) return done()
     context.with(trace.setSpan(parent, span), done)
   })
   app.addHook('onResponse', (request, reply, done) => {
@@ -55,6 +67,26 @@ export function traceRequests(app: FastifyInstance): void {
     end(request, undefined)
     done()
   })
+}
+
+/**
+ * A request's span name and `http.route`, by method and Fastify route (`:orderId` as the
+ * conventions write it, `{orderId}`), worked out once per route rather than once per request. No
+ * route (a 404): the method alone, and no `http.route`.
+ */
+function spanNames(): (method: string, url: string | undefined) => { name: string; route?: string } {
+  const byRoute = new Map<string, Map<string, { name: string; route?: string }>>()
+  return (method, url) => {
+    let byMethod = byRoute.get(url ?? '')
+    if (byMethod === undefined) byRoute.set(url ?? '', (byMethod = new Map()))
+    let names = byMethod.get(method)
+    if (names === undefined) {
+      const route = url?.replace(/:(\w+)/g, '{$1}')
+      names = route === undefined ? { name: method } : { name: `${method} ${route}`, route }
+      byMethod.set(method, names)
+    }
+    return names
+  }
 }
 
 function end(request: FastifyRequest, status: number | undefined): void {
