@@ -3,7 +3,7 @@ import type { BenchDatabase } from '../lib/databases.js'
 import { placeLoad, requireAllOk, type KeyKind, type LoadResult } from '../lib/load.js'
 import { PROJECT_ENV, startServerChild } from '../lib/processes.js'
 import { cpuDuring } from '../lib/proc.js'
-import { fmt, median, pairedRounds, roundRatios, verdict, type RoundRatios } from '../lib/report.js'
+import { fmt, median, pairedRounds, roundRatios, verdict, type RoundRatios, type Row } from '../lib/report.js'
 import { bigDataset, type StoreContext } from './context.js'
 
 const CONNECTIONS = 50
@@ -111,6 +111,15 @@ export async function places(context: StoreContext): Promise<void> {
   // As for cancels: group commit pays where a sync is dear; where it is so cheap that committing
   // each place alone is bound by its CPU, the target is to cost (nearly) nothing against no sync.
   const groupCommitPays = againstDurable.median >= 5 || againstUnsynced.median >= 0.9
+  // Each kind of key against the same load without keys.
+  const keyedRow = (kind: string, runs: PlaceRun[], cost: RoundRatios): Row => ({
+    measure: `with an Idempotency-Key (${kind}) on every request, against without`,
+    project: fmt.rate(rate(runs), 'places/s'),
+    baseline: `${fmt.rate(rate(project), 'places/s')} (project, no key)`,
+    ratio: fmt.rounds(cost),
+    target: '≥ 0.8×',
+    result: verdict(cost.median >= 0.8),
+  })
   const cpuRow = (result: PlaceRun): string => `${Math.round(result.cpu.server! * 100)}% / ${Math.round(result.cpu.client! * 100)}%`
   const all = [...project, ...keyed, ...random, ...counted, ...prebuilt, ...durable, ...unsynced]
   const acknowledged = sum(all, (r) => r.ok)
@@ -131,14 +140,7 @@ export async function places(context: StoreContext): Promise<void> {
       target: '≥ 0.9× (or the row above)',
       result: verdict(groupCommitPays),
     },
-    {
-      measure: 'with an Idempotency-Key (UUIDv7, as the client makes) on every request, against without',
-      project: fmt.rate(rate(keyed), 'places/s'),
-      baseline: `${fmt.rate(rate(project), 'places/s')} (project, no key)`,
-      ratio: fmt.rounds(keyCost),
-      target: '≥ 0.8×',
-      result: verdict(keyCost.median >= 0.8),
-    },
+    keyedRow('UUIDv7, as the client makes', keyed, keyCost),
     {
       measure: "the server's CPU per place, with UUIDv7 keys against without",
       project: `${medianServerUs(keyed).toFixed(0)} µs`,
@@ -153,22 +155,8 @@ export async function places(context: StoreContext): Promise<void> {
       ratio: fmt.rounds(againstPrebuilt),
       result: 'info',
     },
-    {
-      measure: 'with a random Idempotency-Key (UUIDv4) on every request, against without',
-      project: fmt.rate(rate(random), 'places/s'),
-      baseline: `${fmt.rate(rate(project), 'places/s')} (project, no key)`,
-      ratio: fmt.rounds(randomKeyCost),
-      target: '≥ 0.8×',
-      result: verdict(randomKeyCost.median >= 0.8),
-    },
-    {
-      measure: 'with a counter Idempotency-Key (`bench-<run>-<client>-<n>`) on every request, against without',
-      project: fmt.rate(rate(counted), 'places/s'),
-      baseline: `${fmt.rate(rate(project), 'places/s')} (project, no key)`,
-      ratio: fmt.rounds(counterKeyCost),
-      target: '≥ 0.8×',
-      result: verdict(counterKeyCost.median >= 0.8),
-    },
+    keyedRow('a random UUIDv4', random, randomKeyCost),
+    keyedRow('a counter, `bench-<run>-<client>-<n>`', counted, counterKeyCost),
     {
       measure: "the server's CPU per place, with UUIDv4 and counter keys",
       project: `${medianServerUs(random).toFixed(0)} µs, ${medianServerUs(counted).toFixed(0)} µs`,
