@@ -36,21 +36,22 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
  * and stack, and ends the span before a streamed body is sent.
  */
 export function traceRequests(app: FastifyInstance): void {
-  const named = spanNames()
+  const conventionRoute = routeNames()
   app.addHook('onRequest', (request, _reply, done) => {
     const query = request.url.indexOf('?')
     const path = query === -1 ? request.url : request.url.slice(0, query)
     if (UNTRACED.has(path)) return done()
-    const { name, route } = named(request.method, request.routeOptions.url)
+    const route = conventionRoute(request.routeOptions.url)
     const parent = propagation.extract(ROOT_CONTEXT, request.headers)
     const span = tracer.startSpan(
-      name,
+      route === undefined ? request.method : `${request.method} ${route}`,
       {
         kind: SpanKind.SERVER,
-        attributes:
-          route === undefined
-            ? { [ATTR_HTTP_REQUEST_METHOD]: request.method, [ATTR_URL_PATH]: path }
-            : { [ATTR_HTTP_REQUEST_METHOD]: request.method, [ATTR_URL_PATH]: path, [ATTR_HTTP_ROUTE]: route },
+        attributes: {
+          [ATTR_HTTP_REQUEST_METHOD]: request.method,
+          [ATTR_URL_PATH]: path,
+          ...(route === undefined ? {} : { [ATTR_HTTP_ROUTE]: route }),
+        },
       },
       parent,
     )
@@ -70,22 +71,16 @@ export function traceRequests(app: FastifyInstance): void {
 }
 
 /**
- * A request's span name and `http.route`, by method and Fastify route (`:orderId` as the
- * conventions write it, `{orderId}`), worked out once per route rather than once per request. No
- * route (a 404): the method alone, and no `http.route`.
+ * Fastify's route (`/v2/store/orders/:orderId`) as the conventions write it (`{orderId}`), worked out
+ * once per route rather than once per request; none for a request no route matched (a 404).
  */
-function spanNames(): (method: string, url: string | undefined) => { name: string; route?: string } {
-  const byRoute = new Map<string, Map<string, { name: string; route?: string }>>()
-  return (method, url) => {
-    let byMethod = byRoute.get(url ?? '')
-    if (byMethod === undefined) byRoute.set(url ?? '', (byMethod = new Map()))
-    let names = byMethod.get(method)
-    if (names === undefined) {
-      const route = url?.replace(/:(\w+)/g, '{$1}')
-      names = route === undefined ? { name: method } : { name: `${method} ${route}`, route }
-      byMethod.set(method, names)
-    }
-    return names
+function routeNames(): (url: string | undefined) => string | undefined {
+  const routes = new Map<string, string>()
+  return (url) => {
+    if (url === undefined) return undefined
+    let route = routes.get(url)
+    if (route === undefined) routes.set(url, (route = url.replace(/:(\w+)/g, '{$1}')))
+    return route
   }
 }
 
