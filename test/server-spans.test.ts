@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import { connect } from 'node:net'
 import { after, before, beforeEach, describe, it } from 'node:test'
 import { context, propagation, trace, TraceFlags, type Span } from '@opentelemetry/api'
 import {
@@ -9,7 +10,7 @@ import {
   SimpleSpanProcessor,
   TraceIdRatioBasedSampler,
 } from '@opentelemetry/sdk-trace-node'
-import Fastify, { type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
 import { activeTraceContext, type TraceContext } from '../src/trace-context.js'
 import { traceRequests } from '../src/tracing/server-spans.js'
 
@@ -42,6 +43,7 @@ describe('request spans under a sampler that keeps only what callers sampled', (
   let provider: NodeTracerProvider
   let app: FastifyInstance
   let seen: Seen | undefined
+  let arrived: ((request: FastifyRequest) => void) | undefined
 
   before(async () => {
     provider = new NodeTracerProvider({
@@ -51,6 +53,11 @@ describe('request spans under a sampler that keeps only what callers sampled', (
     provider.register()
     app = Fastify()
     traceRequests(app)
+    // After the span's hook: the request has its span once this runs.
+    app.addHook('onRequest', (request, _reply, done) => {
+      arrived?.(request)
+      done()
+    })
     const look = (): { ok: true } => {
       const span = trace.getActiveSpan()
       seen = { span, recording: span?.isRecording() === true, trace: activeTraceContext() }
@@ -127,6 +134,32 @@ describe('request spans under a sampler that keeps only what callers sampled', (
       assert.equal(exported.attributes['url.path'], `/things/${id}`)
       assert.equal(exported.attributes['http.response.status_code'], 200)
       exporter.reset()
+    }
+  })
+
+  it('a request its caller sampled and then left before the answer is ended as aborted, with no status', async () => {
+    const sampled = caller(true)
+    const address = await app.listen({ host: '127.0.0.1', port: 0 })
+    try {
+      const { port } = new URL(address)
+      // A body announced and never finished: the request is read when the client goes away.
+      const started = new Promise<FastifyRequest>((resolve) => (arrived = resolve))
+      const socket = connect(Number(port), '127.0.0.1')
+      socket.write(`POST /things HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\ntraceparent: ${sampled.traceparent}\r\n\r\n{"a":`)
+      const request = await started // the server has the request, and its span
+      const closed = new Promise((resolve) => request.raw.once('close', resolve))
+      socket.destroy()
+      await closed // after the span's own listener, added before
+      await provider.forceFlush()
+      const [span, ...others] = exporter.getFinishedSpans()
+      assert.equal(others.length, 0)
+      assert.equal(span!.name, 'POST /things')
+      assert.equal(span!.spanContext().traceId, sampled.traceId)
+      assert.equal(span!.attributes['error.type'], 'aborted')
+      assert.equal(span!.attributes['http.response.status_code'], undefined)
+      assert.equal(seen, undefined, 'the handler never ran')
+    } finally {
+      arrived = undefined
     }
   })
 })

@@ -43,29 +43,23 @@ export function traceRequests(app: FastifyInstance): void {
     if (UNTRACED.has(path)) return done()
     const route = conventionRoute(request.routeOptions.url)
     const parent = propagation.extract(ROOT_CONTEXT, request.headers)
-    const span = tracer.startSpan(
-      route === undefined ? request.method : `${request.method} ${route}`,
-      {
-        kind: SpanKind.SERVER,
-        attributes: {
-          [ATTR_HTTP_REQUEST_METHOD]: request.method,
-          [ATTR_URL_PATH]: path,
-          ...(route === undefined ? {} : { [ATTR_HTTP_ROUTE]: route }),
-        },
-      },
-      parent,
-    )
-    if (span.isRecording()) spans.set(request, span)
-    else if (SAFE_METHODS.has(request.method)) return done()
+    // Its attributes once it records: the samplers the SDK configures (always, ratio, parent-based)
+    // read none, and a span not sampled would only build and check them to drop them.
+    const span = tracer.startSpan(route === undefined ? request.method : `${request.method} ${route}`, { kind: SpanKind.SERVER }, parent)
+    if (span.isRecording()) {
+      span.setAttribute(ATTR_HTTP_REQUEST_METHOD, request.method).setAttribute(ATTR_URL_PATH, path)
+      if (route !== undefined) span.setAttribute(ATTR_HTTP_ROUTE, route)
+      spans.set(request, span)
+      // A client that went away before its response was sent (Fastify's onRequestAbort test, but
+      // only for a request that has a span to end: that hook would listen on every request).
+      request.raw.once('close', () => {
+        if (request.raw.aborted) end(request, undefined)
+      })
+    } else if (SAFE_METHODS.has(request.method)) return done()
     context.with(trace.setSpan(parent, span), done)
   })
   app.addHook('onResponse', (request, reply, done) => {
     end(request, reply.statusCode)
-    done()
-  })
-  // A client that went away before its response was sent.
-  app.addHook('onRequestAbort', (request, done) => {
-    end(request, undefined)
     done()
   })
 }
