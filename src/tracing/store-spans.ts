@@ -15,39 +15,40 @@ const REPOSITORIES = ['orders', 'apiKeys', 'pets', 'events', 'webhooks'] as cons
  * (the v1 list) ends its span when the iteration does.
  */
 export function traceStoreOperations(store: Store, system: string): Store {
-  const repositories = new Map<PropertyKey, unknown>(REPOSITORIES.map((name) => [name, traceRepository(store[name], name, system)]))
-  return new Proxy(store, {
-    get(target, property) {
-      if (repositories.has(property)) return repositories.get(property)
-      const value: unknown = Reflect.get(target, property, target)
-      return typeof value === 'function' ? value.bind(target) : value
-    },
-  })
+  // Plain objects over the store and its repositories, their methods wrapped once: a call costs a
+  // property read and the active-span test, not a Proxy trap.
+  const traced = Object.create(store) as Record<string, unknown>
+  for (const name of REPOSITORIES) traced[name] = traceRepository(store[name], name, system)
+  for (const [property, method] of methodsOf(store)) traced[property] = method.bind(store)
+  return traced as unknown as Store
 }
 
 function traceRepository<R extends object>(repository: R, name: string, system: string): R {
-  const wrapped = new Map<PropertyKey, unknown>()
-  return new Proxy(repository, {
-    get(target, property) {
-      const value: unknown = Reflect.get(target, property, target)
-      if (typeof value !== 'function' || typeof property !== 'string') return value
-      let traced = wrapped.get(property)
-      if (traced === undefined) {
-        const operation = `${name}.${property}`
-        const method = value as (...args: unknown[]) => unknown
-        traced = (...args: unknown[]): unknown => {
-          if (activeSpan() === undefined) return method.apply(target, args)
-          const span = tracer.startSpan(operation, {
-            kind: SpanKind.CLIENT,
-            attributes: { 'db.system': system, 'db.system.name': system, 'db.operation.name': operation },
-          })
-          return settle(span, () => context.with(trace.setSpan(context.active(), span), () => method.apply(target, args)))
-        }
-        wrapped.set(property, traced)
-      }
-      return traced
-    },
-  })
+  const traced = Object.create(repository) as Record<string, unknown>
+  for (const [property, method] of methodsOf(repository)) {
+    const operation = `${name}.${property}`
+    traced[property] = (...args: unknown[]): unknown => {
+      if (activeSpan() === undefined) return method.apply(repository, args)
+      const span = tracer.startSpan(operation, {
+        kind: SpanKind.CLIENT,
+        attributes: { 'db.system': system, 'db.system.name': system, 'db.operation.name': operation },
+      })
+      return settle(span, () => context.with(trace.setSpan(context.active(), span), () => method.apply(repository, args)))
+    }
+  }
+  return traced as R
+}
+
+/** The methods an object has, its own and its classes', by name (the nearest of each name). */
+function methodsOf(object: object): Map<string, (...args: unknown[]) => unknown> {
+  const methods = new Map<string, (...args: unknown[]) => unknown>()
+  for (let level: object | null = object; level !== null && level !== Object.prototype; level = Object.getPrototypeOf(level) as object | null) {
+    for (const property of Object.getOwnPropertyNames(level)) {
+      const value = Object.getOwnPropertyDescriptor(level, property)?.value as unknown
+      if (property !== 'constructor' && typeof value === 'function' && !methods.has(property)) methods.set(property, value as (...args: unknown[]) => unknown)
+    }
+  }
+  return methods
 }
 
 function settle(span: Span, run: () => unknown): unknown {
