@@ -12,7 +12,8 @@
  * PROFILE_SQL: bench-only SQL run on the database after the seed, before any server starts, to see
  * what a change of schema would change (e.g. PROFILE_SQL='DROP TRIGGER orders_metadata_inserted').
  *
- * Kinds: place, place-metadata (three keys of 20 characters, as comparison 12: a customer of 1,000
+ * Kinds: place, place-key-v7 / place-key-v4 / place-key-counter (an Idempotency-Key on each, as
+ * comparison 9 sends them), place-metadata (three keys of 20 characters, as comparison 12: a customer of 1,000
  * at random, a cart of its own, the one channel), place-metadata-ascending (the same but every
  * value ascending or constant: the index's rows all at its ends), cancel,
  * patch-metadata (one key added), patch-quantity. Profiles are left in .bench/profiles/.
@@ -29,7 +30,17 @@ import { cpuDuring } from './lib/proc.js'
 import { Child, killAllChildren, PROJECT_ENV } from './lib/processes.js'
 import { seed } from './suites/context.js'
 
-const KINDS = ['place', 'place-metadata', 'place-metadata-ascending', 'cancel', 'patch-metadata', 'patch-quantity'] as const
+const KINDS = [
+  'place',
+  'place-key-v7',
+  'place-key-v4',
+  'place-key-counter',
+  'place-metadata',
+  'place-metadata-ascending',
+  'cancel',
+  'patch-metadata',
+  'patch-quantity',
+] as const
 type Kind = (typeof KINDS)[number]
 
 const store = (process.argv[2] ?? 'sqlite') as StoreKind
@@ -135,6 +146,12 @@ try {
       switch (kind) {
         case 'place':
           return placeLoad({ ...common, petId: marker++, amount })
+        case 'place-key-v7':
+          return placeLoad({ ...common, petId: marker++, amount, idempotencyKeys: 7 })
+        case 'place-key-v4':
+          return placeLoad({ ...common, petId: marker++, amount, idempotencyKeys: 4 })
+        case 'place-key-counter':
+          return placeLoad({ ...common, petId: marker++, amount, idempotencyKeys: 'counter' })
         case 'place-metadata':
           return placeLoad({ ...common, petId: marker++, amount, metadata })
         case 'place-metadata-ascending':
@@ -155,17 +172,20 @@ try {
     const backendUs = ((backends.reduce((sum, pid) => sum + cpuSeconds(pid), 0) - backendsBefore) * 1e6) / measured.result.requests
     const result = requireAllOk(kind, measured.result)
     await child.stop()
-    const file = readdirSync(dir).find((name) => name.endsWith('.cpuprofile'))
-    if (file === undefined) throw new Error(`no profile written in ${dir}`)
-    const { self, total, allUs } = summarize(JSON.parse(readFileSync(join(dir, file), 'utf8')) as Profile)
+    // One profile a thread: the main thread's, and SQLite's writer thread's.
+    const files = readdirSync(dir).filter((name) => name.endsWith('.cpuprofile')).sort()
+    if (files.length === 0) throw new Error(`no profile written in ${dir}`)
     // The profile covers the warm-up and the server's start too: per request over both loads.
     const requests = WARMUP + result.requests
     const per = (us: number): string => (us / requests).toFixed(1).padStart(7)
-    console.log(`\n## ${store} ${kind}: ${result.requests} requests at ${Math.round(result.perSecond)}/s; server CPU ${((measured.cpuSeconds.server! * 1e6) / result.requests).toFixed(0)} µs a request (/proc)${store === 'postgres' ? `, PostgreSQL's ${backends.length} backends ${backendUs.toFixed(0)} µs` : ''}; profile ${per(allUs)} µs a request over ${requests}`)
-    console.log('self time, µs a request:')
-    for (const [key, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`${per(us)}  ${key}`)
-    console.log("the project's functions by total time, µs a request:")
-    for (const [key, us] of [...total].filter(([key]) => / src\//.test(key)).sort((a, b) => b[1] - a[1]).slice(0, 30)) console.log(`${per(us)}  ${key}`)
+    console.log(`\n## ${store} ${kind}: ${result.requests} requests at ${Math.round(result.perSecond)}/s; server CPU ${((measured.cpuSeconds.server! * 1e6) / result.requests).toFixed(0)} µs a request (/proc)${store === 'postgres' ? `, PostgreSQL's ${backends.length} backends ${backendUs.toFixed(0)} µs` : ''}`)
+    for (const file of files) {
+      const { self, total, allUs } = summarize(JSON.parse(readFileSync(join(dir, file), 'utf8')) as Profile)
+      console.log(`### ${file}: ${per(allUs).trim()} µs a request over ${requests}\nself time, µs a request:`)
+      for (const [key, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`${per(us)}  ${key}`)
+      console.log("the project's functions by total time, µs a request:")
+      for (const [key, us] of [...total].filter(([key]) => / src\//.test(key)).sort((a, b) => b[1] - a[1]).slice(0, 30)) console.log(`${per(us)}  ${key}`)
+    }
   }
 } finally {
   killAllChildren()
