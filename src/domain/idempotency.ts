@@ -21,8 +21,8 @@ export interface StoredKey {
 /**
  * A key's record answers the places with its key until it expires: at `now` (toISOString()'s form),
  * while its expiresAt is after the instant this gives. After that it is as good as absent: the next
- * place with the key goes on, and replaces it. keyAnswer judges by it, and so does a store that must
- * pick the records that still answer in SQL.
+ * place with the key goes on, and replaces it. keyAnswer judges by it, and so do a store that must
+ * pick the records that still answer in SQL and the pruners, which delete the others.
  */
 export const keyLiveAfter = (now: string): string => now
 

@@ -1,3 +1,4 @@
+import { keyLiveAfter } from '../../domain/idempotency.js'
 import type { OrderPageQuery } from '../../domain/order-pages.js'
 import {
   type CancellationReason,
@@ -136,7 +137,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
   }
 
   async pruneIdempotencyKeys(now: Date, limit: number): Promise<number> {
-    const result = await this.database.execute(PRUNE_IDEMPOTENCY_KEYS, [now.toISOString(), limit])
+    const result = await this.database.execute(PRUNE_IDEMPOTENCY_KEYS, [keyLiveAfter(now.toISOString()), limit])
     return result.rowCount ?? 0
   }
 

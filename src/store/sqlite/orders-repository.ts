@@ -1,3 +1,4 @@
+import { keyLiveAfter } from '../../domain/idempotency.js'
 import { importConflict, importedCancellation, type Cancellation } from '../../domain/order-import.js'
 import type { OrderPageQuery } from '../../domain/order-pages.js'
 import { checkPatch, type UpdateRequest, type UpdateResult } from '../../domain/order-patch.js'
@@ -140,7 +141,7 @@ export class SqliteOrdersRepository implements OrdersRepository {
             `DELETE FROM idempotency_keys WHERE rowid IN
                (SELECT rowid FROM idempotency_keys WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`,
           )
-          .run(now.toISOString(), limit).changes,
+          .run(keyLiveAfter(now.toISOString()), limit).changes,
     )
   }
 
