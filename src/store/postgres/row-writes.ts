@@ -1,8 +1,8 @@
-import type { OrderEventType } from '../../domain/order-events.js'
 import { CANCEL, COMPLETE, SHIP, type OrderWriteRule } from '../../domain/order-writes.js'
 import type { CancellationReason, CancelResult, CompleteResult, ExpectedVersion, ShipResult } from '../../domain/orders.js'
 import type { TraceContext } from '../../trace-context.js'
 import { GroupCommit, type BatchResults } from '../group-commit.js'
+import { orderStateAssignments, orderStateCondition } from '../order-state-sql.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { StoreUnavailableError } from '../store.js'
 import type { PostgresDatabase } from './database.js'
@@ -144,18 +144,18 @@ const ORDER_COLUMNS = orderV2Columns('o')
 const CHANGED_ORDER_COLUMNS = `${ORDER_COLUMNS}, ${ORDER_V2_JSON} AS json, t.traceparent, t.tracestate`
 
 /**
- * One kind of write to single orders as SQL: the requests' parameter arrays (`request`, unnested into
- * `columns`, the first `order_id`: not `id`, which the order's columns name; then `if_match`, the
- * version the write requires (NULL: any); the last two `traceparent, tracestate`,
- * traceContextArrays), what the write changes (`set`, which reads the request as `t`; the version
- * moves on too), what the order (`o`) must be for it to change (`when`), and its event.
+ * One kind of write to single orders as SQL: its rule (the state it changes an order from and to, and
+ * its event), the requests' parameter arrays (`request`, unnested into `columns`, the first
+ * `order_id`: not `id`, which the order's columns name; then `if_match`, the version the write
+ * requires (NULL: any); the last two `traceparent, tracestate`, traceContextArrays), and what else
+ * the write sets (`set`, which reads the request as `t`: when, and a cancel's who and why; the
+ * version moves on too).
  */
 interface RowWriteSql {
+  rule: OrderWriteRule<unknown>
   request: string
   columns: string
   set: string
-  when: string
-  type: OrderEventType
 }
 
 /**
@@ -173,14 +173,14 @@ interface RowWriteSql {
  * order changed. It returns the order it changed; a miss is read by a separate statement, whose fresh
  * snapshot sees whatever change made the update miss.
  */
-function rowWriteStatements({ request, columns, set, when: state, type }: RowWriteSql): { batch: string; single: string } {
-  const when = `${state} AND (t.if_match IS NULL OR o.version = t.if_match)`
+function rowWriteStatements({ rule, request, columns, set }: RowWriteSql): { batch: string; single: string } {
+  const when = `${orderStateCondition(rule.from, 'o')} AND (t.if_match IS NULL OR o.version = t.if_match)`
   const recorded = `bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
   ), recorded AS (
-    ${recordEvents(changedOrders(type))}
+    ${recordEvents(changedOrders(rule.event))}
   )`
-  const update = `UPDATE orders o SET ${set}, version = o.version + 1`
+  const update = `UPDATE orders o SET ${orderStateAssignments(rule.to)}, ${set}, version = o.version + 1`
   return {
     batch: `WITH request AS (
       SELECT * FROM ${request} AS r(${columns})
@@ -215,11 +215,10 @@ const idParams = (requests: readonly RowWrite[], traces: readonly (TraceContext 
 export const CANCELS: RowWriteKind<CancelWrite, CancelResult> = {
   rule: CANCEL,
   statements: rowWriteStatements({
+    rule: CANCEL,
     request: 'unnest($1::bigint[], $2::integer[], $3::bigint[], $4::text[], $5::text[], $6::text[])',
     columns: 'order_id, if_match, cancelled_by_key, reason, traceparent, tracestate',
-    set: `status = 'cancelled', cancelled_at = ${WRITE_TIME}, cancelled_by_key = t.cancelled_by_key, cancellation_reason = t.reason`,
-    when: `o.status = 'pending'`,
-    type: 'order.cancelled',
+    set: `cancelled_at = ${WRITE_TIME}, cancelled_by_key = t.cancelled_by_key, cancellation_reason = t.reason`,
   }),
   params: (requests, traces) => [
     intArray(requests.map((r) => r.id)),
@@ -233,18 +232,13 @@ export const CANCELS: RowWriteKind<CancelWrite, CancelResult> = {
 /** pending → shipped. */
 export const SHIPS: RowWriteKind<RowWrite, ShipResult> = {
   rule: SHIP,
-  statements: rowWriteStatements({ ...IDS, set: `status = 'shipped', shipped_at = ${WRITE_TIME}`, when: `o.status = 'pending'`, type: 'order.shipped' }),
+  statements: rowWriteStatements({ rule: SHIP, ...IDS, set: `shipped_at = ${WRITE_TIME}` }),
   params: idParams,
 }
 
 /** shipped and not complete → complete. */
 export const COMPLETES: RowWriteKind<RowWrite, CompleteResult> = {
   rule: COMPLETE,
-  statements: rowWriteStatements({
-    ...IDS,
-    set: `complete = true, completed_at = ${WRITE_TIME}`,
-    when: `o.status = 'shipped' AND NOT o.complete`,
-    type: 'order.completed',
-  }),
+  statements: rowWriteStatements({ rule: COMPLETE, ...IDS, set: `completed_at = ${WRITE_TIME}` }),
   params: idParams,
 }

@@ -17,6 +17,7 @@ import { placedId } from '../../domain/order-places.js'
 import { CANCEL, COMPLETE, SHIP, type OrderWriteRule } from '../../domain/order-writes.js'
 import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
 import { orderV2Json } from '../order-json.js'
+import { orderStateAssignments, orderStateCondition } from '../order-state-sql.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { ORDER_V2_COLUMNS, ORDER_V2_JSON } from './order-pages.js'
 import type { TraceContext } from '../../trace-context.js'
@@ -48,15 +49,12 @@ export class OrderWrites {
       insertEvent: db.prepare(INSERT_EVENT),
       // Each also requires the version given (If-Match; NULL: any), and moves it on.
       cancel: db.prepare(
-        `UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by_key = ?, cancellation_reason = ?, version = version + 1
-         WHERE id = ? AND status = 'pending' AND coalesce(? = version, TRUE) ${returning}`,
+        `UPDATE orders SET ${to(CANCEL)}, cancelled_at = ?, cancelled_by_key = ?, cancellation_reason = ?, version = version + 1
+         WHERE id = ? AND ${from(CANCEL)} AND coalesce(? = version, TRUE) ${returning}`,
       ),
-      ship: db.prepare(
-        `UPDATE orders SET status = 'shipped', shipped_at = ?, version = version + 1 WHERE id = ? AND status = 'pending' AND coalesce(? = version, TRUE) ${returning}`,
-      ),
+      ship: db.prepare(`UPDATE orders SET ${to(SHIP)}, shipped_at = ?, version = version + 1 WHERE id = ? AND ${from(SHIP)} AND coalesce(? = version, TRUE) ${returning}`),
       complete: db.prepare(
-        `UPDATE orders SET complete = 1, completed_at = ?, version = version + 1
-         WHERE id = ? AND status = 'shipped' AND complete = 0 AND coalesce(? = version, TRUE) ${returning}`,
+        `UPDATE orders SET ${to(COMPLETE)}, completed_at = ?, version = version + 1 WHERE id = ? AND ${from(COMPLETE)} AND coalesce(? = version, TRUE) ${returning}`,
       ),
       update: db.prepare(`UPDATE orders SET pet_id = ?, quantity = ?, ship_date = ?, metadata = ?, version = ? WHERE id = ?`),
       // The rowid's B-tree gives its largest key at once; imported ids included.
@@ -90,15 +88,15 @@ export class OrderWrites {
     expected: ExpectedVersion,
   ): CancelResult {
     const changed = this.statements.cancel.get(batch.now, cancelledByKey, reason, id, version(expected))
-    return this.answer(batch, trace, CANCEL, 'order.cancelled', id, expected, changed)
+    return this.answer(batch, trace, CANCEL, id, expected, changed)
   }
 
   ship(batch: Batch, trace: TraceContext | undefined, id: bigint, expected: ExpectedVersion): ShipResult {
-    return this.answer(batch, trace, SHIP, 'order.shipped', id, expected, this.statements.ship.get(batch.now, id, version(expected)))
+    return this.answer(batch, trace, SHIP, id, expected, this.statements.ship.get(batch.now, id, version(expected)))
   }
 
   complete(batch: Batch, trace: TraceContext | undefined, id: bigint, expected: ExpectedVersion): CompleteResult {
-    return this.answer(batch, trace, COMPLETE, 'order.completed', id, expected, this.statements.complete.get(batch.now, id, version(expected)))
+    return this.answer(batch, trace, COMPLETE, id, expected, this.statements.complete.get(batch.now, id, version(expected)))
   }
 
   /**
@@ -148,14 +146,13 @@ export class OrderWrites {
     batch: Batch,
     trace: TraceContext | undefined,
     rule: OrderWriteRule<R>,
-    type: 'order.cancelled' | 'order.shipped' | 'order.completed',
     id: bigint,
     expected: ExpectedVersion,
     changed: unknown,
   ): R {
     if (changed !== undefined) {
       const row = changed as ChangedRow
-      this.statements.insertEvent.run(...orderEvent(type, batch.now, row.id, row.json, trace))
+      this.statements.insertEvent.run(...orderEvent(rule.event, batch.now, row.id, row.json, trace))
       batch.changed()
       return rule.changed(toOrderV2Record(row))
     }
@@ -166,6 +163,10 @@ export class OrderWrites {
     return answer
   }
 }
+
+/** A rule's `from` as its update's condition, and its `to` as the update's assignments. */
+const from = (rule: OrderWriteRule<unknown>): string => orderStateCondition(rule.from)
+const to = (rule: OrderWriteRule<unknown>): string => orderStateAssignments(rule.to)
 
 /** An If-Match version as a parameter: NULL for none (`coalesce(? = version, TRUE)`). */
 const version = (expected: ExpectedVersion): bigint | null => (expected === undefined ? null : BigInt(expected))
