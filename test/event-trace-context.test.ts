@@ -9,13 +9,14 @@ import type { NewOrder, OrderRecord } from '../src/domain/orders.js'
 import { ORDER_EVENT_TYPES } from '../src/domain/order-events.js'
 import type { DeliveryEvent, WebhookEndpoint } from '../src/domain/webhooks.js'
 import { openStore } from '../src/store/open-store.js'
-import { traceArrays } from '../src/store/postgres/write-sql.js'
+import { traceContextArrays } from '../src/store/postgres/write-sql.js'
 import type { Store } from '../src/store/store.js'
 import { activeTraceContext, type TraceContext } from '../src/trace-context.js'
 import { deliveryBody } from '../src/webhooks/signing.js'
 import { createDatabase, forEachStore, type StoreKind, type TestDatabaseHandle } from './support/harness.js'
 
-// Each order event keeps the W3C trace context of the write that recorded it, on both stores: the
+// Each order event keeps the W3C trace context of the write that recorded it (a place, a cancel, a
+// ship, a complete, an update), on both stores: the
 // one active when the write was submitted (its group commit runs outside it), each write of a batch
 // its own, none for a write made with no span or with tracing off, nor for an import. The webhooks'
 // next() gives it back; the feed's pages and the delivery bodies do not change by a byte.
@@ -115,14 +116,17 @@ forEachStore('event trace context', (kind) => {
   it('each event keeps the trace context of its own write, alone or in a group commit; none with no span, nor for an import; the feed and delivery bodies are unchanged', async () => {
     await withStore(kind, async (store) => {
       const shipped = { status: 'shipped' } as const
-      await store.orders.import(from([...Array.from({ length: 12 }, (_, i) => order(BigInt(i + 1))), order(13n, shipped), order(14n, shipped), order(15n, shipped), order(16n, shipped)]))
+      const pending = (id: number): OrderRecord => order(BigInt(id))
+      await store.orders.import(
+        from([...Array.from({ length: 12 }, (_, i) => pending(i + 1)), order(13n, shipped), order(14n, shipped), order(15n, shipped), order(16n, shipped), pending(17), pending(18)]),
+      )
       const expected: Record<string, TraceContext | null> = {}
-      for (let id = 1; id <= 16; id++) expected[`order.created ${id}`] = null // an import's events keep none
+      for (let id = 1; id <= 18; id++) expected[`order.created ${id}`] = null // an import's events keep none
 
       const tracingOff = tracingOn()
       try {
         // One by one, each its own batch.
-        const [a, b, c, d, e] = [span(), span(), span(), span(), span()]
+        const [a, b, c, d, e, f] = [span(), span(), span(), span(), span(), span()]
         const placed = await within(a, () => store.orders.place({ order: NEW_ORDER }))
         assert.equal(placed.outcome, 'placed')
         expected[`order.created ${(placed as { order: { id: bigint } }).order.id}`] = a.expected
@@ -134,10 +138,12 @@ forEachStore('event trace context', (kind) => {
         expected['order.shipped 3'] = d.expected
         assert.equal((await within(e, () => store.orders.complete(13n))).outcome, 'completed')
         expected['order.completed 13'] = e.expected
+        assert.equal((await within(f, () => store.orders.update({ id: 11n, patch: { quantity: 3 } }))).outcome, 'updated')
+        expected['order.updated 11'] = f.expected
 
         // Together, in one turn: each kind's writes in one group commit, each under a span of its own
         // (one without a tracestate), or none.
-        const spans = Array.from({ length: 10 }, (_, i) => span(i === 4 ? null : `vendor=value,other=${i}`))
+        const spans = Array.from({ length: 12 }, (_, i) => span(i === 4 ? null : `vendor=value,other=${i}`))
         const claim = { apiKeyId: 1n, key: 'trace-key', fingerprint: 'a'.repeat(64), expiresAt: new Date(Date.now() + HOUR) }
         const places = [
           within(spans[0]!, () => store.orders.place({ order: NEW_ORDER })),
@@ -147,11 +153,15 @@ forEachStore('event trace context', (kind) => {
         const cancels = [within(spans[2]!, () => store.orders.cancel(4n, 1n, 'other')), store.orders.cancel(5n, 1n), within(spans[3]!, () => store.orders.cancel(6n, 1n))]
         const ships = [within(spans[4]!, () => store.orders.ship(7n)), within(spans[5]!, () => store.orders.ship(8n)), store.orders.ship(9n)]
         const completes = [store.orders.complete(14n), within(spans[6]!, () => store.orders.complete(15n)), within(spans[7]!, () => store.orders.complete(16n))]
+        const updates = [12n, 17n, 18n].map((id, i) => {
+          const update = (): ReturnType<Store['orders']['update']> => store.orders.update({ id, patch: { metadata: new Map([['cart', `c${i}`]]) } })
+          return i === 1 ? update() : within(spans[i + 8]!, update)
+        })
         const ids = (await Promise.all(places)).map((result) => {
           assert.equal(result.outcome, 'placed')
           return (result as { order: { id: bigint } }).order.id
         })
-        for (const result of await Promise.all([...cancels, ...ships, ...completes])) assert.match(result.outcome, /^(cancelled|shipped|completed)$/)
+        for (const result of await Promise.all([...cancels, ...ships, ...completes, ...updates])) assert.match(result.outcome, /^(cancelled|shipped|completed|updated)$/)
         Object.assign(expected, {
           [`order.created ${ids[0]}`]: spans[0]!.expected,
           [`order.created ${ids[1]}`]: spans[1]!.expected,
@@ -165,6 +175,9 @@ forEachStore('event trace context', (kind) => {
           'order.completed 14': null,
           'order.completed 15': spans[6]!.expected,
           'order.completed 16': spans[7]!.expected,
+          'order.updated 12': spans[8]!.expected,
+          'order.updated 17': null,
+          'order.updated 18': spans[10]!.expected,
         })
         assert.deepEqual(spans[4]!.expected, { traceparent: spans[4]!.expected.traceparent }, 'a span without a tracestate')
 
@@ -178,8 +191,8 @@ forEachStore('event trace context', (kind) => {
       const events = await nextEvents(store)
       assert.deepEqual(tracesOf(events), expected)
       // The writes made together committed together: one transaction time per kind.
-      const together = new Set(['order.cancelled 4', 'order.cancelled 5', 'order.cancelled 6', 'order.shipped 7', 'order.shipped 8', 'order.shipped 9'])
-      for (const type of ['order.cancelled', 'order.shipped']) {
+      const together = new Set(['order.cancelled 4', 'order.cancelled 5', 'order.cancelled 6', 'order.shipped 7', 'order.shipped 8', 'order.shipped 9', 'order.updated 12', 'order.updated 17', 'order.updated 18'])
+      for (const type of ['order.cancelled', 'order.shipped', 'order.updated']) {
         const times = new Set(events.filter((event) => event.type === type && together.has(keyOf(event))).map((event) => event.occurredAt))
         assert.equal(times.size, 1, `the ${type} events written together share one batch`)
       }
@@ -188,7 +201,9 @@ forEachStore('event trace context', (kind) => {
       const page = await store.events.read(undefined, 1000)
       const text = page.json.toString()
       assert.equal(text, `[${events.map((event) => event.json).join(',')}]`)
-      for (const event of JSON.parse(text) as object[]) assert.deepEqual(Object.keys(event), ['id', 'type', 'occurredAt', 'order'])
+      for (const event of JSON.parse(text) as { type: string }[]) {
+        assert.deepEqual(Object.keys(event), ['id', 'type', 'occurredAt', 'order', ...(event.type === 'order.updated' ? ['previous'] : [])])
+      }
       assert.doesNotMatch(text, /trace|vendor=value/)
       // A delivery's body is the event's, whatever trace it has.
       for (const { position, type, occurredAt, json, trace: kept } of events) {
@@ -217,22 +232,27 @@ forEachStore('event trace context', (kind) => {
   if (kind === 'postgres') {
     it('a write of an order another transaction holds locked, written on its own once it is let go, keeps its trace context', async () => {
       await withStore(kind, async (store, _endpoint, database) => {
-        await store.orders.import(from([order(1n), order(2n), order(3n, { status: 'shipped' })]))
+        await store.orders.import(from([order(1n), order(2n), order(3n, { status: 'shipped' }), order(4n)]))
         const other = new pg.Client({ connectionString: database.url })
         await other.connect()
         const tracingOff = tracingOn()
         try {
-          const [a, b, c] = [span(), span(), span()]
+          const [a, b, c, d] = [span(), span(), span(), span()]
           await other.query('BEGIN')
-          await other.query('SELECT 1 FROM orders WHERE id IN (1, 2, 3) FOR UPDATE')
-          const writes = [within(a, () => store.orders.cancel(1n, null)), within(b, () => store.orders.ship(2n)), within(c, () => store.orders.complete(3n))]
+          await other.query('SELECT 1 FROM orders WHERE id IN (1, 2, 3, 4) FOR UPDATE')
+          const writes = [
+            within(a, () => store.orders.cancel(1n, null)),
+            within(b, () => store.orders.ship(2n)),
+            within(c, () => store.orders.complete(3n)),
+            within(d, () => store.orders.update({ id: 4n, patch: { quantity: 5 } })),
+          ]
           await sleep(100) // the batches skip the locked rows, then each waits for its lock alone
           await other.query('COMMIT')
-          assert.deepEqual((await Promise.all(writes)).map((result) => result.outcome), ['cancelled', 'shipped', 'completed'])
+          assert.deepEqual((await Promise.all(writes)).map((result) => result.outcome), ['cancelled', 'shipped', 'completed', 'updated'])
           const traces = tracesOf(await nextEvents(store))
           assert.deepEqual(
-            [traces['order.cancelled 1'], traces['order.shipped 2'], traces['order.completed 3']],
-            [a.expected, b.expected, c.expected],
+            [traces['order.cancelled 1'], traces['order.shipped 2'], traces['order.completed 3'], traces['order.updated 4']],
+            [a.expected, b.expected, c.expected, d.expected],
           )
         } finally {
           await tracingOff()
@@ -244,8 +264,8 @@ forEachStore('event trace context', (kind) => {
 })
 
 it("a PostgreSQL batch with no traced write passes NULL for the trace arrays, not one NULL per write (unnest() pads them)", () => {
-  assert.deepEqual(traceArrays([{ trace: undefined }, { trace: undefined }]), [null, null])
-  assert.deepEqual(traceArrays([{ trace: undefined }, { trace: { traceparent: 'p' } }, { trace: { traceparent: 'q', tracestate: 'a=b' } }]), [
+  assert.deepEqual(traceContextArrays([undefined, undefined]), [null, null])
+  assert.deepEqual(traceContextArrays([undefined, { traceparent: 'p' }, { traceparent: 'q', tracestate: 'a=b' }]), [
     '{NULL,"p","q"}',
     '{NULL,NULL,"a=b"}',
   ])

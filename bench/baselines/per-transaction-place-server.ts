@@ -61,7 +61,7 @@ function postgresPlaces(url: string, poolSize: number): { place: PlaceOne; close
     async place(request) {
       for (let attempt = 1; ; attempt++) {
         try {
-          const { results } = await database.transaction((connection) => placeInTransaction(connection, [{ ...request, trace: undefined }], new Date()))
+          const { results } = await database.transaction((connection) => placeInTransaction(connection, [request], [undefined], new Date()))
           return results[0]!
         } catch (error) {
           if (!mustRetryPlaces(error) || attempt >= 100) throw error

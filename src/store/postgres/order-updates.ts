@@ -7,7 +7,8 @@ import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import type { PostgresDatabase } from './database.js'
 import { orderV2Columns } from './order-pages.js'
 import { intArray, textArray } from './parameters.js'
-import { bumpVersion, recordEvents, traceArrays, type Traced } from './write-sql.js'
+import type { TraceContext } from '../../trace-context.js'
+import { bumpVersion, recordEvents, traceContextArrays } from './write-sql.js'
 
 /** More updates than this wait for the next batch. */
 const MAX_BATCH = 1000
@@ -54,12 +55,16 @@ const WRITE = `WITH t AS (
  * answer is only given for a change that was written, or for an order as one snapshot saw it.
  */
 export class PostgresOrderUpdates {
-  private readonly batches = new GroupCommit<Traced<UpdateRequest>, UpdateResult>({ maxBatch: MAX_BATCH, commit: (requests) => this.commit(requests) })
+  private readonly batches = new GroupCommit<UpdateRequest, UpdateResult>({
+    maxBatch: MAX_BATCH,
+    traceContexts: true,
+    commit: (requests, traces) => this.commit(requests, traces),
+  })
 
   constructor(private readonly database: PostgresDatabase) {}
 
   /** Queues `request` for the next batch; settles once that batch has committed (or, its order held or moved meanwhile, once it is written on its own). */
-  submit(request: Traced<UpdateRequest>): Promise<UpdateResult> {
+  submit(request: UpdateRequest): Promise<UpdateResult> {
     return this.batches.submit(request)
   }
 
@@ -69,10 +74,10 @@ export class PostgresOrderUpdates {
   }
 
   /** One batch; resolves once committed. Not retried on a lost connection: the commit may have happened. */
-  private async commit(requests: Traced<UpdateRequest>[]): Promise<BatchResults<UpdateResult>> {
+  private async commit(requests: UpdateRequest[], traces: readonly (TraceContext | undefined)[]): Promise<BatchResults<UpdateResult>> {
     const ids = [...new Set(requests.map((request) => request.id))]
     const { rows } = await this.database.read<OrderV2Row>(READ, [intArray(ids)])
-    const planned = plan(requests, new Map(rows.map((row) => [row.id, toOrderV2Record(row)])))
+    const planned = plan(requests, traces, new Map(rows.map((row) => [row.id, toOrderV2Record(row)])))
     const results: (UpdateResult | Promise<UpdateResult>)[] = planned.results
     if (planned.events.length === 0) return results
     const { rows: written } = await this.database.execute<{ id: bigint; data_version: bigint }>(WRITE, writeParams(planned))
@@ -84,19 +89,17 @@ export class PostgresOrderUpdates {
     let previous: Promise<unknown> = Promise.resolve()
     requests.forEach((request, i) => {
       if (!planned.changed.has(request.id) || done.has(request.id)) return
-      results[i] = previous = previous.then(
-        () => this.one(request),
-        () => this.one(request),
-      )
+      const alone = (): Promise<UpdateResult> => this.one(request, traces[i])
+      results[i] = previous = previous.then(alone, alone)
     })
     return results
   }
 
   /** One update in its own transaction, waiting for its order's lock. */
-  private async one(request: Traced<UpdateRequest>): Promise<UpdateResult> {
+  private async one(request: UpdateRequest, trace: TraceContext | undefined): Promise<UpdateResult> {
     const { result, version } = await this.database.transaction(async (connection) => {
       const { rows } = await connection.query<OrderV2Row>(LOCK_ONE, [request.id.toString()])
-      const planned = plan([request], new Map(rows.map((row) => [row.id, toOrderV2Record(row)])))
+      const planned = plan([request], [trace], new Map(rows.map((row) => [row.id, toOrderV2Record(row)])))
       if (planned.events.length === 0) return { result: planned.results[0]!, version: undefined }
       const { rows: written } = await connection.query<{ data_version: bigint }>(WRITE, writeParams(planned))
       return { result: planned.results[0]!, version: written[0]!.data_version }
@@ -112,19 +115,20 @@ interface Planned {
   /** The orders changed, as the last of their patches left them, and the version each was read at. */
   rows: { order: OrderV2Record; readVersion: number }[]
   changed: Set<bigint>
-  events: { id: bigint; json: string; previous: string; request: Traced<UpdateRequest> }[]
+  /** Each change's event, with the trace context of the request that made it. */
+  events: { id: bigint; json: string; previous: string; trace: TraceContext | undefined }[]
 }
 
-function plan(requests: Traced<UpdateRequest>[], orders: Map<bigint, OrderV2Record>): Planned {
+function plan(requests: readonly UpdateRequest[], traces: readonly (TraceContext | undefined)[], orders: Map<bigint, OrderV2Record>): Planned {
   const readVersions = new Map<bigint, number>()
   const events: Planned['events'] = []
-  const results = requests.map((request) => {
+  const results = requests.map((request, i) => {
     const order = orders.get(request.id)
     const result = applyPatch(order, request.patch, request.expected)
     if (result.outcome !== 'updated') return result
     if (!readVersions.has(request.id)) readVersions.set(request.id, order!.version)
     orders.set(request.id, result.order)
-    events.push({ id: request.id, json: orderV2Json(result.order), previous: previousJson(result.previous), request })
+    events.push({ id: request.id, json: orderV2Json(result.order), previous: previousJson(result.previous), trace: traces[i] })
     return result
   })
   const rows = [...readVersions].map(([id, readVersion]) => ({ order: orders.get(id)!, readVersion }))
@@ -143,6 +147,6 @@ function writeParams({ rows, events }: Planned): unknown[] {
     intArray(events.map((event) => event.id)),
     textArray(events.map((event) => event.json)),
     textArray(events.map((event) => event.previous)),
-    ...traceArrays(events.map((event) => event.request)),
+    ...traceContextArrays(events.map((event) => event.trace)),
   ]
 }

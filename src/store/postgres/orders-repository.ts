@@ -19,7 +19,6 @@ import { PostgresOrderUpdates } from './order-updates.js'
 import { checkPatch, type UpdateRequest, type UpdateResult } from '../../domain/order-patch.js'
 import { readOrderPageJson, readOrderV2 } from './order-pages.js'
 import { importOrders } from './order-import.js'
-import { activeTraceContext, type TraceContext } from '../../trace-context.js'
 
 /**
  * The JSON list, one order per line, in id order. Each order's JSON is stored in `orders.list_json`
@@ -106,7 +105,7 @@ export class PostgresOrdersRepository implements OrdersRepository {
 
   /** Group-committed with the places of the same moment, or refused before (places.ts). */
   place(request: PlaceRequest): Promise<PlaceResult> {
-    return this.queueWrite((trace) => this.places.submit({ ...request, trace }))
+    return this.closing ? closed() : this.places.submit(request)
   }
 
   /** Group-committed with the ships of the same moment (row-writes.ts). */
@@ -121,19 +120,9 @@ export class PostgresOrdersRepository implements OrdersRepository {
 
   /** Group-committed with the updates of the same moment (order-updates.ts). */
   update(request: UpdateRequest): Promise<UpdateResult> {
-    return this.queueWrite((trace) => {
-      const refused = checkPatch(request)
-      return refused === undefined ? this.updates.submit({ ...request, trace }) : Promise.reject(new RangeError(refused))
-    })
-  }
-
-  /**
-   * A place or an update is refused once close() has begun. Else it is queued with the trace context
-   * active now, while the request that submits it runs, for its event: its batch is committed outside
-   * it. (Cancels, ships and completes: row-writes.ts.)
-   */
-  private queueWrite<Result>(write: (trace: TraceContext | undefined) => Promise<Result>): Promise<Result> {
-    return this.closing ? Promise.reject(new StoreUnavailableError('the store is closed')) : write(activeTraceContext())
+    if (this.closing) return closed()
+    const refused = checkPatch(request)
+    return refused === undefined ? this.updates.submit(request) : Promise.reject(new RangeError(refused))
   }
 
   async pruneIdempotencyKeys(now: Date, limit: number): Promise<number> {
@@ -151,3 +140,6 @@ export class PostgresOrdersRepository implements OrdersRepository {
     await Promise.all([this.cancels.close(), this.ships.close(), this.completes.close(), this.places.drain(), this.updates.drain()])
   }
 }
+
+/** A place or an update once close() has begun (cancels, ships and completes: RowWrites.submit). */
+const closed = (): Promise<never> => Promise.reject(new StoreUnavailableError('the store is closed'))

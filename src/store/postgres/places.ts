@@ -9,7 +9,8 @@ import type { Connection } from './connection.js'
 import type { PostgresDatabase } from './database.js'
 import { toOrderV2Record, type OrderV2Row } from '../rows.js'
 import { ORDER_V2_JSON, orderV2Columns, utc } from './order-pages.js'
-import { bumpVersion, recordEvents, traceArrays, type Traced } from './write-sql.js'
+import type { TraceContext } from '../../trace-context.js'
+import { bumpVersion, recordEvents, traceContextArrays } from './write-sql.js'
 
 /** More places than this wait for the next batch. */
 const MAX_BATCH = 1000
@@ -25,12 +26,16 @@ const PLACE_RETRY_MS = { first: 10, max: 250 }
  */
 export class PostgresPlaces {
   private readonly admission = new PlaceAdmission()
-  private readonly batches = new GroupCommit<Traced<PlaceRequest>, PlaceResult>({ maxBatch: MAX_BATCH, commit: (requests) => this.commit(requests) })
+  private readonly batches = new GroupCommit<PlaceRequest, PlaceResult>({
+    maxBatch: MAX_BATCH,
+    traceContexts: true,
+    commit: (requests, traces) => this.commit(requests, traces),
+  })
 
   constructor(private readonly database: PostgresDatabase) {}
 
   /** Refuses `request`, answers it key_in_use, or queues it for the next batch; settles once that batch has committed. */
-  submit(request: Traced<PlaceRequest>): Promise<PlaceResult> {
+  submit(request: PlaceRequest): Promise<PlaceResult> {
     return this.admission.admit(request, (admitted) => this.batches.submit(admitted))
   }
 
@@ -44,10 +49,10 @@ export class PostgresPlaces {
    * whose new ids an import took meanwhile rolled back, and is tried again in a new transaction once
    * the import has had time to commit. Not retried on a lost connection: the commit may have happened.
    */
-  private async commit(requests: Traced<PlaceRequest>[]): Promise<PlaceResult[]> {
+  private async commit(requests: PlaceRequest[], traces: readonly (TraceContext | undefined)[]): Promise<PlaceResult[]> {
     for (let attempt = 1, pause = PLACE_RETRY_MS.first; ; attempt++, pause = Math.min(pause * 2, PLACE_RETRY_MS.max)) {
       try {
-        const { results, version } = await this.database.transaction((connection) => placeInTransaction(connection, requests, new Date()))
+        const { results, version } = await this.database.transaction((connection) => placeInTransaction(connection, requests, traces, new Date()))
         // Only once committed: a version that never committed must not label a list.
         if (version !== undefined) this.database.versions.observe(version)
         return results
@@ -93,7 +98,7 @@ const PLACE_LOCKS = `SELECT k.obtained, set_config('lock_timeout', '${INSERT_LOC
  * returned); the others (`to_place`, numbered `seq` in order) get the ids placedId gives, above every
  * id the store holds, as long as any is left. Each new order is inserted with its Idempotency-Key
  * record (an expired one replaced) and its `order.created` event, which keeps the request's trace
- * context ($9 and $10, traceArrays) and its metadata ($11), and the version is bumped if any was. One
+ * context ($9 and $10, traceContextArrays) and its metadata ($11), and the version is bumped if any was. One
  * row per request, in order: its order as inserted, or its record, or neither — ids exhausted, or an
  * id taken by an import meanwhile (`ON CONFLICT DO NOTHING`; the batch is tried again).
  */
@@ -159,13 +164,14 @@ export function mustRetryPlaces(error: unknown): boolean {
 }
 
 /**
- * A batch of places in the transaction of `connection` (PLACE_LOCKS, then PLACE_BATCH): a result per
- * request, in order, and the version it bumped to, if it placed anything (to be observed after
+ * A batch of places in the transaction of `connection` (PLACE_LOCKS, then PLACE_BATCH), with each
+ * request's trace context (`traces`, parallel to `requests`, for its event): a result per request, in order, and the version it bumped to, if it placed anything (to be observed after
  * COMMIT). Throws IdsTaken when an id was taken meanwhile; the caller rolls back and tries again.
  */
 export async function placeInTransaction(
   connection: Connection,
-  requests: Traced<PlaceRequest>[],
+  requests: readonly PlaceRequest[],
+  traces: readonly (TraceContext | undefined)[],
   now: Date,
 ): Promise<{ results: PlaceResult[]; version: bigint | undefined }> {
   const claims = requests.map((r) => r.idempotency)
@@ -190,7 +196,7 @@ export async function placeInTransaction(
     textArray(keys.map((k) => k?.fingerprint)),
     textArray(keys.map((k) => k?.expiresAt.toISOString())),
     at,
-    ...traceArrays(placing.map(({ request }) => request)),
+    ...traceContextArrays(placing.map(({ i }) => traces[i])),
     // NULL for the whole array when no order has metadata, as for the trace arrays.
     orders.some((o) => o.metadata !== undefined && o.metadata !== null) ? textArray(orders.map((o) => metadataText(o.metadata ?? null))) : null,
     // The domain's rules, decided in SQL only because they must be under this batch's locks:

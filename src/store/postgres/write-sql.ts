@@ -44,18 +44,7 @@ export const changedOrders = (type: OrderEventType): string =>
   `SELECT id AS order_id, '${type}' AS type, json, traceparent, tracestate FROM changed`
 
 /**
- * A write as its batch gets it: with the trace context that was active when the request submitted
- * it (activeTraceContext, called before it is queued: the batch runs outside the request).
- */
-export type Traced<Request> = Request & { trace: TraceContext | undefined }
-
-/** traceContextArrays of the requests' trace contexts. */
-export function traceArrays(requests: readonly { trace: TraceContext | undefined }[]): [string | null, string | null] {
-  return requests.some((request) => request.trace !== undefined) ? traceContextArrays(requests.map((r) => r.trace)) : [null, null]
-}
-
-/**
- * A batch's trace contexts, as two text[] parameters parallel to its other arrays (traceparents,
+ * A batch's trace contexts (each request's, as its group commit kept it: ../group-commit.ts), as two text[] parameters parallel to its other arrays (traceparents,
  * tracestates). NULL for both when no write in it is traced, as when tracing is off: unnest() pads a
  * NULL array with NULLs, so nothing is built or sent per write.
  */
