@@ -2,11 +2,10 @@
  * Where the project server's CPU goes for one kind of write, as comparison 12 loads it: a fresh
  * database of `orders` orders (the bench's data set), a project server child under `--cpu-prof`,
  * 50 clients sending `count` requests of each kind asked (after 1,000 warm-up requests), one server
- * per kind. For each kind it prints the server's CPU per request from /proc and, from V8's profile,
+ * per kind (compiled first, as `npm run bench` compiles them). For each kind it prints the server's CPU per request from /proc and, from V8's profile,
  * the functions with the most self time and the project's functions with the most total time, in µs a
  * request. Compare two kinds to see where the difference goes.
  *
- *   npx tsc -p bench/tsconfig.build.json   (once, after a change in src/ or bench/: what the children run)
  *   node --import tsx bench/profile-writes.ts [sqlite|postgres] [kinds, e.g. place,place-metadata] [count] [orders]
  *
  * PROFILE_SQL: bench-only SQL run on the database after the seed, before any server starts, to see
@@ -22,6 +21,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { cpuSeconds } from './lib/proc.js'
 import { join } from 'node:path'
 import { bearer } from './lib/client.js'
+import { compileBench } from './lib/compile.js'
 import { createPostgresDatabase, createSqliteDatabase, dropAllDatabases, type StoreKind } from './lib/databases.js'
 import { PendingIds, PETS } from './lib/dataset.js'
 import { cancelLoad, patchLoad, placeLoad, requireAllOk, type LoadResult } from './lib/load.js'
@@ -124,6 +124,7 @@ function summarize(profile: Profile): { self: Map<string, number>; total: Map<st
   return { self, total, allUs }
 }
 
+compileBench()
 const database = store === 'sqlite' ? createSqliteDatabase() : await createPostgresDatabase()
 const profiles = join(ROOT, '.bench', 'profiles')
 mkdirSync(profiles, { recursive: true })

@@ -15,14 +15,13 @@
  * ratio target is judged on the median of paired rounds and shown with its range (lib/report.ts).
  * Results are printed as each comparison ends, then summarized and saved to .bench/results.md.
  */
-import { spawnSync } from 'node:child_process'
-import { cpSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { Downloader } from './lib/client.js'
 import { dropAllDatabases, postgresUnavailable, type StoreKind } from './lib/databases.js'
 import { describeForeignLoad, ForeignCpu, waitForQuiet } from './lib/machine.js'
-import { BUILD_DIR, ROOT } from './lib/paths.js'
+import { compileBench } from './lib/compile.js'
+import { ROOT } from './lib/paths.js'
 import { killAllChildren } from './lib/processes.js'
 import { Report } from './lib/report.js'
 import { cancels } from './suites/cancels.js'
@@ -81,20 +80,6 @@ function positiveInteger(name: string, fallback: number): number {
   return Number(value)
 }
 
-/**
- * src/ and bench/ to JavaScript in .bench/build, for the child processes (bench/tsconfig.build.json),
- * with the files the server reads beside its code where they are from dist/: src/http/assets (found
- * as ../../../src/… from the compiled routes) and package.json (two folders up from the compiled
- * tracing SDK, for service.version; also the build's "type": "module").
- */
-function compile(): void {
-  const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
-  const result = spawnSync(process.execPath, [tsc, '-p', join(ROOT, 'bench', 'tsconfig.build.json')], { stdio: 'inherit' })
-  if (result.status !== 0) throw new Error('compiling src/ and bench/ for the bench failed')
-  cpSync(join(ROOT, 'src', 'http', 'assets'), join(BUILD_DIR, 'src', 'http', 'assets'), { recursive: true })
-  cpSync(join(ROOT, 'package.json'), join(BUILD_DIR, 'package.json'))
-}
-
 async function main(): Promise<number> {
   const selected = parseArguments(process.argv.slice(2))
   const orders = positiveInteger('BENCH_ORDERS', 1_000_000)
@@ -102,7 +87,7 @@ async function main(): Promise<number> {
   const machine = `${cpus().length} cores (${cpus()[0]?.model.trim() ?? 'unknown CPU'}), ${(totalmem() / 1024 ** 3).toFixed(0)} GiB, Node ${process.version}`
   const header = `# Benchmark results\n\n${new Date().toISOString()} — ${machine}\n\nBENCH_ORDERS=${orders}; benches: ${selected.join(', ')}; stores: ${stores.join(', ')}`
   console.log(header)
-  compile()
+  compileBench()
 
   const report = new Report()
   const downloader = await Downloader.start()

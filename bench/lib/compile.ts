@@ -1,0 +1,18 @@
+import { spawnSync } from 'node:child_process'
+import { cpSync } from 'node:fs'
+import { join } from 'node:path'
+import { BUILD_DIR, ROOT } from './paths.js'
+
+/**
+ * src/ and bench/ to JavaScript in .bench/build, for the child processes (bench/tsconfig.build.json),
+ * with the files the server reads beside its code where they are from dist/: src/http/assets (found
+ * as ../../../src/… from the compiled routes) and package.json (two folders up from the compiled
+ * tracing SDK, for service.version; also the build's "type": "module").
+ */
+export function compileBench(): void {
+  const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
+  const result = spawnSync(process.execPath, [tsc, '-p', join(ROOT, 'bench', 'tsconfig.build.json')], { stdio: 'inherit' })
+  if (result.status !== 0) throw new Error('compiling src/ and bench/ for the bench failed')
+  cpSync(join(ROOT, 'src', 'http', 'assets'), join(BUILD_DIR, 'src', 'http', 'assets'), { recursive: true })
+  cpSync(join(ROOT, 'package.json'), join(BUILD_DIR, 'package.json'))
+}
