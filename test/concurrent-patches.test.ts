@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict'
-import { after, before, it } from 'node:test'
+import { it } from 'node:test'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { UpdateResult } from '../src/domain/order-patch.js'
-import { openStore } from '../src/store/open-store.js'
-import type { Store } from '../src/store/store.js'
-import { createDatabase, forEachStore, order, records, type StoreKind, type TestDatabaseHandle } from './support/harness.js'
+import { forEachStore, order, records, storeForSuite, type StoreKind } from './support/harness.js'
 
 // A stream of patches, one sent at every turn of the event loop whatever is still unanswered: batches
 // follow one another, and on PostgreSQL a batch reads while the one before writes (order-updates.ts),
@@ -16,22 +14,11 @@ const ORDERS = 6
 const PATCHES = 150 // 25 an order, within the 50 keys an order may hold
 
 forEachStore('a stream of patches of a few orders', (kind: StoreKind) => {
-  let database: TestDatabaseHandle
-  let store: Store
-
-  before(async () => {
-    database = await createDatabase(kind)
-    store = await openStore(database.config)
-    await store.migrate()
-    await store.orders.import(records(Array.from({ length: ORDERS }, (_, i) => order({ id: BigInt(i + 1) }))))
-  })
-
-  after(async () => {
-    await store?.close()
-    await database?.dispose()
-  })
+  const suite = storeForSuite(kind)
 
   it('all land: every key, one version and one event per patch, the events in version order', async () => {
+    const { store } = suite
+    await store.orders.import(records(Array.from({ length: ORDERS }, (_, i) => order({ id: BigInt(i + 1) }))))
     const answers: Promise<UpdateResult>[] = []
     for (let i = 0; i < PATCHES; i++) {
       answers.push(store.orders.update({ id: BigInt((i % ORDERS) + 1), patch: { metadata: new Map([[`p${i}`, 'x']]) } }))

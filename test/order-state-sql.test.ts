@@ -2,10 +2,8 @@ import assert from 'node:assert/strict'
 import { after, before, it } from 'node:test'
 import { CANCEL, COMPLETE, isInState, SHIP, type OrderWriteRule } from '../src/domain/order-writes.js'
 import type { OrderV2Record } from '../src/domain/orders.js'
-import { openStore } from '../src/store/open-store.js'
 import { orderStateAssignments, orderStateCondition } from '../src/store/order-state-sql.js'
-import type { Store } from '../src/store/store.js'
-import { createDatabase, forEachStore, order, records, type StoreKind, type TestDatabaseHandle } from './support/harness.js'
+import { forEachStore, order, records, storeForSuite, type StoreKind } from './support/harness.js'
 import { connectSql, type Sql } from './support/sql.js'
 
 // A conditional write's states are the domain's (domain/order-writes.ts); each store renders them as
@@ -36,22 +34,13 @@ it('each rule answers "it can still take the write" exactly for an order in its 
 })
 
 forEachStore('the write rules as SQL', (kind: StoreKind) => {
-  let database: TestDatabaseHandle
-  let store: Store
   let sql: Sql
+  after(() => sql?.close()) // hooks run in the order they are added: this before the store's
+  const suite = storeForSuite(kind)
 
   before(async () => {
-    database = await createDatabase(kind)
-    store = await openStore(database.config)
-    await store.migrate()
-    await store.orders.import(records([...STATES].map(([id, state]) => order({ id, ...state }))))
-    sql = await connectSql(database)
-  })
-
-  after(async () => {
-    await sql?.close()
-    await store?.close()
-    await database?.dispose()
+    await suite.store.orders.import(records([...STATES].map(([id, state]) => order({ id, ...state }))))
+    sql = await connectSql(suite.database)
   })
 
   for (const [name, rule] of Object.entries(RULES)) {

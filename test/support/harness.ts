@@ -69,6 +69,27 @@ export function forEachStore(title: string, suite: (kind: StoreKind) => void): v
   }
 }
 
+/** A suite's store: its fields are set once the suite's `before` has run. */
+export interface SuiteStore {
+  database: TestDatabaseHandle
+  store: Store
+}
+
+/** A fresh migrated database of `kind` and a store on it, for the suite this is called in; closed and removed after it. */
+export function storeForSuite(kind: StoreKind): SuiteStore {
+  const suite = {} as SuiteStore
+  before(async () => {
+    suite.database = await createDatabase(kind)
+    suite.store = await openStore(suite.database.config)
+    await suite.store.migrate()
+  })
+  after(async () => {
+    await suite.store?.close()
+    await suite.database?.dispose()
+  })
+  return suite
+}
+
 export interface TestServer {
   app: ApiApp
   store: Store
