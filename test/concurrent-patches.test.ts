@@ -5,10 +5,9 @@ import type { UpdateResult } from '../src/domain/order-patch.js'
 import { forEachStore, order, records, storeForSuite, type StoreKind } from './support/harness.js'
 
 // A stream of patches, one sent at every turn of the event loop whatever is still unanswered: batches
-// follow one another, and on PostgreSQL a batch reads while the one before writes (order-updates.ts),
-// so some read an order before the write that changes it commits. No patch is lost: each adds a key
-// of its own, and every order ends with all of its keys, one version and one event per patch, its
-// events in the order of its versions.
+// follow one another without a pause, each with patches of orders the one before changes. No patch
+// is lost: each adds a key of its own, and every order ends with all of its keys, one version and
+// one event per patch, its events in the order of its versions.
 
 const ORDERS = 6
 const PATCHES = 150 // 25 an order, within the 50 keys an order may hold

@@ -14,8 +14,7 @@ import { bumpVersion, recordEvents, traceContextArrays } from './write-sql.js'
 const MAX_BATCH = 1000
 
 // A batch reads its orders without a lock, applies the patches in JS, and writes in one statement
-// (its own transaction) only the rows still at the version it read: two round trips, of which the
-// read overlaps the previous batch's write. The rows it
+// (its own transaction) only the rows still at the version it read: two round trips. The rows it
 // writes it locks first, skipping any another transaction holds, as the other writes' batches do: a
 // batch never waits for one lock while holding others (an import locks its rows in the file's
 // order, not by id). An order that moved since the read, or was held, is updated on its own
@@ -54,14 +53,6 @@ const WRITE = `WITH t AS (
  * land, and an If-Match sees the version the one before made), and writes the final rows, every
  * change's event and the bump in one statement (WRITE), conditional on each row's version: an
  * answer is only given for a change that was written, or for an order as one snapshot saw it.
- *
- * Two batches are under way at once, no more: the next one reads while this one writes (the group
- * commit starts it once this one's write is sent), and sends its own write only once this one's has
- * settled. A read that missed the write before it is caught by that same version condition: its
- * orders are updated on their own. An answer that depends on no write (a 412, an
- * unknown order, a patch of an order the batch does not change) is given after the read. (A traced
- * batch's `group commit` span ends once its write is sent; the write's own statement span, under it,
- * shows the rest.)
  */
 export class PostgresOrderUpdates {
   private readonly batches = new GroupCommit<UpdateRequest, UpdateResult>({
@@ -69,9 +60,6 @@ export class PostgresOrderUpdates {
     traceContexts: true,
     commit: (requests, traces) => this.commit(requests, traces),
   })
-
-  /** The write of the batch before, until it has settled (its failure is its own requests'). */
-  private writing: Promise<unknown> = Promise.resolve()
 
   constructor(private readonly database: PostgresDatabase) {}
 
@@ -85,25 +73,13 @@ export class PostgresOrderUpdates {
     return this.batches.drain()
   }
 
-  /**
-   * One batch: read, planned, and its write sent once the previous batch's has settled. Resolves
-   * then, with the answers of the requests whose orders it changes still to come, each once that
-   * write has committed. Not retried on a lost connection: the commit may have happened.
-   */
+  /** One batch; resolves once committed. Not retried on a lost connection: the commit may have happened. */
   private async commit(requests: UpdateRequest[], traces: readonly (TraceContext | undefined)[]): Promise<BatchResults<UpdateResult>> {
     const ids = [...new Set(requests.map((request) => request.id))]
     const { rows } = await this.database.read<OrderV2Row>(READ, [intArray(ids)])
     const planned = plan(requests, traces, new Map(rows.map((row) => [row.id, toOrderV2Record(row)])))
-    if (planned.events.length === 0) return planned.results
-    await this.writing
-    const written = this.write(requests, traces, planned)
-    this.writing = written.catch(() => {})
-    return planned.results.map((result, i) => (planned.changed.has(requests[i]!.id) ? written.then((results) => results[i]!) : result))
-  }
-
-  /** A batch's write; its requests' answers once it has committed (those updated on their own after it included). */
-  private async write(requests: UpdateRequest[], traces: readonly (TraceContext | undefined)[], planned: Planned): Promise<BatchResults<UpdateResult>> {
     const results: (UpdateResult | Promise<UpdateResult>)[] = planned.results
+    if (planned.events.length === 0) return results
     const { rows: written } = await this.database.execute<{ id: bigint; data_version: bigint }>(WRITE, writeParams(planned))
     if (written.length > 0) this.database.versions.observe(written[0]!.data_version)
     if (written.length === planned.rows.length) return results
