@@ -128,6 +128,13 @@ export function stringsOption(values: OptionValues, name: string): string[] {
 }
 
 /**
+ * How long a command waits for a PostgreSQL connection, new or from its pool, before it says the
+ * database is unavailable: longer than the server's 2 s, which answers a request; a command is an
+ * operator's, run once, and a loaded database server can take seconds to start a backend.
+ */
+const CLI_CONNECT_TIMEOUT_MS = 10_000
+
+/**
  * Opens the store DATABASE_URL names (a bad value is a ConfigError), migrates it, runs `work`
  * and closes the store whatever happens. A SQLite file that does not exist is created only with
  * `createDatabase` (the commands that set a database up), and said on stderr; without it, it is a
@@ -147,7 +154,7 @@ export async function withStore<T>(
   let store: Store
   try {
     // Must exist: a file removed since the check above is refused, not made anew.
-    store = await openStore(database, { mustExist: !create })
+    store = await openStore(database, { mustExist: !create }, { connectionTimeoutMillis: CLI_CONNECT_TIMEOUT_MS })
   } catch (error) {
     if (error instanceof SqliteFileMissingError) throw new CommandError(databaseMissingMessage(io.env, error.path), { cause: error })
     throw error

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyReply } from 'fastify'
 import { EventsExpiredError, parseEventPosition, UnknownEventPositionError, type OrderEventsPage } from '../../../domain/order-events.js'
 import { ApiError } from '../../../errors.js'
@@ -74,7 +75,8 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters, authenticat
       let page = await read(after, limit)
       if (page.count === 0 && holdMs > 0) {
         // A hold never outlives its key: one that expires first ends it, with a 401.
-        const keyLeftMs = (request.apiKey!.expiresAt?.getTime() ?? Infinity) - Date.now()
+        const keyExpiresAt = request.apiKey!.expiresAt?.getTime() ?? Infinity
+        const keyLeftMs = keyExpiresAt - Date.now()
         const endsWithKey = keyLeftMs <= holdMs
         const deadline = performance.now() + Math.min(holdMs, keyLeftMs)
         const gone = new AbortController()
@@ -88,7 +90,12 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters, authenticat
             if (outcome === 'closing') reply.header('connection', 'close')
             if (outcome === 'closing' || outcome === 'gone') break
             // Woken after a while: the key may have been revoked or have expired meanwhile (401).
-            if (outcome === 'timeout' && endsWithKey) throw keyExpired()
+            if (outcome === 'timeout' && endsWithKey) {
+              // A timer is set from the event loop's clock, read when its turn began: it can fire a
+              // few milliseconds before its time. The key is valid until its expiresAt, to the ms.
+              for (let early = keyExpiresAt - Date.now(); early > 0; early = keyExpiresAt - Date.now()) await sleep(early)
+              throw keyExpired()
+            }
             await authenticator.recheck(request.headers.authorization, 'orders:read')
             if (typeof outcome !== 'object') break // the time is up, or the slot went to another key: what there is
             seen = outcome.changed
