@@ -2,9 +2,10 @@
  * Where the project server's CPU goes for one kind of write, as comparison 12 loads it: a fresh
  * database of `orders` orders (the bench's data set), a project server child under `--cpu-prof`,
  * 50 clients sending `count` requests of each kind asked (after 1,000 warm-up requests), one server
- * per kind (compiled first, as `npm run bench` compiles them). For each kind it prints the server's CPU per request from /proc and, from V8's profile,
- * the functions with the most self time and the project's functions with the most total time, in µs a
- * request. Compare two kinds to see where the difference goes.
+ * per kind (compiled first, as `npm run bench` compiles them). For each kind it prints the server's
+ * CPU per request from /proc and, from V8's profile, the functions with the most self time and the
+ * project's functions with the most total time, in µs a request. Compare two kinds to see where the
+ * difference goes.
  *
  *   node --import tsx bench/profile-writes.ts [sqlite|postgres] [kinds, e.g. place,place-metadata] [count] [orders]
  *

@@ -23,7 +23,8 @@ export interface OrderState {
  * One kind of conditional write to one order (cancel, ship, complete): the state it changes an order
  * from and to, its event, and what it answers, whichever store runs it and however (on its own, or
  * with others in one statement). Each store renders `from` and `to` as its update's condition and
- * assignments (orderStateSql), and keeps only the columns that record the write's time and who.
+ * assignments (../store/order-state-sql.ts), and keeps only the columns that record the write's time
+ * and who.
  */
 export interface OrderWriteRule<Result> {
   /** The state an order must be in for the write to change it. */

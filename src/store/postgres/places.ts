@@ -98,8 +98,8 @@ const PLACE_LOCKS = `SELECT k.obtained, set_config('lock_timeout', '${INSERT_LOC
  * returned); the others (`to_place`, numbered `seq` in order) get the ids placedId gives, above every
  * id the store holds, as long as any is left. Each new order is inserted with its Idempotency-Key
  * record (an expired one replaced) and its `order.created` event, which keeps the request's trace
- * context ($9 and $10, traceContextArrays) and its metadata ($11), and the version is bumped if any was. One
- * row per request, in order: its order as inserted, or its record, or neither — ids exhausted, or an
+ * context ($9 and $10, traceContextArrays) and its metadata ($11), and the version is bumped if any
+ * was. One row per request, in order: its order as inserted, or its record, or neither — ids exhausted, or an
  * id taken by an import meanwhile (`ON CONFLICT DO NOTHING`; the batch is tried again).
  */
 const PLACE_BATCH = `WITH request AS (
@@ -165,8 +165,9 @@ export function mustRetryPlaces(error: unknown): boolean {
 
 /**
  * A batch of places in the transaction of `connection` (PLACE_LOCKS, then PLACE_BATCH), with each
- * request's trace context (`traces`, parallel to `requests`, for its event): a result per request, in order, and the version it bumped to, if it placed anything (to be observed after
- * COMMIT). Throws IdsTaken when an id was taken meanwhile; the caller rolls back and tries again.
+ * request's trace context (`traces`, parallel to `requests`, for its event): a result per request,
+ * in order, and the version it bumped to, if it placed anything (to be observed after COMMIT).
+ * Throws IdsTaken when an id was taken meanwhile; the caller rolls back and tries again.
  */
 export async function placeInTransaction(
   connection: Connection,

@@ -144,15 +144,14 @@ const ORDER_COLUMNS = orderV2Columns('o')
 const CHANGED_ORDER_COLUMNS = `${ORDER_COLUMNS}, ${ORDER_V2_JSON} AS json, t.traceparent, t.tracestate`
 
 /**
- * One kind of write to single orders as SQL: its rule (the state it changes an order from and to, and
- * its event), the requests' parameter arrays (`request`, unnested into `columns`, the first
- * `order_id`: not `id`, which the order's columns name; then `if_match`, the version the write
- * requires (NULL: any); the last two `traceparent, tracestate`, traceContextArrays), and what else
- * the write sets (`set`, which reads the request as `t`: when, and a cancel's who and why; the
+ * One kind of write to single orders as SQL, beside what its rule says (the state it changes an order
+ * from and to, and its event): the requests' parameter arrays (`request`, unnested into `columns`,
+ * the first `order_id`: not `id`, which the order's columns name; then `if_match`, the version the
+ * write requires (NULL: any); the last two `traceparent, tracestate`, traceContextArrays), and what
+ * else the write sets (`set`, which reads the request as `t`: when, and a cancel's who and why; the
  * version moves on too).
  */
 interface RowWriteSql {
-  rule: OrderWriteRule<unknown>
   request: string
   columns: string
   set: string
@@ -173,7 +172,7 @@ interface RowWriteSql {
  * order changed. It returns the order it changed; a miss is read by a separate statement, whose fresh
  * snapshot sees whatever change made the update miss.
  */
-function rowWriteStatements({ rule, request, columns, set }: RowWriteSql): { batch: string; single: string } {
+function rowWriteStatements(rule: OrderWriteRule<unknown>, { request, columns, set }: RowWriteSql): { batch: string; single: string } {
   const when = `${orderStateCondition(rule.from, 'o')} AND (t.if_match IS NULL OR o.version = t.if_match)`
   const recorded = `bumped AS (
     ${bumpVersion(' AND EXISTS (SELECT 1 FROM changed)')}
@@ -211,34 +210,34 @@ const idParams = (requests: readonly RowWrite[], traces: readonly (TraceContext 
   ...traceContextArrays(traces),
 ]
 
+/** A kind of write from its rule, its SQL beside the rule's, and its requests' parameters. */
+function rowWriteKind<Request extends RowWrite, Result>(
+  rule: OrderWriteRule<Result>,
+  sql: RowWriteSql,
+  params: RowWriteKind<Request, Result>['params'],
+): RowWriteKind<Request, Result> {
+  return { rule, statements: rowWriteStatements(rule, sql), params }
+}
+
 /** pending → cancelled. */
-export const CANCELS: RowWriteKind<CancelWrite, CancelResult> = {
-  rule: CANCEL,
-  statements: rowWriteStatements({
-    rule: CANCEL,
+export const CANCELS = rowWriteKind<CancelWrite, CancelResult>(
+  CANCEL,
+  {
     request: 'unnest($1::bigint[], $2::integer[], $3::bigint[], $4::text[], $5::text[], $6::text[])',
     columns: 'order_id, if_match, cancelled_by_key, reason, traceparent, tracestate',
     set: `cancelled_at = ${WRITE_TIME}, cancelled_by_key = t.cancelled_by_key, cancellation_reason = t.reason`,
-  }),
-  params: (requests, traces) => [
+  },
+  (requests, traces) => [
     intArray(requests.map((r) => r.id)),
     expectedArray(requests),
     intArray(requests.map((r) => r.cancelledByKey)),
     textArray(requests.map((r) => r.reason)),
     ...traceContextArrays(traces),
   ],
-}
+)
 
 /** pending → shipped. */
-export const SHIPS: RowWriteKind<RowWrite, ShipResult> = {
-  rule: SHIP,
-  statements: rowWriteStatements({ rule: SHIP, ...IDS, set: `shipped_at = ${WRITE_TIME}` }),
-  params: idParams,
-}
+export const SHIPS = rowWriteKind<RowWrite, ShipResult>(SHIP, { ...IDS, set: `shipped_at = ${WRITE_TIME}` }, idParams)
 
 /** shipped and not complete → complete. */
-export const COMPLETES: RowWriteKind<RowWrite, CompleteResult> = {
-  rule: COMPLETE,
-  statements: rowWriteStatements({ rule: COMPLETE, ...IDS, set: `completed_at = ${WRITE_TIME}` }),
-  params: idParams,
-}
+export const COMPLETES = rowWriteKind<RowWrite, CompleteResult>(COMPLETE, { ...IDS, set: `completed_at = ${WRITE_TIME}` }, idParams)

@@ -44,9 +44,10 @@ export const changedOrders = (type: OrderEventType): string =>
   `SELECT id AS order_id, '${type}' AS type, json, traceparent, tracestate FROM changed`
 
 /**
- * A batch's trace contexts (each request's, as its group commit kept it: ../group-commit.ts), as two text[] parameters parallel to its other arrays (traceparents,
- * tracestates). NULL for both when no write in it is traced, as when tracing is off: unnest() pads a
- * NULL array with NULLs, so nothing is built or sent per write.
+ * A batch's trace contexts (each request's, as its group commit kept it: ../group-commit.ts), as two
+ * text[] parameters parallel to its other arrays (traceparents, tracestates). NULL for both when no
+ * write in it is traced, as when tracing is off: unnest() pads a NULL array with NULLs, so nothing is
+ * built or sent per write.
  */
 export function traceContextArrays(traces: readonly (TraceContext | undefined)[]): [string | null, string | null] {
   if (!traces.some((trace) => trace !== undefined)) return [null, null]
