@@ -179,6 +179,17 @@ forEachStore('traces', (kind: StoreKind) => {
         }
       })
 
+      it('a v1 list: its SERVER span, and none for the data version it checks before it reads', async () => {
+        const caller = callerContext()
+        const list = await api('GET', '/v1/store/orders', undefined, { traceparent: caller.traceparent })
+        assert.equal(list.status, 200, list.text)
+        // A store span ends before its request's, so it is exported with it or before it.
+        const spans = await otlp.waitFor((all) => inTrace(all, caller.traceId).some((span) => span.kind === SERVER))
+        const names = inTrace(spans, caller.traceId).map((span) => span.name)
+        assert.ok(names.includes('GET /v1/store/orders'), names.join(', '))
+        assert.ok(!names.includes('orders.dataVersion'), names.join(', '))
+      })
+
       it('a place committed in a batch shows the group commit in its trace', async () => {
         const callers = Array.from({ length: 8 }, callerContext)
         await Promise.all(callers.map((caller) => place({ traceparent: caller.traceparent })))

@@ -4,6 +4,12 @@ import type { Store } from '../store/store.js'
 
 const tracer = trace.getTracer('petstore-orders')
 const REPOSITORIES = ['orders', 'apiKeys', 'pets', 'events', 'webhooks'] as const
+/**
+ * The data version a list and the event feed check before they read: one small row read once per
+ * turn (PostgreSQL's is kept in memory by notifications, and its trace shows no statement for it). A span would cost
+ * the SDK several times the read, in every sampled list, and say nothing the request's span does not.
+ */
+const UNTRACED = new Set(['orders.dataVersion'])
 
 /**
  * The store, with a CLIENT span per operation of its repositories (`orders.cancel`, with
@@ -11,7 +17,7 @@ const REPOSITORIES = ['orders', 'apiKeys', 'pets', 'events', 'webhooks'] as cons
  * recorded span: a request's, a delivery's. For the embedded SQLite store, whose calls no library
  * traces (PostgreSQL's statements are traced by instrumentation-pg). Work outside a trace (the
  * dispatcher's lease passes, pruning), or in one not sampled, makes no span: it would not be
- * recorded either. An operation that returns an async iterable
+ * recorded either; nor does the data version (UNTRACED). An operation that returns an async iterable
  * (the v1 list) ends its span when the iteration does.
  */
 export function traceStoreOperations(store: Store, system: string): Store {
@@ -27,6 +33,10 @@ function traceRepository<R extends object>(repository: R, name: string, system: 
   const traced = Object.create(repository) as Record<string, unknown>
   for (const [property, method] of methodsOf(repository)) {
     const operation = `${name}.${property}`
+    if (UNTRACED.has(operation)) {
+      traced[property] = method.bind(repository)
+      continue
+    }
     traced[property] = (...args: unknown[]): unknown => {
       if (activeSpan() === undefined) return method.apply(repository, args)
       const span = tracer.startSpan(operation, {
