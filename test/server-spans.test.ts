@@ -10,7 +10,7 @@ import {
   SimpleSpanProcessor,
   TraceIdRatioBasedSampler,
 } from '@opentelemetry/sdk-trace-node'
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify'
 import { activeTraceContext, type TraceContext } from '../src/trace-context.js'
 import { traceRequests } from '../src/tracing/server-spans.js'
 
@@ -43,7 +43,7 @@ describe('request spans under a sampler that keeps only what callers sampled', (
   let provider: NodeTracerProvider
   let app: FastifyInstance
   let seen: Seen | undefined
-  let arrived: ((request: FastifyRequest) => void) | undefined
+  let arrived: ((reply: FastifyReply) => void) | undefined
 
   before(async () => {
     provider = new NodeTracerProvider({
@@ -54,8 +54,8 @@ describe('request spans under a sampler that keeps only what callers sampled', (
     app = Fastify()
     traceRequests(app)
     // After the span's hook: the request has its span once this runs.
-    app.addHook('onRequest', (request, _reply, done) => {
-      arrived?.(request)
+    app.addHook('onRequest', (_request, reply, done) => {
+      arrived?.(reply)
       done()
     })
     const look = (): { ok: true } => {
@@ -143,13 +143,14 @@ describe('request spans under a sampler that keeps only what callers sampled', (
     try {
       const { port } = new URL(address)
       // A body announced and never finished: the request is read when the client goes away.
-      const started = new Promise<FastifyRequest>((resolve) => (arrived = resolve))
+      // In an object: a reply is thenable, and awaiting it would wait for its send.
+      const started = new Promise<{ reply: FastifyReply }>((resolve) => (arrived = (reply) => resolve({ reply })))
       const socket = connect(Number(port), '127.0.0.1')
       socket.write(`POST /things HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\ntraceparent: ${sampled.traceparent}\r\n\r\n{"a":`)
-      const request = await started // the server has the request, and its span
-      const closed = new Promise((resolve) => request.raw.once('close', resolve))
+      const { reply } = await started // the server has the request, and its span
+      const closed = new Promise((resolve) => reply.raw.once('close', resolve))
       socket.destroy()
-      await closed // after the span's own listener, added before
+      await closed // after the span's own listener on the response, added before
       await provider.forceFlush()
       const [span, ...others] = exporter.getFinishedSpans()
       assert.equal(others.length, 0)
