@@ -101,6 +101,9 @@ describe('SQLite write batches', () => {
       const first = [store.orders.cancel(30n, null), store.orders.place({ order: NEW_ORDER })]
       await sleep(60) // the batch was refused for the lock at least once
       results = [...first, store.orders.ship(31n)]
+      // And refused again with the ship in it: an attempt already under way when the ship was queued
+      // cannot take it, and would commit without it if the lock were released now.
+      await sleep(100)
     } finally {
       other.exec('COMMIT')
       other.close()
