@@ -6,8 +6,9 @@ const tracer = trace.getTracer('petstore-orders')
 const REPOSITORIES = ['orders', 'apiKeys', 'pets', 'events', 'webhooks'] as const
 /**
  * The data version a list and the event feed check before they read: one small row read once per
- * turn (PostgreSQL's is kept in memory by notifications, and its trace shows no statement for it). A span would cost
- * the SDK several times the read, in every sampled list, and say nothing the request's span does not.
+ * turn (PostgreSQL's is kept in memory by notifications, and its trace shows no statement for it).
+ * A span would cost the SDK several times the read, in every sampled list, and say nothing the
+ * request's span does not.
  */
 const UNTRACED = new Set(['orders.dataVersion'])
 
@@ -17,8 +18,8 @@ const UNTRACED = new Set(['orders.dataVersion'])
  * recorded span: a request's, a delivery's. For the embedded SQLite store, whose calls no library
  * traces (PostgreSQL's statements are traced by instrumentation-pg). Work outside a trace (the
  * dispatcher's lease passes, pruning), or in one not sampled, makes no span: it would not be
- * recorded either; nor does the data version (UNTRACED). An operation that returns an async iterable
- * (the v1 list) ends its span when the iteration does.
+ * recorded either; nor does the data version (UNTRACED). An operation that returns an async
+ * iterable (the v1 list) ends its span when the iteration does.
  */
 export function traceStoreOperations(store: Store, system: string): Store {
   // Plain objects over the store and its repositories, their methods wrapped once: a call costs a

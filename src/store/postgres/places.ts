@@ -99,8 +99,9 @@ const PLACE_LOCKS = `SELECT k.obtained, set_config('lock_timeout', '${INSERT_LOC
  * id the store holds, as long as any is left. Each new order is inserted with its Idempotency-Key
  * record (an expired one replaced) and its `order.created` event, which keeps the request's trace
  * context ($9 and $10, traceContextArrays) and its metadata ($11), and the version is bumped if any
- * was. One row per request, in order: its order as inserted, or its record, or neither — ids exhausted, or an
- * id taken by an import meanwhile (`ON CONFLICT DO NOTHING`; the batch is tried again).
+ * was. One row per request, in order: its order as inserted, or its record, or neither — ids
+ * exhausted, or an id taken by an import meanwhile (`ON CONFLICT DO NOTHING`; the batch is tried
+ * again).
  */
 const PLACE_BATCH = `WITH request AS (
     SELECT * FROM unnest($1::bigint[], $2::integer[], $3::timestamptz[], $4::bigint[], $5::text[], $6::text[], $7::timestamptz[], $9::text[], $10::text[], $11::text[])
