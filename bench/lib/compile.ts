@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process'
 import { cpSync } from 'node:fs'
 import { join } from 'node:path'
-import { BUILD_DIR, ROOT } from './paths.js'
+import { buildDirOf, ROOT } from './paths.js'
 
 /**
  * src/ and bench/ to JavaScript in .bench/build, for the child processes (bench/tsconfig.build.json),
@@ -9,10 +9,11 @@ import { BUILD_DIR, ROOT } from './paths.js'
  * as ../../../src/… from the compiled routes) and package.json (two folders up from the compiled
  * tracing SDK, for service.version; also the build's "type": "module").
  */
-export function compileBench(): void {
-  const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
-  const result = spawnSync(process.execPath, [tsc, '-p', join(ROOT, 'bench', 'tsconfig.build.json')], { stdio: 'inherit' })
-  if (result.status !== 0) throw new Error('compiling src/ and bench/ for the bench failed')
-  cpSync(join(ROOT, 'src', 'http', 'assets'), join(BUILD_DIR, 'src', 'http', 'assets'), { recursive: true })
-  cpSync(join(ROOT, 'package.json'), join(BUILD_DIR, 'package.json'))
+export function compileBench(root = ROOT): void {
+  const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
+  const result = spawnSync(process.execPath, [tsc, '-p', join(root, 'bench', 'tsconfig.build.json')], { stdio: 'inherit' })
+  if (result.status !== 0) throw new Error(`compiling src/ and bench/ of ${root} for the bench failed`)
+  const build = buildDirOf(root)
+  cpSync(join(root, 'src', 'http', 'assets'), join(build, 'src', 'http', 'assets'), { recursive: true })
+  cpSync(join(root, 'package.json'), join(build, 'package.json'))
 }

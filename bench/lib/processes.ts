@@ -25,13 +25,13 @@ export class Child {
   private stderr = ''
   private exitCode: number | null | undefined
 
-  /** `script`: path under bench/, e.g. 'lib/project-server.ts'. */
+  /** `script`: path under bench/, e.g. 'lib/project-server.ts'; `build`: another tree's build (lib/reference.ts). */
   constructor(
     readonly name: string,
     script: string,
-    options: { env?: Record<string, string>; args?: string[]; nodeOptions?: string[] } = {},
+    options: { env?: Record<string, string>; args?: string[]; nodeOptions?: string[]; build?: string } = {},
   ) {
-    const file = join(BUILD_DIR, 'bench', script.replace(/\.ts$/, '.js'))
+    const file = join(options.build ?? BUILD_DIR, 'bench', script.replace(/\.ts$/, '.js'))
     this.process = fork(file, options.args ?? [], {
       env: { ...process.env, NODE_OPTIONS: '', ...options.env },
       execArgv: options.nodeOptions ?? [],
@@ -136,8 +136,9 @@ export async function startServerChild(
   name: string,
   script: string,
   env: Record<string, string>,
+  build?: string,
 ): Promise<RunningChild> {
-  const child = new Child(name, script, { env: { HOST: '127.0.0.1', PORT: '0', ...env } })
+  const child = new Child(name, script, { env: { HOST: '127.0.0.1', PORT: '0', ...env }, build })
   try {
     const ready = await child.next<{ type: 'ready'; url: string }>('ready', 60_000)
     return { child, url: ready.url }

@@ -110,16 +110,21 @@ export async function pairedRounds<B, P>(
   project: (round: number) => Promise<P>,
 ): Promise<{ baseline: B[]; project: P[] }> {
   const result: { baseline: B[]; project: P[] } = { baseline: [], project: [] }
-  for (let round = 0; round < rounds; round++) {
-    if (round % 2 === 0) {
-      result.baseline.push(await baseline(round))
-      result.project.push(await project(round))
-    } else {
-      result.project.push(await project(round))
-      result.baseline.push(await baseline(round))
-    }
-  }
+  await interleavedRounds(rounds, [
+    async (round) => void result.baseline.push(await baseline(round)),
+    async (round) => void result.project.push(await project(round)),
+  ])
   return result
+}
+
+/**
+ * Pairing for more than two: each round runs every measurement back to back, in the given order in
+ * even rounds and in reverse in odd ones.
+ */
+export async function interleavedRounds(rounds: number, measurements: ((round: number) => Promise<void>)[]): Promise<void> {
+  for (let round = 0; round < rounds; round++) {
+    for (const measure of round % 2 === 0 ? measurements : measurements.toReversed()) await measure(round)
+  }
 }
 
 /** The ratio of each paired round: a target is judged on their median; their range is shown beside it. */

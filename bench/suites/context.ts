@@ -31,10 +31,16 @@ export async function createDatabase(kind: StoreKind): Promise<BenchDatabase> {
 
 /**
  * Migrates `database` and imports `orders` orders (and the pets) through the store, in a child
- * process; with `metadata`, the metadata data set's orders (lib/dataset.ts).
+ * process; with `metadata`, the metadata data set's orders (lib/dataset.ts); with `build`, by another
+ * tree's seeder and store (lib/reference.ts).
  */
-export async function seed(database: BenchDatabase, orders: number, options: { pets: number; key: boolean; metadata?: boolean }): Promise<SeedResult> {
+export async function seed(
+  database: BenchDatabase,
+  orders: number,
+  options: { pets: number; key: boolean; metadata?: boolean; build?: string },
+): Promise<SeedResult> {
   const child = new Child('seeder', 'lib/seed.ts', {
+    build: options.build,
     env: { DATABASE_URL: database.url },
     args: [String(orders), String(options.pets), options.key ? '1' : '0', options.metadata === true ? '1' : '0'],
   })
