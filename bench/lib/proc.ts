@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 
 /**
  * Peak resident set size (VmHWM) and current RSS (VmRSS) of a live process, in bytes, from
@@ -35,6 +35,41 @@ export function statFields(pid: number | 'self'): string[] | undefined {
     return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   } catch {
     return undefined // gone
+  }
+}
+
+/**
+ * CPU time (user + system) each thread of a live process has used so far, in seconds, summed by the
+ * thread's name (Node's event loop is MainThread, a worker_threads Worker WorkerThread, V8's GC and
+ * compiler helpers V8Worker, libuv's pool libuv-worker); empty once it is gone.
+ */
+export function threadCpuSeconds(pid: number): Record<string, number> {
+  const byName: Record<string, number> = {}
+  let threads: string[]
+  try {
+    threads = readdirSync(`/proc/${pid}/task`)
+  } catch {
+    return byName
+  }
+  for (const thread of threads) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${thread}/stat`, 'utf8')
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      byName[name] = (byName[name] ?? 0) + (Number(fields[11]) + Number(fields[12])) / clockTicks()
+    } catch {
+      // the thread ended
+    }
+  }
+  return byName
+}
+
+/** Bytes a live process has caused to be sent to storage so far (`write_bytes` of /proc/<pid>/io); 0 once it is gone. */
+export function storageWrittenBytes(pid: number): number {
+  try {
+    return Number(/^write_bytes: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? 0)
+  } catch {
+    return 0
   }
 }
 

@@ -2,7 +2,7 @@ import { bearer } from '../lib/client.js'
 import type { BenchDatabase } from '../lib/databases.js'
 import { placeLoad, requireAllOk, type KeyKind, type LoadResult } from '../lib/load.js'
 import { PROJECT_ENV, startServerChild } from '../lib/processes.js'
-import { cpuDuring } from '../lib/proc.js'
+import { cpuDuring, storageWrittenBytes, threadCpuSeconds } from '../lib/proc.js'
 import { fmt, median, pairedRounds, roundRatios, verdict, type RoundRatios, type Row } from '../lib/report.js'
 import { bigDataset, type StoreContext } from './context.js'
 
@@ -30,6 +30,10 @@ export interface PlaceRun extends LoadResult {
   cpu: Record<string, number>
   /** The server's CPU time per request of the measured run, in µs. */
   serverUs: number
+  /** The same by thread name (lib/proc.ts threadCpuSeconds): SQLite's writer is a WorkerThread. */
+  threadUs: Record<string, number>
+  /** Bytes the server sent to storage per request of the measured run (WAL, checkpoints; PostgreSQL writes in its own processes). */
+  storageBytes: number
   /** The run's orders in the database after the server was SIGKILLed. */
   durable: number
 }
@@ -202,15 +206,18 @@ export async function placeRun(context: StoreContext, name: string, script: stri
   const load = { origin: server.url, headers: bearer(big.secret), connections: CONNECTIONS, idempotencyKeys: variant.keys, prebuilt: variant.prebuilt, metadata: variant.metadata }
   try {
     requireAllOk(`${name} warm-up`, await placeLoad({ ...load, petId: 1, amount: WARMUP_PLACES, maxSeconds: 60 }))
-    const measured = await cpuDuring({ server: server.child.pid, client: 'self' }, () =>
-      placeLoad({ ...load, petId: marker, amount, maxSeconds: MAX_SECONDS }),
-    )
-    const serverUs = (measured.cpuSeconds.server! * 1e6) / measured.result.requests
+    const { pid } = server.child
+    const [threadsBefore, writtenBefore] = [threadCpuSeconds(pid), storageWrittenBytes(pid)]
+    const measured = await cpuDuring({ server: pid, client: 'self' }, () => placeLoad({ ...load, petId: marker, amount, maxSeconds: MAX_SECONDS }))
+    const [threadsAfter, writtenAfter] = [threadCpuSeconds(pid), storageWrittenBytes(pid)]
+    const perRequest = (value: number): number => value / measured.result.requests
+    const serverUs = perRequest(measured.cpuSeconds.server! * 1e6)
+    const threadUs = Object.fromEntries(Object.entries(threadsAfter).map(([thread, seconds]) => [thread, perRequest((seconds - (threadsBefore[thread] ?? 0)) * 1e6)]))
     const result = requireAllOk(name, measured.result)
     // No graceful shutdown: whatever was acknowledged must already be on disk.
     await server.child.kill()
     const durable = await placedFor(big.database, marker)
-    return { ...result, durable, cpu: measured.cores, serverUs }
+    return { ...result, durable, cpu: measured.cores, serverUs, threadUs, storageBytes: perRequest(writtenAfter - writtenBefore) }
   } finally {
     await server.child.kill()
   }

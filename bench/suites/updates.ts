@@ -221,6 +221,12 @@ async function placesWithMetadata(context: StoreContext): Promise<void> {
       result: 'info',
     },
     {
+      measure: "the server's CPU per place by thread (median of runs; SQLite's writer is the WorkerThread), and the bytes it sent to storage a place",
+      project: `${threadRow(withMetadata)}; ${fmt.count(Math.round(median(withMetadata.map((r) => r.storageBytes))))} bytes`,
+      baseline: `${threadRow(plain)}; ${fmt.count(Math.round(median(plain.map((r) => r.storageBytes))))} bytes`,
+      result: 'info',
+    },
+    {
       measure: 'latency p50 / p99 (last round)',
       project: `${withMetadata.at(-1)!.p50Ms} / ${withMetadata.at(-1)!.p99Ms} ms`,
       baseline: `${plain.at(-1)!.p50Ms} / ${plain.at(-1)!.p99Ms} ms`,
@@ -255,6 +261,17 @@ function metadataRowsOfPet(database: BenchDatabase, petId: number): Promise<numb
 function count(database: BenchDatabase, sql: string, params: (number | string)[]): Promise<number> {
   let n = 0
   return database.count(database.kind === 'sqlite' ? sql : sql.replace(/\?/g, () => `$${++n}`), params)
+}
+
+/** Each thread's median µs a place over the runs, the busiest first; those under 2 µs left out. */
+function threadRow(runs: PlaceRun[]): string {
+  const threads = [...new Set(runs.flatMap((run) => Object.keys(run.threadUs)))]
+  const medians = threads.map((thread) => [thread, median(runs.map((run) => run.threadUs[thread] ?? 0))] as const)
+  return medians
+    .filter(([, us]) => us >= 2)
+    .sort((a, b) => b[1] - a[1])
+    .map(([thread, us]) => `${thread} ${us.toFixed(0)} µs`)
+    .join(', ')
 }
 
 function cpuRow(result: { cpu: Record<string, number> }): string {
