@@ -137,8 +137,9 @@ export async function startServerChild(
   script: string,
   env: Record<string, string>,
   build?: string,
+  nodeOptions?: string[],
 ): Promise<RunningChild> {
-  const child = new Child(name, script, { env: { HOST: '127.0.0.1', PORT: '0', ...env }, build })
+  const child = new Child(name, script, { env: { HOST: '127.0.0.1', PORT: '0', ...env }, build, nodeOptions })
   try {
     const ready = await child.next<{ type: 'ready'; url: string }>('ready', 60_000)
     return { child, url: ready.url }

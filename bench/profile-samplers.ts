@@ -1,0 +1,88 @@
+/**
+ * The server's CPU per request of one GET under each sampler, against tracing off: the project's
+ * server (compiled as `npm run bench` compiles it) on a fresh 100-order SQLite database, one server
+ * per setting kept running, 10 connections of autocannon, the settings run in turn in each round
+ * (reversed in odd rounds). Exports go to a port nobody listens on: what is measured is the
+ * server's side. Prints, per setting, the median of the rounds and each round, in µs of the
+ * server's CPU a request (/proc, warm-up included), and the reads and writes it made a request.
+ * `RATIOS` (comma-separated, e.g. 0.01,0.1) adds `parentbased_traceidratio` at each ratio;
+ * `--cpu-prof` leaves one profile per setting in .bench/profiles/samplers-<setting>/.
+ *
+ *   node --import tsx bench/profile-samplers.ts [path] [rounds] [seconds] [--cpu-prof]
+ */
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { bearer } from './lib/client.js'
+import { compileBench } from './lib/compile.js'
+import { createSqliteDatabase, dropAllDatabases } from './lib/databases.js'
+import { PETS } from './lib/dataset.js'
+import { closedLoop, requireAllOk } from './lib/load.js'
+import { ROOT } from './lib/paths.js'
+import { cpuDuring } from './lib/proc.js'
+import { killAllChildren, PROJECT_ENV, startServerChild, type RunningChild } from './lib/processes.js'
+import { median } from './lib/report.js'
+import { seed } from './suites/context.js'
+
+const args = process.argv.slice(2).filter((arg) => arg !== '--cpu-prof')
+const profile = process.argv.includes('--cpu-prof')
+const path = args[0] ?? '/v2/store/orders/42'
+const rounds = Number(args[1] ?? 6)
+const seconds = Number(args[2] ?? 4)
+const ratios = (process.env.RATIOS ?? '').split(',').filter((ratio) => ratio !== '')
+
+const OFF = { OTEL_SDK_DISABLED: '', OTEL_TRACES_EXPORTER: '', OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_TRACES_SAMPLER: '', OTEL_TRACES_SAMPLER_ARG: '' }
+const traced = (sampler: Record<string, string>): Record<string, string> => ({
+  ...OFF,
+  OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9',
+  OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+  ...sampler,
+})
+const settings: [string, Record<string, string>][] = [
+  ['off', OFF],
+  ['always_off', traced({ OTEL_TRACES_SAMPLER: 'always_off' })],
+  ...ratios.map((ratio): [string, Record<string, string>] => [`ratio ${ratio}`, traced({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio })]),
+]
+
+/** Read and write system calls of a live process so far (/proc/<pid>/io). */
+function syscalls(pid: number): { reads: number; writes: number } {
+  const io = readFileSync(`/proc/${pid}/io`, 'utf8')
+  const field = (name: string): number => Number(new RegExp(`^${name}: (\\d+)$`, 'm').exec(io)?.[1] ?? 0)
+  return { reads: field('syscr'), writes: field('syscw') }
+}
+
+compileBench()
+const database = createSqliteDatabase()
+try {
+  const { secret } = await seed(database, 100, { pets: PETS, key: true })
+  const headers = bearer(secret!)
+  const servers = new Map<string, RunningChild>()
+  for (const [name, env] of settings) {
+    const nodeOptions = profile ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, '.bench', 'profiles', `samplers-${name.replace(' ', '-')}`)}`] : []
+    servers.set(name, await startServerChild(name, 'lib/project-server.ts', { DATABASE_URL: database.url, ...PROJECT_ENV, ...env }, undefined, nodeOptions))
+  }
+  const perRequest = new Map<string, { us: number[]; reads: number[]; writes: number[] }>(settings.map(([name]) => [name, { us: [], reads: [], writes: [] }]))
+  for (let round = 0; round < rounds; round++) {
+    const order = round % 2 === 0 ? settings : settings.toReversed()
+    for (const [name] of order) {
+      const server = servers.get(name)!
+      const before = syscalls(server.child.pid)
+      const measured = await cpuDuring({ server: server.child.pid }, () =>
+        closedLoop({ url: `${server.url}${path}`, headers, connections: 10, seconds, warmupSeconds: 1 }),
+      )
+      const after = syscalls(server.child.pid)
+      const requests = requireAllOk(name, measured.result).requests + measured.result.warmupRequests
+      const figures = perRequest.get(name)!
+      figures.us.push((measured.cpuSeconds.server! * 1e6) / requests)
+      figures.reads.push((after.reads - before.reads) / requests)
+      figures.writes.push((after.writes - before.writes) / requests)
+    }
+  }
+  console.log(`GET ${path}: the server's CPU a request, µs (median, then each round); read and write system calls a request`)
+  for (const [name, { us, reads, writes }] of perRequest) {
+    console.log(`${name.padEnd(12)} ${median(us).toFixed(1).padStart(6)}  (${us.map((value) => value.toFixed(1)).join(' ')})  ${median(reads).toFixed(2)} / ${median(writes).toFixed(2)}`)
+  }
+  for (const server of servers.values()) await server.child.stop()
+} finally {
+  killAllChildren()
+  await dropAllDatabases()
+}
