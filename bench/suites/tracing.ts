@@ -101,9 +101,9 @@ function positiveInteger(name: string): number | undefined {
 }
 
 interface Run extends LoadResult {
-  /** CPU of the server, the load generator and the OTLP sink during the measured run, as shares of one core. */
+  /** CPU of the server, the load generator and the OTLP sink during the run (a GET's warm-up included), as shares of one core. */
   cpu: Record<string, number>
-  /** The server's CPU time per request of the measured run, in µs. */
+  /** The server's CPU time per request answered in that time, in µs. */
   serverUs: number
 }
 
@@ -226,7 +226,8 @@ export async function tracing(context: StoreContext): Promise<void> {
           closedLoop({ url: `${server.url}${path}`, headers: as, connections: GET_CONNECTIONS, seconds: getSeconds, warmupSeconds: GET_WARMUP_SECONDS }),
         )
         const result = requireAllOk(server.child.name, measured.result)
-        return { ...result, cpu: measured.cores, serverUs: (measured.cpuSeconds.server! * 1e6) / result.requests }
+        // The CPU read covers the warm-up too: per request of both.
+        return { ...result, cpu: measured.cores, serverUs: (measured.cpuSeconds.server! * 1e6) / (result.requests + result.warmupRequests) }
       }
       /** A traced run, then its sink let go quiet: its spans are not sent during the next run. */
       const traced = async (runs: Run[], server: RunningChild, path: string, as = headers, itsSink = sink): Promise<number> => {
