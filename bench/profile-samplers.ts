@@ -10,7 +10,6 @@
  *
  *   node --import tsx bench/profile-samplers.ts [path] [rounds] [seconds] [--cpu-prof]
  */
-import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { bearer } from './lib/client.js'
 import { compileBench } from './lib/compile.js'
@@ -18,10 +17,11 @@ import { createSqliteDatabase, dropAllDatabases } from './lib/databases.js'
 import { PETS } from './lib/dataset.js'
 import { closedLoop, requireAllOk } from './lib/load.js'
 import { ROOT } from './lib/paths.js'
-import { cpuDuring } from './lib/proc.js'
+import { cpuDuring, ioCounters } from './lib/proc.js'
 import { killAllChildren, PROJECT_ENV, startServerChild, type RunningChild } from './lib/processes.js'
-import { median } from './lib/report.js'
+import { interleavedRounds, median } from './lib/report.js'
 import { seed } from './suites/context.js'
+import { TRACING_OFF, tracingOn } from './suites/tracing.js'
 
 const args = process.argv.slice(2).filter((arg) => arg !== '--cpu-prof')
 const profile = process.argv.includes('--cpu-prof')
@@ -30,25 +30,13 @@ const rounds = Number(args[1] ?? 6)
 const seconds = Number(args[2] ?? 4)
 const ratios = (process.env.RATIOS ?? '').split(',').filter((ratio) => ratio !== '')
 
-const OFF = { OTEL_SDK_DISABLED: '', OTEL_TRACES_EXPORTER: '', OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_TRACES_SAMPLER: '', OTEL_TRACES_SAMPLER_ARG: '' }
-const traced = (sampler: Record<string, string>): Record<string, string> => ({
-  ...OFF,
-  OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9',
-  OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
-  ...sampler,
-})
+/** Exports to a port nobody listens on: each fails at once, and the server's side is what is measured. */
+const traced = (sampler: Record<string, string>): Record<string, string> => tracingOn('http://127.0.0.1:9', sampler)
 const settings: [string, Record<string, string>][] = [
-  ['off', OFF],
+  ['off', TRACING_OFF],
   ['always_off', traced({ OTEL_TRACES_SAMPLER: 'always_off' })],
   ...ratios.map((ratio): [string, Record<string, string>] => [`ratio ${ratio}`, traced({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio })]),
 ]
-
-/** Read and write system calls of a live process so far (/proc/<pid>/io). */
-function syscalls(pid: number): { reads: number; writes: number } {
-  const io = readFileSync(`/proc/${pid}/io`, 'utf8')
-  const field = (name: string): number => Number(new RegExp(`^${name}: (\\d+)$`, 'm').exec(io)?.[1] ?? 0)
-  return { reads: field('syscr'), writes: field('syscw') }
-}
 
 compileBench()
 const database = createSqliteDatabase()
@@ -58,25 +46,25 @@ try {
   const servers = new Map<string, RunningChild>()
   for (const [name, env] of settings) {
     const nodeOptions = profile ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, '.bench', 'profiles', `samplers-${name.replace(' ', '-')}`)}`] : []
-    servers.set(name, await startServerChild(name, 'lib/project-server.ts', { DATABASE_URL: database.url, ...PROJECT_ENV, ...env }, undefined, nodeOptions))
+    servers.set(name, await startServerChild(name, 'lib/project-server.ts', { DATABASE_URL: database.url, ...PROJECT_ENV, ...env }, { nodeOptions }))
   }
   const perRequest = new Map<string, { us: number[]; reads: number[]; writes: number[] }>(settings.map(([name]) => [name, { us: [], reads: [], writes: [] }]))
-  for (let round = 0; round < rounds; round++) {
-    const order = round % 2 === 0 ? settings : settings.toReversed()
-    for (const [name] of order) {
+  await interleavedRounds(
+    rounds,
+    settings.map(([name]) => async () => {
       const server = servers.get(name)!
-      const before = syscalls(server.child.pid)
+      const before = ioCounters(server.child.pid)
       const measured = await cpuDuring({ server: server.child.pid }, () =>
         closedLoop({ url: `${server.url}${path}`, headers, connections: 10, seconds, warmupSeconds: 1 }),
       )
-      const after = syscalls(server.child.pid)
+      const after = ioCounters(server.child.pid)
       const requests = requireAllOk(name, measured.result).requests + measured.result.warmupRequests
       const figures = perRequest.get(name)!
       figures.us.push((measured.cpuSeconds.server! * 1e6) / requests)
-      figures.reads.push((after.reads - before.reads) / requests)
-      figures.writes.push((after.writes - before.writes) / requests)
-    }
-  }
+      figures.reads.push((after.syscr! - before.syscr!) / requests)
+      figures.writes.push((after.syscw! - before.syscw!) / requests)
+    }),
+  )
   console.log(`GET ${path}: the server's CPU a request, µs (median, then each round); read and write system calls a request`)
   for (const [name, { us, reads, writes }] of perRequest) {
     console.log(`${name.padEnd(12)} ${median(us).toFixed(1).padStart(6)}  (${us.map((value) => value.toFixed(1)).join(' ')})  ${median(reads).toFixed(2)} / ${median(writes).toFixed(2)}`)

@@ -28,14 +28,24 @@ export function clockTicks(): number {
   return ticksPerSecond
 }
 
-/** The fields of /proc/<pid>/stat after the command name (field 3, the state, is index 0). */
-export function statFields(pid: number | 'self'): string[] | undefined {
+/** A stat file of /proc (a process's or one of its threads'): its command name, and the fields after it (field 3, the state, is index 0). */
+function readStat(path: string): { name: string; fields: string[] } | undefined {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    const stat = readFileSync(path, 'utf8')
+    return { name: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), fields: stat.slice(stat.lastIndexOf(')') + 2).split(' ') }
   } catch {
     return undefined // gone
   }
+}
+
+/** The fields of /proc/<pid>/stat after the command name (field 3, the state, is index 0). */
+export function statFields(pid: number | 'self'): string[] | undefined {
+  return readStat(`/proc/${pid}/stat`)?.fields
+}
+
+/** User + system time of stat fields, in seconds. */
+function cpuOf(fields: string[]): number {
+  return (Number(fields[11]) + Number(fields[12])) / clockTicks()
 }
 
 /**
@@ -52,32 +62,36 @@ export function threadCpuSeconds(pid: number): Record<string, number> {
     return byName
   }
   for (const thread of threads) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/task/${thread}/stat`, 'utf8')
-      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      byName[name] = (byName[name] ?? 0) + (Number(fields[11]) + Number(fields[12])) / clockTicks()
-    } catch {
-      // the thread ended
-    }
+    const stat = readStat(`/proc/${pid}/task/${thread}/stat`)
+    if (stat !== undefined) byName[stat.name] = (byName[stat.name] ?? 0) + cpuOf(stat.fields)
   }
   return byName
 }
 
-/** Bytes a live process has caused to be sent to storage so far (`write_bytes` of /proc/<pid>/io); 0 once it is gone. */
-export function storageWrittenBytes(pid: number): number {
+/**
+ * The I/O counters of a live process so far (/proc/<pid>/io): `syscr` and `syscw` (read and write
+ * system calls), `write_bytes` (bytes it caused to be sent to storage), …; empty once it is gone.
+ */
+export function ioCounters(pid: number): Record<string, number> {
   try {
-    return Number(/^write_bytes: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? 0)
+    return Object.fromEntries(
+      readFileSync(`/proc/${pid}/io`, 'utf8')
+        .trim()
+        .split('\n')
+        .map((line) => {
+          const [name, value] = line.split(': ')
+          return [name!, Number(value)]
+        }),
+    )
   } catch {
-    return 0
+    return {}
   }
 }
 
 /** CPU time (user + system) a live process has used so far, in seconds; 0 once it is gone. */
 export function cpuSeconds(pid: number | 'self'): number {
   const fields = statFields(pid)
-  if (fields === undefined) return 0
-  return (Number(fields[11]) + Number(fields[12])) / clockTicks()
+  return fields === undefined ? 0 : cpuOf(fields)
 }
 
 /**

@@ -136,10 +136,9 @@ export async function startServerChild(
   name: string,
   script: string,
   env: Record<string, string>,
-  build?: string,
-  nodeOptions?: string[],
+  options: { build?: string; nodeOptions?: string[] } = {},
 ): Promise<RunningChild> {
-  const child = new Child(name, script, { env: { HOST: '127.0.0.1', PORT: '0', ...env }, build, nodeOptions })
+  const child = new Child(name, script, { ...options, env: { HOST: '127.0.0.1', PORT: '0', ...env } })
   try {
     const ready = await child.next<{ type: 'ready'; url: string }>('ready', 60_000)
     return { child, url: ready.url }

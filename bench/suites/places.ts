@@ -2,7 +2,7 @@ import { bearer } from '../lib/client.js'
 import type { BenchDatabase } from '../lib/databases.js'
 import { placeLoad, requireAllOk, type KeyKind, type LoadResult } from '../lib/load.js'
 import { PROJECT_ENV, startServerChild } from '../lib/processes.js'
-import { cpuDuring, storageWrittenBytes, threadCpuSeconds } from '../lib/proc.js'
+import { cpuDuring, ioCounters, threadCpuSeconds } from '../lib/proc.js'
 import { fmt, median, pairedRounds, roundRatios, verdict, type RoundRatios, type Row } from '../lib/report.js'
 import { bigDataset, type StoreContext } from './context.js'
 
@@ -207,9 +207,9 @@ export async function placeRun(context: StoreContext, name: string, script: stri
   try {
     requireAllOk(`${name} warm-up`, await placeLoad({ ...load, petId: 1, amount: WARMUP_PLACES, maxSeconds: 60 }))
     const { pid } = server.child
-    const [threadsBefore, writtenBefore] = [threadCpuSeconds(pid), storageWrittenBytes(pid)]
+    const [threadsBefore, ioBefore] = [threadCpuSeconds(pid), ioCounters(pid)]
     const measured = await cpuDuring({ server: pid, client: 'self' }, () => placeLoad({ ...load, petId: marker, amount, maxSeconds: MAX_SECONDS }))
-    const [threadsAfter, writtenAfter] = [threadCpuSeconds(pid), storageWrittenBytes(pid)]
+    const [threadsAfter, ioAfter] = [threadCpuSeconds(pid), ioCounters(pid)]
     const perRequest = (value: number): number => value / measured.result.requests
     const serverUs = perRequest(measured.cpuSeconds.server! * 1e6)
     const threadUs = Object.fromEntries(Object.entries(threadsAfter).map(([thread, seconds]) => [thread, perRequest((seconds - (threadsBefore[thread] ?? 0)) * 1e6)]))
@@ -217,7 +217,7 @@ export async function placeRun(context: StoreContext, name: string, script: stri
     // No graceful shutdown: whatever was acknowledged must already be on disk.
     await server.child.kill()
     const durable = await placedFor(big.database, marker)
-    return { ...result, durable, cpu: measured.cores, serverUs, threadUs, storageBytes: perRequest(writtenAfter - writtenBefore) }
+    return { ...result, durable, cpu: measured.cores, serverUs, threadUs, storageBytes: perRequest(ioAfter.write_bytes! - ioBefore.write_bytes!) }
   } finally {
     await server.child.kill()
   }

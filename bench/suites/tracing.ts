@@ -48,7 +48,7 @@ const REFERENCE_COMMIT = '06a287698aa56339befc3512693044e626bc8abe'
  * Every OTEL_* variable the project's config and the SDK's sampler read, so that the bench's own
  * environment turns tracing neither on nor off: tracing is off unless the traced env sets them.
  */
-const TRACING_OFF: Record<string, string> = {
+export const TRACING_OFF: Record<string, string> = {
   OTEL_SDK_DISABLED: '',
   OTEL_TRACES_EXPORTER: '',
   OTEL_EXPORTER_OTLP_ENDPOINT: '',
@@ -82,7 +82,7 @@ function sampling(): { env: Record<string, string>; label: string; none: boolean
   }
 }
 
-function tracingOn(sinkUrl: string, sampler: Record<string, string>): Record<string, string> {
+export function tracingOn(sinkUrl: string, sampler: Record<string, string>): Record<string, string> {
   return {
     ...TRACING_OFF,
     OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl,
@@ -185,8 +185,14 @@ export async function tracing(context: StoreContext): Promise<void> {
   try {
     const { secret } = await seed(database, ORDERS, { pets: PETS, key: true })
     const headers = bearer(secret!)
-    const offEnv = { DATABASE_URL: database.url, ...PROJECT_ENV, ...TRACING_OFF }
-    const onEnv = { DATABASE_URL: database.url, ...PROJECT_ENV, ...tracingOn(sink.url, sampled.env) }
+    // A server's environment: its database, and tracing to `sinkUrl` or off.
+    const envOf = (databaseUrl: string, sinkUrl?: string): Record<string, string> => ({
+      DATABASE_URL: databaseUrl,
+      ...PROJECT_ENV,
+      ...(sinkUrl === undefined ? TRACING_OFF : tracingOn(sinkUrl, sampled.env)),
+    })
+    const offEnv = envOf(database.url)
+    const onEnv = envOf(database.url, sink.url)
     if (sampled.reference !== undefined) {
       // Its own database, made by its own seeder and migrations; its spans to a sink of their own.
       const build = referenceBuild(sampled.reference)
@@ -202,7 +208,7 @@ export async function tracing(context: StoreContext): Promise<void> {
     const order = { path: `/v2/store/orders/${ORDER_ID}`, off: [] as Run[], on: [] as Run[] }
     const servers: RunningChild[] = []
     const started = async (name: string, env: Record<string, string>, build?: string): Promise<RunningChild> => {
-      const server = await startServerChild(name, 'lib/project-server.ts', env, build)
+      const server = await startServerChild(name, 'lib/project-server.ts', env, { build })
       servers.push(server)
       return server
     }
@@ -242,9 +248,9 @@ export async function tracing(context: StoreContext): Promise<void> {
       let referenceBefore: SinkStats | undefined
       if (reference !== undefined) {
         const as = reference.headers!
-        const referenceOff = await started('reference server, tracing off', { ...offEnv, DATABASE_URL: reference.database.url }, reference.build)
+        const referenceOff = await started('reference server, tracing off', envOf(reference.database.url), reference.build)
         referenceBefore = await reference.sink.stats()
-        referenceOn = await started('reference server, tracing on', { ...onEnv, ...tracingOn(reference.sink.url, sampled.env), DATABASE_URL: reference.database.url }, reference.build)
+        referenceOn = await started('reference server, tracing on', envOf(reference.database.url, reference.sink.url), reference.build)
         const answers = await Promise.all(
           [referenceOff, referenceOn].map((server) => context.downloader.request(`${server.url}${list.path}`, { headers: as, hash: 'raw' })),
         )
@@ -306,6 +312,7 @@ export async function tracing(context: StoreContext): Promise<void> {
     const added = (on: Run[], off: Run[]): number[] => on.map((run, i) => run.serverUs - off[i]!.serverUs)
     const addedUs = added(list.on, list.off)
     const referenceAddedUs = added(list.referenceOn, list.referenceOff)
+    const addedOverReference = addedUs.map((us, round) => us - referenceAddedUs[round]!)
     const spread = (values: number[]): string => `${median(values).toFixed(1)} µs (${Math.min(...values).toFixed(1)}–${Math.max(...values).toFixed(1)})`
     const us = (runs: Run[]): string => `${median(runs.map((r) => r.serverUs)).toFixed(0)} µs`
     const cpuCost = (of: Run[], to: Run[]): string => fmt.rounds(roundRatios(of.map((r) => r.serverUs), to.map((r) => r.serverUs)))
@@ -359,9 +366,9 @@ export async function tracing(context: StoreContext): Promise<void> {
               measure: `the server's CPU a request's tracing adds on the v1 list (on − off, median of the rounds): this tree against main of 2026-12-04 (${sampled.reference!.slice(0, 7)}), in the same ${getRounds} rounds`,
               project: spread(addedUs),
               baseline: spread(referenceAddedUs),
-              ratio: `${spread(addedUs.map((us, i) => us - referenceAddedUs[i]!))} a round, this tree's less the reference's`,
+              ratio: `${spread(addedOverReference)} a round, this tree's less the reference's`,
               target: '≤ 0 µs (no more than then)',
-              result: verdict(median(addedUs.map((us, i) => us - referenceAddedUs[i]!)) <= 0),
+              result: verdict(median(addedOverReference) <= 0),
             },
             {
               measure: 'the reference: its v1 list traced against untraced; its CPU per request off / on; its spans',
