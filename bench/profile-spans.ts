@@ -3,11 +3,13 @@
  * service's own tracing setup (src/tracing/sdk.ts: batch processor, OTLP/HTTP protobuf exporter,
  * AsyncLocalStorage context) making the spans of a small GET — a SERVER span with the request's
  * attributes and, active under it, one CLIENT span for its store call — in a loop, against the same
- * loop with no SDK loaded (the API's no-op), and with the SDK loaded but nothing sampled. Each
- * variant runs in a fresh child process (the SDK registers globally), in paired rounds; exports go
- * to bench/lib/otlp-sink.ts in a process of its own and are included (the last at shutdown). The
- * figure is CPU time per request, the loop's own share included: compare it with the server's CPU
- * per request in comparison 11.
+ * loop with no SDK loaded (the API's no-op), and with the SDK loaded but nothing sampled. `RATIOS`
+ * (comma-separated, e.g. 0.01,0.1) adds `parentbased_traceidratio` at each ratio, and with it the
+ * cost of one sampled request at that ratio over nothing sampled: what the server's own figures under
+ * the same samplers (profile-samplers.ts) can be held against. Each variant runs in a fresh child
+ * process (the SDK registers globally), in paired rounds; exports go to bench/lib/otlp-sink.ts in a
+ * process of its own and are included (the last at shutdown). The figure is CPU time per request,
+ * the loop's own share included: compare it with the server's CPU per request in comparison 11.
  *
  *   node --import tsx bench/profile-spans.ts [rounds] [requests]
  */
@@ -16,11 +18,27 @@ import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { median } from './lib/report.js'
 
-type Variant = 'no SDK' | 'SDK, nothing sampled' | 'SDK, every request sampled'
-const VARIANTS: readonly Variant[] = ['no SDK', 'SDK, nothing sampled', 'SDK, every request sampled']
+interface Variant {
+  name: string
+  /** The sampler's variables; none: the SDK is not loaded. */
+  sampler?: Record<string, string>
+  /** The share of requests sampled. */
+  share: number
+}
+const ratios = (process.env.RATIOS ?? '').split(',').filter((ratio) => ratio !== '')
+const VARIANTS: readonly Variant[] = [
+  { name: 'no SDK', share: 0 },
+  { name: 'SDK, nothing sampled', sampler: { OTEL_TRACES_SAMPLER: 'always_off' }, share: 0 },
+  ...ratios.map((ratio) => ({
+    name: `SDK, ${Number(ratio) * 100}% sampled`,
+    sampler: { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio },
+    share: Number(ratio),
+  })),
+  { name: 'SDK, every request sampled', sampler: { OTEL_TRACES_SAMPLER: 'always_on' }, share: 1 },
+]
 const SELF = fileURLToPath(import.meta.url)
 
-if (process.env.PROFILE_SPANS_VARIANT !== undefined) await child(process.env.PROFILE_SPANS_VARIANT as Variant, Number(process.env.PROFILE_SPANS_REQUESTS))
+if (process.env.PROFILE_SPANS_SDK !== undefined) await child(process.env.PROFILE_SPANS_SDK === '1', Number(process.env.PROFILE_SPANS_REQUESTS))
 else await main(Number(process.argv[2] ?? 5), Number(process.argv[3] ?? 50_000))
 
 async function main(rounds: number, requests: number): Promise<void> {
@@ -28,6 +46,7 @@ async function main(rounds: number, requests: number): Promise<void> {
   try {
     const { url } = await message<{ url: string }>(sink, 'ready')
     const perRequest = new Map<Variant, number[]>(VARIANTS.map((variant) => [variant, []]))
+    const sampledShare = new Map<Variant, number>()
     for (let round = 0; round < rounds; round++) {
       // Alternate the order, so that neither variant always runs first.
       for (const variant of round % 2 === 0 ? VARIANTS : [...VARIANTS].reverse()) {
@@ -35,38 +54,43 @@ async function main(rounds: number, requests: number): Promise<void> {
           execArgv: ['--import', 'tsx'],
           env: {
             ...process.env,
-            PROFILE_SPANS_VARIANT: variant,
+            PROFILE_SPANS_SDK: variant.sampler === undefined ? '0' : '1',
             PROFILE_SPANS_REQUESTS: String(requests),
             OTEL_EXPORTER_OTLP_ENDPOINT: url,
             OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
-            OTEL_TRACES_SAMPLER: variant === 'SDK, nothing sampled' ? 'always_off' : 'always_on',
+            OTEL_TRACES_SAMPLER_ARG: '',
+            ...variant.sampler,
           },
           stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
         })
         const before = await spansAt(sink)
-        perRequest.get(variant)!.push((await message<{ us: number }>(worker, 'done')).us)
-        // Every span of a sampled run reached the sink (none dropped by a full queue), and none else.
+        const done = await message<{ us: number; sampled: number; measuredSampled: number }>(worker, 'done')
+        perRequest.get(variant)!.push(done.us)
+        sampledShare.set(variant, done.measuredSampled / requests)
+        // Every span of a sampled request reached the sink (none dropped by a full queue), and none else.
         const exported = (await spansAt(sink)) - before
-        const expected = variant === 'SDK, every request sampled' ? 2 * (requests + warmup(requests)) : 0
-        if (exported !== expected) throw new Error(`${variant}: the sink received ${exported} spans, not ${expected}`)
+        if (exported !== 2 * done.sampled) throw new Error(`${variant.name}: the sink received ${exported} spans, not ${2 * done.sampled}`)
       }
     }
-    const none = median(perRequest.get('no SDK')!)
+    const none = median(perRequest.get(VARIANTS[0]!)!)
+    const unsampled = median(perRequest.get(VARIANTS[1]!)!)
     console.log(`${requests.toLocaleString('en')} requests of 2 spans each, ${rounds} rounds (CPU µs per request: median, then each round)`)
     for (const [variant, us] of perRequest) {
-      const extra = variant === 'no SDK' ? '' : `; +${(median(us) - none).toFixed(1)} µs over no SDK`
-      console.log(`  ${variant.padEnd(27)} ${median(us).toFixed(1).padStart(6)} µs (${us.map((value) => value.toFixed(1)).join(', ')})${extra}`)
+      const over = variant.sampler === undefined ? '' : `; +${(median(us) - none).toFixed(1)} µs over no SDK`
+      const share = sampledShare.get(variant)!
+      const each = variant.share > 0 ? `; ${(share * 100).toFixed(1)}% sampled, ${((median(us) - unsampled) / share).toFixed(1)} µs a sampled request over nothing sampled` : ''
+      console.log(`  ${variant.name.padEnd(27)} ${median(us).toFixed(1).padStart(6)} µs (${us.map((value) => value.toFixed(1)).join(', ')})${over}${each}`)
     }
   } finally {
     sink.kill('SIGTERM')
   }
 }
 
-/** One variant: warm up, then `requests` requests' spans, measured with the SDK's last export. */
-async function child(variant: Variant, requests: number): Promise<void> {
+/** One variant (with the SDK or not; its sampler from the environment): warm up, then `requests` requests' spans, measured with the SDK's last export. */
+async function child(sdk: boolean, requests: number): Promise<void> {
   const { context, propagation, ROOT_CONTEXT, SpanKind, trace } = await import('@opentelemetry/api')
   let shutdown = async (): Promise<void> => {}
-  if (variant !== 'no SDK') {
+  if (sdk) {
     const { startTracing } = await import('../src/tracing/sdk.js')
     const { tracingConfig } = await import('../src/config.js')
     const { default: pino } = await import('pino')
@@ -76,6 +100,7 @@ async function child(variant: Variant, requests: number): Promise<void> {
   }
   const tracer = trace.getTracer('petstore-orders')
   const headers = { host: '127.0.0.1', accept: 'application/json' }
+  let sampled = 0
   const request = (): void => {
     // As src/tracing/server-spans.ts and store-spans.ts do for one request with one store call.
     const parent = propagation.extract(ROOT_CONTEXT, headers)
@@ -86,6 +111,7 @@ async function child(variant: Variant, requests: number): Promise<void> {
     )
     // A read not sampled runs outside any span (server-spans.ts): no store span, nothing to end.
     if (!server.isRecording()) return
+    sampled++
     context.with(trace.setSpan(parent, server), () => {
       const store = tracer.startSpan('orders.find', { kind: SpanKind.CLIENT, attributes: { 'db.system': 'sqlite', 'db.system.name': 'sqlite', 'db.operation.name': 'orders.find' } })
       context.with(trace.setSpan(context.active(), store), () => store.end())
@@ -103,11 +129,12 @@ async function child(variant: Variant, requests: number): Promise<void> {
     }
   }
   await run(warmup(requests))
+  const warmupSampled = sampled
   const before = process.cpuUsage()
   await run(requests)
   await shutdown()
   const used = process.cpuUsage(before)
-  process.send!({ type: 'done', us: (used.user + used.system) / requests })
+  process.send!({ type: 'done', us: (used.user + used.system) / requests, sampled, measuredSampled: sampled - warmupSampled })
   process.disconnect()
 }
 
