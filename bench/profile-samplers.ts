@@ -6,21 +6,22 @@
  * server's side. Prints, per setting, the median of the rounds and each round, in µs of the
  * server's CPU a request (/proc, warm-up included), and the reads and writes it made a request.
  * `RATIOS` (comma-separated, e.g. 0.01,0.1) adds `parentbased_traceidratio` at each ratio;
- * `--cpu-prof` leaves one profile per setting in .bench/profiles/samplers-<setting>/.
+ * `--cpu-prof` leaves one profile per setting in .bench/profiles/samplers-<setting>/. `STORE=postgres` runs the servers on a
+ * fresh PostgreSQL database instead (the bench's, as `npm run bench` finds it).
  *
  *   node --import tsx bench/profile-samplers.ts [path] [rounds] [seconds] [--cpu-prof]
  */
 import { join } from 'node:path'
 import { bearer } from './lib/client.js'
 import { compileBench } from './lib/compile.js'
-import { createSqliteDatabase, dropAllDatabases } from './lib/databases.js'
+import { dropAllDatabases, type StoreKind } from './lib/databases.js'
 import { PETS } from './lib/dataset.js'
 import { closedLoop, requireAllOk } from './lib/load.js'
 import { ROOT } from './lib/paths.js'
 import { cpuDuring, ioCounters } from './lib/proc.js'
 import { killAllChildren, PROJECT_ENV, startServerChild, type RunningChild } from './lib/processes.js'
 import { interleavedRounds, median } from './lib/report.js'
-import { seed } from './suites/context.js'
+import { createDatabase, seed } from './suites/context.js'
 import { TRACING_OFF, tracingOn } from './suites/tracing.js'
 
 const args = process.argv.slice(2).filter((arg) => arg !== '--cpu-prof')
@@ -29,6 +30,8 @@ const path = args[0] ?? '/v2/store/orders/42'
 const rounds = Number(args[1] ?? 6)
 const seconds = Number(args[2] ?? 4)
 const ratios = (process.env.RATIOS ?? '').split(',').filter((ratio) => ratio !== '')
+const store = (process.env.STORE ?? 'sqlite') as StoreKind
+if (store !== 'sqlite' && store !== 'postgres') throw new Error(`STORE must be sqlite or postgres, got "${String(store)}"`)
 
 /** Exports to a port nobody listens on: each fails at once, and the server's side is what is measured. */
 const traced = (sampler: Record<string, string>): Record<string, string> => tracingOn('http://127.0.0.1:9', sampler)
@@ -39,7 +42,7 @@ const settings: [string, Record<string, string>][] = [
 ]
 
 compileBench()
-const database = createSqliteDatabase()
+const database = await createDatabase(store)
 try {
   const { secret } = await seed(database, 100, { pets: PETS, key: true })
   const headers = bearer(secret!)
