@@ -22,14 +22,13 @@ import { cpuDuring, ioCounters } from './lib/proc.js'
 import { killAllChildren, PROJECT_ENV, startServerChild, type RunningChild } from './lib/processes.js'
 import { interleavedRounds, median } from './lib/report.js'
 import { createDatabase, seed } from './suites/context.js'
-import { TRACING_OFF, tracingOn } from './suites/tracing.js'
+import { ratioSampler, ratiosToProfile, TRACING_OFF, tracingOn } from './suites/tracing.js'
 
 const args = process.argv.slice(2).filter((arg) => arg !== '--cpu-prof')
 const profile = process.argv.includes('--cpu-prof')
 const path = args[0] ?? '/v2/store/orders/42'
 const rounds = Number(args[1] ?? 6)
 const seconds = Number(args[2] ?? 4)
-const ratios = (process.env.RATIOS ?? '').split(',').filter((ratio) => ratio !== '')
 const store = (process.env.STORE ?? 'sqlite') as StoreKind
 if (store !== 'sqlite' && store !== 'postgres') throw new Error(`STORE must be sqlite or postgres, got "${String(store)}"`)
 
@@ -38,7 +37,7 @@ const traced = (sampler: Record<string, string>): Record<string, string> => trac
 const settings: [string, Record<string, string>][] = [
   ['off', TRACING_OFF],
   ['always_off', traced({ OTEL_TRACES_SAMPLER: 'always_off' })],
-  ...ratios.map((ratio): [string, Record<string, string>] => [`ratio ${ratio}`, traced({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio })]),
+  ...ratiosToProfile().map((ratio): [string, Record<string, string>] => [`ratio ${ratio}`, traced(ratioSampler(ratio))]),
 ]
 
 compileBench()

@@ -17,24 +17,18 @@ import { fork, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { median } from './lib/report.js'
+import { ratioSampler, ratiosToProfile } from './suites/tracing.js'
 
 interface Variant {
   name: string
   /** The sampler's variables; none: the SDK is not loaded. */
   sampler?: Record<string, string>
-  /** The share of requests sampled. */
-  share: number
 }
-const ratios = (process.env.RATIOS ?? '').split(',').filter((ratio) => ratio !== '')
 const VARIANTS: readonly Variant[] = [
-  { name: 'no SDK', share: 0 },
-  { name: 'SDK, nothing sampled', sampler: { OTEL_TRACES_SAMPLER: 'always_off' }, share: 0 },
-  ...ratios.map((ratio) => ({
-    name: `SDK, ${Number(ratio) * 100}% sampled`,
-    sampler: { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio },
-    share: Number(ratio),
-  })),
-  { name: 'SDK, every request sampled', sampler: { OTEL_TRACES_SAMPLER: 'always_on' }, share: 1 },
+  { name: 'no SDK' },
+  { name: 'SDK, nothing sampled', sampler: { OTEL_TRACES_SAMPLER: 'always_off' } },
+  ...ratiosToProfile().map((ratio) => ({ name: `SDK, ratio ${ratio}`, sampler: ratioSampler(ratio) })),
+  { name: 'SDK, every request sampled', sampler: { OTEL_TRACES_SAMPLER: 'always_on' } },
 ]
 const SELF = fileURLToPath(import.meta.url)
 
@@ -78,7 +72,7 @@ async function main(rounds: number, requests: number): Promise<void> {
     for (const [variant, us] of perRequest) {
       const over = variant.sampler === undefined ? '' : `; +${(median(us) - none).toFixed(1)} µs over no SDK`
       const share = sampledShare.get(variant)!
-      const each = variant.share > 0 ? `; ${(share * 100).toFixed(1)}% sampled, ${((median(us) - unsampled) / share).toFixed(1)} µs a sampled request over nothing sampled` : ''
+      const each = share > 0 ? `; ${(share * 100).toFixed(1)}% sampled, ${((median(us) - unsampled) / share).toFixed(1)} µs a sampled request over nothing sampled` : ''
       console.log(`  ${variant.name.padEnd(27)} ${median(us).toFixed(1).padStart(6)} µs (${us.map((value) => value.toFixed(1)).join(', ')})${over}${each}`)
     }
   } finally {

@@ -75,11 +75,21 @@ function sampling(): { env: Record<string, string>; label: string; none: boolean
   if (!/^(0|0?\.[0-9]+)$/.test(ratio)) throw new Error(`TRACING_RATIO must be 0 or a ratio below 1, such as 0.1, got "${ratio}"`)
   if (Number(ratio) === 0) return { env: { OTEL_TRACES_SAMPLER: 'always_off' }, label: 'nothing sampled', none: true, getTarget: GET_TARGET_NONE }
   return {
-    env: { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio },
+    env: ratioSampler(ratio),
     label: `${Number(ratio) * 100}% of traces sampled`,
     none: false,
     getTarget: GET_TARGET_SOME,
   }
+}
+
+/** The SDK's sampler variables for `parentbased_traceidratio` at `ratio`: that share of the traces that start here, and what the caller decided for the others. */
+export function ratioSampler(ratio: string): Record<string, string> {
+  return { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio }
+}
+
+/** The ratios a profiling tool adds to its settings: `RATIOS`, comma-separated (e.g. 0.01,0.1); none by default. */
+export function ratiosToProfile(): string[] {
+  return (process.env.RATIOS ?? '').split(',').filter((ratio) => ratio !== '')
 }
 
 export function tracingOn(sinkUrl: string, sampler: Record<string, string>): Record<string, string> {
