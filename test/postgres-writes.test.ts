@@ -101,8 +101,11 @@ describe('PostgreSQL writes over several instances', { skip }, () => {
     let firstSettled = false
     const placing = first.orders.place({ order: NEW_ORDER, idempotency: claim(key) }).finally(() => (firstSettled = true))
     try {
+      // This database's advisory locks only: another test file's store (a migration, a lease) may hold one in its own.
       await within(10_000, 'the first place waits for data_version holding its key', async () => {
-        return (await count(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()`)) === 1
+        const held = `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+        return (await count(held)) === 1
       })
       assert.deepEqual(await second.orders.place({ order: NEW_ORDER, idempotency: claim(key) }), { outcome: 'key_in_use' })
       assert.equal(firstSettled, false)
