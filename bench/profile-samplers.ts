@@ -14,7 +14,7 @@
 import { join } from 'node:path'
 import { bearer } from './lib/client.js'
 import { compileBench } from './lib/compile.js'
-import { dropAllDatabases, type StoreKind } from './lib/databases.js'
+import { dropAllDatabases, storeKind } from './lib/databases.js'
 import { PETS } from './lib/dataset.js'
 import { closedLoop, requireAllOk } from './lib/load.js'
 import { ROOT } from './lib/paths.js'
@@ -29,8 +29,7 @@ const profile = process.argv.includes('--cpu-prof')
 const path = args[0] ?? '/v2/store/orders/42'
 const rounds = Number(args[1] ?? 6)
 const seconds = Number(args[2] ?? 4)
-const store = (process.env.STORE ?? 'sqlite') as StoreKind
-if (store !== 'sqlite' && store !== 'postgres') throw new Error(`STORE must be sqlite or postgres, got "${String(store)}"`)
+const store = storeKind(process.env.STORE ?? 'sqlite', 'STORE')
 
 /** Exports to a port nobody listens on: each fails at once, and the server's side is what is measured. */
 const traced = (sampler: Record<string, string>): Record<string, string> => tracingOn('http://127.0.0.1:9', sampler)

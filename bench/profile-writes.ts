@@ -19,17 +19,16 @@
  * patch-metadata (one key added), patch-quantity. Profiles are left in .bench/profiles/.
  */
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs'
-import { cpuSeconds } from './lib/proc.js'
 import { join } from 'node:path'
 import { bearer } from './lib/client.js'
 import { compileBench } from './lib/compile.js'
-import { createPostgresDatabase, createSqliteDatabase, dropAllDatabases, type StoreKind } from './lib/databases.js'
+import { dropAllDatabases, storeKind } from './lib/databases.js'
 import { PendingIds, PETS } from './lib/dataset.js'
 import { cancelLoad, patchLoad, placeLoad, requireAllOk, type LoadResult } from './lib/load.js'
 import { ROOT } from './lib/paths.js'
-import { cpuDuring } from './lib/proc.js'
+import { cpuDuring, cpuSeconds } from './lib/proc.js'
 import { Child, killAllChildren, PROJECT_ENV } from './lib/processes.js'
-import { seed } from './suites/context.js'
+import { createDatabase, seed } from './suites/context.js'
 
 const KINDS = [
   'place',
@@ -44,7 +43,7 @@ const KINDS = [
 ] as const
 type Kind = (typeof KINDS)[number]
 
-const store = (process.argv[2] ?? 'sqlite') as StoreKind
+const store = storeKind(process.argv[2] ?? 'sqlite', 'the store (the first argument)')
 const kinds = (process.argv[3] ?? 'place,place-metadata').split(',') as Kind[]
 const count = Number(process.argv[4] ?? 20_000)
 const orders = Number(process.argv[5] ?? 200_000)
@@ -126,7 +125,7 @@ function summarize(profile: Profile): { self: Map<string, number>; total: Map<st
 }
 
 compileBench()
-const database = store === 'sqlite' ? createSqliteDatabase() : await createPostgresDatabase()
+const database = await createDatabase(store)
 const profiles = join(ROOT, '.bench', 'profiles')
 mkdirSync(profiles, { recursive: true })
 try {

@@ -7,6 +7,12 @@ import pg from 'pg'
 
 export type StoreKind = 'sqlite' | 'postgres'
 
+/** `value` as a store kind, or an error naming `what` it came from (an argument, a variable). */
+export function storeKind(value: string, what: string): StoreKind {
+  if (value !== 'sqlite' && value !== 'postgres') throw new Error(`${what} must be sqlite or postgres, got "${value}"`)
+  return value
+}
+
 /** Where PostgreSQL is: the machine's server (trust auth), as the tests use it. */
 const POSTGRES_ADMIN_URL = process.env.BENCH_POSTGRES_URL ?? process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 
