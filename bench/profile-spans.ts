@@ -39,7 +39,7 @@ if (process.env.PROFILE_SPANS_SDK !== undefined) await child(process.env.PROFILE
 else await main(Number(process.argv[2] ?? 5), Number(process.argv[3] ?? 50_000))
 
 async function main(rounds: number, requests: number): Promise<void> {
-  if (process.env.TICK !== undefined && !/^[1-9][0-9]*$/.test(process.env.TICK)) throw new Error(`TICK must be a positive integer, got "${process.env.TICK}"`)
+  tick() // a bad TICK stops the run here, before any child
   const sink = fork(fileURLToPath(new URL('./lib/otlp-sink.ts', import.meta.url)), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   try {
     const { url } = await message<{ url: string }>(sink, 'ready')
@@ -120,11 +120,11 @@ async function child(sdk: boolean, requests: number): Promise<void> {
   // 100 requests every 10 ms (TICK: that many every TICK/10 ms), 10,000 a second as a busy server
   // answers small GETs, with the event loop free between them for the batch processor's timer and
   // exports: its queue (2,048) never fills, and every span is exported.
-  const tick = Number(process.env.TICK ?? 100)
+  const perWakeUp = tick()
   const run = async (count: number): Promise<void> => {
-    for (let done = 0; done < count; done += tick) {
-      for (let i = 0; i < Math.min(tick, count - done); i++) request()
-      await sleep(tick / 10)
+    for (let done = 0; done < count; done += perWakeUp) {
+      for (let i = 0; i < Math.min(perWakeUp, count - done); i++) request()
+      await sleep(perWakeUp / 10)
     }
   }
   await run(warmup(requests))
@@ -135,6 +135,13 @@ async function child(sdk: boolean, requests: number): Promise<void> {
   const used = process.cpuUsage(before)
   process.send!({ type: 'done', us: (used.user + used.system) / requests, sampled, measuredSampled: sampled - warmupSampled })
   process.disconnect()
+}
+
+/** TICK: the requests run at each wake-up of the loop (100 by default). */
+function tick(): number {
+  const value = process.env.TICK ?? '100'
+  if (!/^[1-9][0-9]*$/.test(value)) throw new Error(`TICK must be a positive integer, got "${value}"`)
+  return Number(value)
 }
 
 function warmup(requests: number): number {
