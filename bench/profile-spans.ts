@@ -12,7 +12,9 @@
  * the loop's own share included: compare it with the server's CPU per request in comparison 11.
  *
  * `TICK` (default 100) is how many requests run at each wake-up of the loop, every TICK/10 ms: the
- * same 10,000 a second, in larger or smaller bursts.
+ * same 10,000 a second, in larger or smaller bursts. `WINDOWS` (default 1) splits each measured run
+ * into that many equal slices and prints, for each sampler, a sampled request's cost slice by slice:
+ * how long the SDK's path takes to reach its steady cost at that ratio.
  *
  *   node --import tsx bench/profile-spans.ts [rounds] [requests]
  */
@@ -34,17 +36,22 @@ const VARIANTS: readonly Variant[] = [
   { name: 'SDK, every request sampled', sampler: { OTEL_TRACES_SAMPLER: 'always_on' } },
 ]
 const SELF = fileURLToPath(import.meta.url)
+/** Sampled requests in the warm-up: two full batches of the batch processor (512 spans each, OTEL_BSP_MAX_EXPORT_BATCH_SIZE's default), at 2 spans a request. */
+const WARM_SAMPLED = 512 + 1
 
 if (process.env.PROFILE_SPANS_SDK !== undefined) await child(process.env.PROFILE_SPANS_SDK === '1', Number(process.env.PROFILE_SPANS_REQUESTS))
 else await main(Number(process.argv[2] ?? 5), Number(process.argv[3] ?? 50_000))
 
 async function main(rounds: number, requests: number): Promise<void> {
-  tick() // a bad TICK stops the run here, before any child
+  // A bad TICK or WINDOWS stops the run here, before any child.
+  tick()
+  windows()
   const sink = fork(fileURLToPath(new URL('./lib/otlp-sink.ts', import.meta.url)), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   try {
     const { url } = await message<{ url: string }>(sink, 'ready')
     const perRequest = new Map<Variant, number[]>(VARIANTS.map((variant) => [variant, []]))
     const sampledShare = new Map<Variant, number>()
+    const perWindow = new Map<Variant, number[][]>(VARIANTS.map((variant) => [variant, []]))
     for (let round = 0; round < rounds; round++) {
       // Alternate the order, so that neither variant always runs first.
       for (const variant of round % 2 === 0 ? VARIANTS : [...VARIANTS].reverse()) {
@@ -62,8 +69,9 @@ async function main(rounds: number, requests: number): Promise<void> {
           stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
         })
         const before = await spansAt(sink)
-        const done = await message<{ us: number; sampled: number; measuredSampled: number }>(worker, 'done')
+        const done = await message<{ us: number; windows: number[]; sampled: number; measuredSampled: number }>(worker, 'done')
         perRequest.get(variant)!.push(done.us)
+        perWindow.get(variant)!.push(done.windows)
         sampledShare.set(variant, done.measuredSampled / requests)
         // Every span of a sampled request reached the sink (none dropped by a full queue), and none else.
         const exported = (await spansAt(sink)) - before
@@ -78,6 +86,17 @@ async function main(rounds: number, requests: number): Promise<void> {
       const share = sampledShare.get(variant)!
       const each = share > 0 ? `; ${(share * 100).toFixed(1)}% sampled, ${((median(us) - unsampled) / share).toFixed(1)} µs a sampled request over nothing sampled` : ''
       console.log(`  ${variant.name.padEnd(27)} ${median(us).toFixed(1).padStart(6)} µs (${us.map((value) => value.toFixed(1)).join(', ')})${over}${each}`)
+    }
+    const slices = windows()
+    if (slices > 1) {
+      // Each slice's median over the rounds, less nothing sampled's in the same slice, per sampled request.
+      const sliceMedians = (variant: Variant): number[] => Array.from({ length: slices }, (_, i) => median(perWindow.get(variant)!.map((round) => round[i]!)))
+      const base = sliceMedians(VARIANTS[1]!)
+      console.log(`A sampled request over nothing sampled, µs, in each of ${slices} slices of the run (${(requests / slices).toLocaleString('en')} requests each):`)
+      for (const variant of VARIANTS) {
+        const share = sampledShare.get(variant)!
+        if (share > 0) console.log(`  ${variant.name.padEnd(27)} ${sliceMedians(variant).map((us, i) => ((us - base[i]!) / share).toFixed(0)).join(' ')}`)
+      }
     }
   } finally {
     sink.kill('SIGTERM')
@@ -127,26 +146,49 @@ async function child(sdk: boolean, requests: number): Promise<void> {
       await sleep(perWakeUp / 10)
     }
   }
-  await run(warmup(requests))
+  // Warm-up: 10,000 requests, and with a sampler that samples any, as many more as it takes to
+  // hand the batch processor two full batches. The SDK loads and compiles its exporter's path on
+  // the first export: at 1% that comes only seconds in, and counted it made a sampled request look
+  // several times dearer than it is once the server has run a while.
+  await run(Math.min(requests, 10_000))
+  if (sdk && process.env.OTEL_TRACES_SAMPLER !== 'always_off') {
+    while (sampled < WARM_SAMPLED) await run(perWakeUp)
+    await sleep(200) // the second batch's export answered
+  }
   const warmupSampled = sampled
+  // The run in WINDOWS slices, each timed; the last with the SDK's last export.
+  const slices = windows()
+  const perSlice: number[] = []
   const before = process.cpuUsage()
-  await run(requests)
-  await shutdown()
+  for (let slice = 0; slice < slices; slice++) {
+    const sliceBefore = process.cpuUsage()
+    const count = Math.floor((requests * (slice + 1)) / slices) - Math.floor((requests * slice) / slices)
+    await run(count)
+    if (slice === slices - 1) await shutdown()
+    const used = process.cpuUsage(sliceBefore)
+    perSlice.push((used.user + used.system) / count)
+  }
   const used = process.cpuUsage(before)
-  process.send!({ type: 'done', us: (used.user + used.system) / requests, sampled, measuredSampled: sampled - warmupSampled })
+  process.send!({ type: 'done', us: (used.user + used.system) / requests, windows: perSlice, sampled, measuredSampled: sampled - warmupSampled })
   process.disconnect()
 }
 
 /** TICK: the requests run at each wake-up of the loop (100 by default). */
 function tick(): number {
-  const value = process.env.TICK ?? '100'
-  if (!/^[1-9][0-9]*$/.test(value)) throw new Error(`TICK must be a positive integer, got "${value}"`)
+  return positive('TICK', '100')
+}
+
+/** WINDOWS: the slices each measured run is timed in (1 by default). */
+function windows(): number {
+  return positive('WINDOWS', '1')
+}
+
+function positive(name: string, fallback: string): number {
+  const value = process.env[name] ?? fallback
+  if (!/^[1-9][0-9]*$/.test(value)) throw new Error(`${name} must be a positive integer, got "${value}"`)
   return Number(value)
 }
 
-function warmup(requests: number): number {
-  return Math.min(requests, 10_000)
-}
 
 async function spansAt(sink: ChildProcess): Promise<number> {
   const reply = message<{ spans: number }>(sink, 'stats')
