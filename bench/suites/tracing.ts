@@ -18,6 +18,14 @@ const GET_CONNECTIONS = 10
 const GET_ROUNDS = 6
 const GET_SECONDS = 3
 const GET_WARMUP_SECONDS = 1
+/**
+ * Before a path's rounds, each of its servers answers it for this long, uncounted. With 10% sampled
+ * the SDK's recording path runs a tenth as often, so V8 takes ten times as long to optimise it: in
+ * bench/profile-spans.ts's loop, one sampled request in ten cost ~180 µs in the first 2 seconds,
+ * ~60 µs at 10 s and settled at the cost of every request sampled after 15–20 s. Rounds started
+ * sooner measured that warm-up, which a server running for hours never sees.
+ */
+const GET_PREWARM_SECONDS = 15
 /** As in places.ts. */
 const PLACE_CONNECTIONS = 50
 const PLACE_ROUNDS = 5
@@ -179,7 +187,7 @@ class Sink {
  * on the same database under the same load, in paired rounds (lib/report.ts): (a) small GETs, the
  * authenticated 100-order v1 list of small-requests.ts and a v2 single order (a database read each),
  * 10 connections, two servers kept running (with every request sampled, the reference's two as
- * well, in the v1 list's rounds); (b) places as in places.ts, 50 clients without keys, a fresh server
+ * well, in the v1 list's rounds), each warmed on a path for GET_PREWARM_SECONDS before its rounds; (b) places as in places.ts, 50 clients without keys, a fresh server
  * each run. Both on a fresh database of 100 orders, made for this comparison; the places come last.
  * The sink's counts show the spans were exported; none at all fails the comparison.
  */
@@ -245,6 +253,11 @@ export async function tracing(context: StoreContext): Promise<void> {
         // The CPU read covers the warm-up too: per request of both.
         return { ...result, cpu: measured.cores, serverUs: (measured.cpuSeconds.server! * 1e6) / (result.requests + result.warmupRequests) }
       }
+      /** The path answered for GET_PREWARM_SECONDS, not measured; its requests. */
+      const prewarm = async (server: RunningChild, path: string, as = headers): Promise<number> => {
+        const run = requireAllOk(`${server.child.name} pre-warm`, await closedLoop({ url: `${server.url}${path}`, headers: as, connections: GET_CONNECTIONS, seconds: GET_PREWARM_SECONDS, warmupSeconds: 0 }))
+        return run.requests
+      }
       /** A traced run, then its sink let go quiet: its spans are not sent during the next run. */
       const traced = async (runs: Run[], server: RunningChild, path: string, as = headers, itsSink = sink): Promise<number> => {
         const run = await getRun(server, path, as, itsSink)
@@ -255,10 +268,11 @@ export async function tracing(context: StoreContext): Promise<void> {
       const listRuns = [async () => void list.off.push(await getRun(off, list.path)), async () => void (answered += await traced(list.on, on, list.path))]
       let referenceAnswered = 0
       let referenceOn: RunningChild | undefined
+      let referenceOff: RunningChild | undefined
       let referenceBefore: SinkStats | undefined
       if (reference !== undefined) {
         const as = reference.headers!
-        const referenceOff = await started('reference server, tracing off', envOf(reference.database.url), reference.build)
+        referenceOff = await started('reference server, tracing off', envOf(reference.database.url), reference.build)
         referenceBefore = await reference.sink.stats()
         referenceOn = await started('reference server, tracing on', envOf(reference.database.url, reference.sink.url), reference.build)
         const answers = await Promise.all(
@@ -270,12 +284,24 @@ export async function tracing(context: StoreContext): Promise<void> {
         }
         const { sink: referenceSink } = reference
         const measuredOn = referenceOn
+        const measuredOff = referenceOff
         listRuns.push(
-          async () => void list.referenceOff.push(await getRun(referenceOff, list.path, as, referenceSink)),
+          async () => void list.referenceOff.push(await getRun(measuredOff, list.path, as, referenceSink)),
           async () => void (referenceAnswered += await traced(list.referenceOn, measuredOn, list.path, as, referenceSink)),
         )
       }
+      await prewarm(off, list.path)
+      answered += await prewarm(on, list.path)
+      if (reference !== undefined) {
+        await prewarm(referenceOff!, list.path, reference.headers!)
+        referenceAnswered += await prewarm(referenceOn!, list.path, reference.headers!)
+        await reference.sink.quiet()
+      }
+      await sink.quiet()
       await interleavedRounds(getRounds, listRuns)
+      await prewarm(off, order.path)
+      answered += await prewarm(on, order.path)
+      await sink.quiet()
       await interleavedRounds(getRounds, [async () => void order.off.push(await getRun(off, order.path)), async () => void (answered += await traced(order.on, on, order.path))])
       // A graceful stop exports the spans still held: the sink then has them all.
       await on.child.stop()
@@ -419,7 +445,7 @@ export async function tracing(context: StoreContext): Promise<void> {
     const perRound = (runs: Run[]): string => runs.map((run) => Math.round(run.perSecond)).join(', ')
     section.notes.push(
       `Tracing on: OTEL_EXPORTER_OTLP_ENDPOINT=<sink>, OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, ${Object.entries(sampled.env).map(([name, value]) => `${name}=${value}`).join(', ')}, OTEL_SERVICE_NAME=petstore-orders-bench, the batch processor's defaults; off: every OTEL_* variable the config reads empty. Both on one fresh database of ${ORDERS} orders.`,
-      `GETs: ${getRounds} rounds of one ${getSeconds}-second run per server and path (after ${GET_WARMUP_SECONDS} s of warm-up each), off first in even rounds; after each traced run the sink is let go quiet (no export for 400 ms). ` +
+      `GETs: each server answered each path for ${GET_PREWARM_SECONDS} s before its rounds, then ${getRounds} rounds of one ${getSeconds}-second run per server and path (after ${GET_WARMUP_SECONDS} s of warm-up each), off first in even rounds; after each traced run the sink is let go quiet (no export for 400 ms). ` +
         `Per round (req/s): v1 list on ${perRound(list.on)}, off ${perRound(list.off)}, ratios ${fmt.roundList(listRatio)}; v2 order on ${perRound(order.on)}, off ${perRound(order.off)}, ratios ${fmt.roundList(orderRatio)}.`,
       `Places: each run on a fresh server, ${fmt.count(WARMUP_PLACES)} warm-up places, then up to ${fmt.count(PLACES)} or ${seconds ?? PLACE_MAX_SECONDS} s, then a graceful stop. Per round (places/s): on ${perRound(places.project)}, off ${perRound(places.baseline)}, ratios ${fmt.roundList(placeRatio)}.`,
       ...(reference === undefined
