@@ -189,7 +189,6 @@ function positive(name: string, fallback: string): number {
   return Number(value)
 }
 
-
 async function spansAt(sink: ChildProcess): Promise<number> {
   const reply = message<{ spans: number }>(sink, 'stats')
   sink.send({ type: 'stats' })

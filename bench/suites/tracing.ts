@@ -21,9 +21,9 @@ const GET_WARMUP_SECONDS = 1
 /**
  * Before a path's rounds, each of its servers answers it for this long, uncounted. With 10% sampled
  * the SDK's recording path runs a tenth as often, so V8 takes ten times as long to optimise it: in
- * bench/profile-spans.ts's loop, one sampled request in ten cost ~180 µs in the first 2 seconds,
- * ~60 µs at 10 s and settled at the cost of every request sampled after 15–20 s. Rounds started
- * sooner measured that warm-up, which a server running for hours never sees.
+ * bench/profile-spans.ts's loop (`WINDOWS`), a sampled request at 10% cost 67–88 µs in the first 9
+ * seconds and ~30 µs from the 15th on, against 18–28 µs throughout with every request sampled.
+ * Rounds started sooner measured that warm-up, which a server running for hours never sees.
  */
 const GET_PREWARM_SECONDS = 15
 /** As in places.ts. */
@@ -187,8 +187,8 @@ class Sink {
  * on the same database under the same load, in paired rounds (lib/report.ts): (a) small GETs, the
  * authenticated 100-order v1 list of small-requests.ts and a v2 single order (a database read each),
  * 10 connections, two servers kept running (with every request sampled, the reference's two as
- * well, in the v1 list's rounds), each warmed on a path for GET_PREWARM_SECONDS before its rounds; (b) places as in places.ts, 50 clients without keys, a fresh server
- * each run. Both on a fresh database of 100 orders, made for this comparison; the places come last.
+ * well, in the v1 list's rounds), each warmed on a path for GET_PREWARM_SECONDS before its rounds;
+ * (b) places as in places.ts, 50 clients without keys, a fresh server each run. Both on a fresh database of 100 orders, made for this comparison; the places come last.
  * The sink's counts show the spans were exported; none at all fails the comparison.
  */
 export async function tracing(context: StoreContext): Promise<void> {
@@ -268,11 +268,10 @@ export async function tracing(context: StoreContext): Promise<void> {
       const listRuns = [async () => void list.off.push(await getRun(off, list.path)), async () => void (answered += await traced(list.on, on, list.path))]
       let referenceAnswered = 0
       let referenceOn: RunningChild | undefined
-      let referenceOff: RunningChild | undefined
       let referenceBefore: SinkStats | undefined
       if (reference !== undefined) {
         const as = reference.headers!
-        referenceOff = await started('reference server, tracing off', envOf(reference.database.url), reference.build)
+        const referenceOff = await started('reference server, tracing off', envOf(reference.database.url), reference.build)
         referenceBefore = await reference.sink.stats()
         referenceOn = await started('reference server, tracing on', envOf(reference.database.url, reference.sink.url), reference.build)
         const answers = await Promise.all(
@@ -284,19 +283,16 @@ export async function tracing(context: StoreContext): Promise<void> {
         }
         const { sink: referenceSink } = reference
         const measuredOn = referenceOn
-        const measuredOff = referenceOff
         listRuns.push(
-          async () => void list.referenceOff.push(await getRun(measuredOff, list.path, as, referenceSink)),
+          async () => void list.referenceOff.push(await getRun(referenceOff, list.path, as, referenceSink)),
           async () => void (referenceAnswered += await traced(list.referenceOn, measuredOn, list.path, as, referenceSink)),
         )
+        await prewarm(referenceOff, list.path, as)
+        referenceAnswered += await prewarm(measuredOn, list.path, as)
+        await referenceSink.quiet()
       }
       await prewarm(off, list.path)
       answered += await prewarm(on, list.path)
-      if (reference !== undefined) {
-        await prewarm(referenceOff!, list.path, reference.headers!)
-        referenceAnswered += await prewarm(referenceOn!, list.path, reference.headers!)
-        await reference.sink.quiet()
-      }
       await sink.quiet()
       await interleavedRounds(getRounds, listRuns)
       await prewarm(off, order.path)
