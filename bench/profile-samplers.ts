@@ -7,8 +7,8 @@
  * server's CPU a request (/proc, warm-up included), and the reads and writes it made a request.
  * `RATIOS` (comma-separated, e.g. 0.01,0.1) adds `parentbased_traceidratio` at each ratio;
  * `--cpu-prof` leaves one profile per setting in .bench/profiles/samplers-<setting>/. `STORE=postgres` runs the servers on a
- * fresh PostgreSQL database instead (the bench's, as `npm run bench` finds it). `PREWARM` (seconds,
- * default 0) has each server answer the path that long before the rounds, unmeasured: at 10%
+ * fresh PostgreSQL database instead (the bench's, as `npm run bench` finds it). `PREWARM` (seconds;
+ * unset, none) has each server answer the path that long before the rounds, unmeasured: at 10%
  * sampled, V8 takes 10–15 s to bring the SDK's recording path to its steady cost (profile-spans.ts,
  * `WINDOWS`).
  *
@@ -19,6 +19,7 @@ import { bearer } from './lib/client.js'
 import { compileBench } from './lib/compile.js'
 import { dropAllDatabases, storeKind } from './lib/databases.js'
 import { PETS } from './lib/dataset.js'
+import { positiveInteger } from './lib/env.js'
 import { closedLoop, requireAllOk } from './lib/load.js'
 import { ROOT } from './lib/paths.js'
 import { cpuDuring, ioCounters } from './lib/proc.js'
@@ -33,8 +34,7 @@ const path = args[0] ?? '/v2/store/orders/42'
 const rounds = Number(args[1] ?? 6)
 const seconds = Number(args[2] ?? 4)
 const store = storeKind(process.env.STORE ?? 'sqlite', 'STORE')
-const prewarmSeconds = Number(process.env.PREWARM ?? '0')
-if (!Number.isInteger(prewarmSeconds) || prewarmSeconds < 0) throw new Error(`PREWARM must be a whole number of seconds, got "${process.env.PREWARM}"`)
+const prewarmSeconds = positiveInteger('PREWARM')
 
 /** Exports to a port nobody listens on: each fails at once, and the server's side is what is measured. */
 const traced = (sampler: Record<string, string>): Record<string, string> => tracingOn('http://127.0.0.1:9', sampler)
@@ -54,7 +54,7 @@ try {
     const nodeOptions = profile ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, '.bench', 'profiles', `samplers-${name.replace(' ', '-')}`)}`] : []
     servers.set(name, await startServerChild(name, 'lib/project-server.ts', { DATABASE_URL: database.url, ...PROJECT_ENV, ...env }, { nodeOptions }))
   }
-  if (prewarmSeconds > 0) {
+  if (prewarmSeconds !== undefined) {
     for (const [name] of settings) requireAllOk(`${name} pre-warm`, await closedLoop({ url: `${servers.get(name)!.url}${path}`, headers, connections: 10, seconds: prewarmSeconds, warmupSeconds: 0 }))
   }
   const perRequest = new Map<string, { us: number[]; reads: number[]; writes: number[] }>(settings.map(([name]) => [name, { us: [], reads: [], writes: [] }]))

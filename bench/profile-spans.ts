@@ -21,6 +21,7 @@
 import { fork, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { positiveInteger } from './lib/env.js'
 import { median } from './lib/report.js'
 import { ratioSampler, ratiosToProfile } from './suites/tracing.js'
 
@@ -175,18 +176,12 @@ async function child(sdk: boolean, requests: number): Promise<void> {
 
 /** TICK: the requests run at each wake-up of the loop (100 by default). */
 function tick(): number {
-  return positive('TICK', '100')
+  return positiveInteger('TICK') ?? 100
 }
 
 /** WINDOWS: the slices each measured run is timed in (1 by default). */
 function windows(): number {
-  return positive('WINDOWS', '1')
-}
-
-function positive(name: string, fallback: string): number {
-  const value = process.env[name] ?? fallback
-  if (!/^[1-9][0-9]*$/.test(value)) throw new Error(`${name} must be a positive integer, got "${value}"`)
-  return Number(value)
+  return positiveInteger('WINDOWS') ?? 1
 }
 
 async function spansAt(sink: ChildProcess): Promise<number> {

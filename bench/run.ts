@@ -19,6 +19,7 @@ import { cpus, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { Downloader } from './lib/client.js'
 import { dropAllDatabases, postgresUnavailable, type StoreKind } from './lib/databases.js'
+import { positiveInteger } from './lib/env.js'
 import { describeForeignLoad, ForeignCpu, waitForQuiet } from './lib/machine.js'
 import { compileBench } from './lib/compile.js'
 import { ROOT } from './lib/paths.js'
@@ -73,16 +74,9 @@ function parseArguments(argv: string[]): string[] {
   return only.length === 0 ? Object.keys(SUITES) : Object.keys(SUITES).filter((name) => only.includes(name))
 }
 
-function positiveInteger(name: string, fallback: number): number {
-  const value = process.env[name]
-  if (value === undefined || value === '') return fallback
-  if (!/^[1-9][0-9]*$/.test(value)) throw new Error(`${name} must be a positive integer, got "${value}"`)
-  return Number(value)
-}
-
 async function main(): Promise<number> {
   const selected = parseArguments(process.argv.slice(2))
-  const orders = positiveInteger('BENCH_ORDERS', 1_000_000)
+  const orders = positiveInteger('BENCH_ORDERS') ?? 1_000_000
   const stores: StoreKind[] = process.env.BENCH_POSTGRES === '0' ? ['sqlite'] : process.env.BENCH_SQLITE === '0' ? ['postgres'] : ['sqlite', 'postgres']
   const machine = `${cpus().length} cores (${cpus()[0]?.model.trim() ?? 'unknown CPU'}), ${(totalmem() / 1024 ** 3).toFixed(0)} GiB, Node ${process.version}`
   const header = `# Benchmark results\n\n${new Date().toISOString()} — ${machine}\n\nBENCH_ORDERS=${orders}; benches: ${selected.join(', ')}; stores: ${stores.join(', ')}`

@@ -5,6 +5,7 @@ import { brotliDecompress, gunzip } from 'node:zlib'
 import { mulberry32 } from '../../src/demo/demo-data.js'
 import { bearer } from '../lib/client.js'
 import { isCancelled, isPending, isShipped } from '../lib/dataset.js'
+import { positiveInteger } from '../lib/env.js'
 import { PROJECT_ENV, startServerChild } from '../lib/processes.js'
 import { cpuSeconds } from '../lib/proc.js'
 import { fmt, verdict } from '../lib/report.js'
@@ -30,13 +31,6 @@ const DECODE_EVERY = 10
 const MIB = 1024 * 1024
 
 const decoders = { gzip: promisify(gunzip), br: promisify(brotliDecompress) }
-
-function positiveInteger(name: string, fallback: number): number {
-  const value = process.env[name]
-  if (value === undefined || value === '') return fallback
-  if (!/^[1-9][0-9]*$/.test(value)) throw new Error(`${name} must be a positive integer, got "${value}"`)
-  return Number(value)
-}
 
 interface Outcome {
   status: number
@@ -431,8 +425,8 @@ function median(values: number[]): number {
  * the one its request should get.
  */
 export async function soak(context: StoreContext): Promise<void> {
-  const seconds = positiveInteger('SOAK_SECONDS', DEFAULT_SECONDS)
-  const orders = positiveInteger('SOAK_ORDERS', DEFAULT_ORDERS)
+  const seconds = positiveInteger('SOAK_SECONDS') ?? DEFAULT_SECONDS
+  const orders = positiveInteger('SOAK_ORDERS') ?? DEFAULT_ORDERS
   const durationMs = seconds * 1000
   const maxRequests = MAX_REQUESTS_PER_SECOND * seconds
   const section = context.report.section(`Soak: mixed load, ${CLIENTS} clients`, context.label, '')

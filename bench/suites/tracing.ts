@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { bearer } from '../lib/client.js'
 import { PETS } from '../lib/dataset.js'
+import { positiveInteger } from '../lib/env.js'
 import { closedLoop, placeLoad, requireAllOk, type LoadResult } from '../lib/load.js'
 import type { SinkStats } from '../lib/otlp-sink.js'
 import { PROJECT_ENV, startServerChild, type RunningChild } from '../lib/processes.js'
@@ -110,14 +111,6 @@ export function tracingOn(sinkUrl: string, sampler: Record<string, string>): Rec
   }
 }
 
-/** TRACING_ROUNDS and TRACING_SECONDS shorten a run (a smoke test); their figures are not for the docs. */
-function positiveInteger(name: string): number | undefined {
-  const value = process.env[name]
-  if (value === undefined || value === '') return undefined
-  if (!/^[1-9][0-9]*$/.test(value)) throw new Error(`${name} must be a positive integer, got "${value}"`)
-  return Number(value)
-}
-
 interface Run extends LoadResult {
   /** CPU of the server, the load generator and the OTLP sink during the run (a GET's warm-up included), as shares of one core. */
   cpu: Record<string, number>
@@ -188,10 +181,12 @@ class Sink {
  * authenticated 100-order v1 list of small-requests.ts and a v2 single order (a database read each),
  * 10 connections, two servers kept running (with every request sampled, the reference's two as
  * well, in the v1 list's rounds), each warmed on a path for GET_PREWARM_SECONDS before its rounds;
- * (b) places as in places.ts, 50 clients without keys, a fresh server each run. Both on a fresh database of 100 orders, made for this comparison; the places come last.
+ * (b) places as in places.ts, 50 clients without keys, a fresh server each run. Both on a fresh
+ * database of 100 orders, made for this comparison; the places come last.
  * The sink's counts show the spans were exported; none at all fails the comparison.
  */
 export async function tracing(context: StoreContext): Promise<void> {
+  // TRACING_ROUNDS and TRACING_SECONDS shorten a run (a smoke test); their figures are not for the docs.
   const getRounds = positiveInteger('TRACING_ROUNDS') ?? GET_ROUNDS
   const placeRounds = positiveInteger('TRACING_ROUNDS') ?? PLACE_ROUNDS
   const seconds = positiveInteger('TRACING_SECONDS')
