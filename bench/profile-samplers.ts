@@ -2,9 +2,12 @@
  * The server's CPU per request of one GET under each sampler, against tracing off: the project's
  * server (compiled as `npm run bench` compiles it) on a fresh 100-order SQLite database, one server
  * per setting kept running, 10 connections of autocannon, the settings run in turn in each round
- * (reversed in odd rounds). Exports go to a port nobody listens on: what is measured is the
- * server's side. Prints, per setting, the median of the rounds and each round, in µs of the
- * server's CPU a request (/proc, warm-up included), and the reads and writes it made a request.
+ * (reversed in odd rounds). Spans are exported over OTLP/HTTP protobuf to the bench's sink
+ * (lib/otlp-sink.ts, which counts and drops them), as in comparison 11. Prints, per setting, the
+ * median of the rounds and each round, in µs of the server's CPU a request (/proc, warm-up
+ * included), and the reads and writes it made a request; then, per traced setting, what it adds
+ * to off in the same round (median and range of the rounds' differences) and its rate against
+ * off's (median and range of the rounds' ratios).
  * `RATIOS` (comma-separated, e.g. 0.01,0.1) adds `parentbased_traceidratio` at each ratio;
  * `--cpu-prof` leaves one profile per setting in .bench/profiles/samplers-<setting>/. `STORE=postgres` runs the servers on a
  * fresh PostgreSQL database instead (the bench's, as `npm run bench` finds it). `PREWARM` (seconds;
@@ -24,7 +27,7 @@ import { closedLoop, requireAllOk } from './lib/load.js'
 import { ROOT } from './lib/paths.js'
 import { cpuDuring, ioCounters } from './lib/proc.js'
 import { killAllChildren, PROJECT_ENV, startServerChild, type RunningChild } from './lib/processes.js'
-import { interleavedRounds, median } from './lib/report.js'
+import { interleavedRounds, median, roundRatios } from './lib/report.js'
 import { createDatabase, seed } from './suites/context.js'
 import { ratioSampler, ratiosToProfile, TRACING_OFF, tracingOn } from './suites/tracing.js'
 
@@ -36,17 +39,16 @@ const seconds = Number(args[2] ?? 4)
 const store = storeKind(process.env.STORE ?? 'sqlite', 'STORE')
 const prewarmSeconds = positiveInteger('PREWARM')
 
-/** Exports to a port nobody listens on: each fails at once, and the server's side is what is measured. */
-const traced = (sampler: Record<string, string>): Record<string, string> => tracingOn('http://127.0.0.1:9', sampler)
-const settings: [string, Record<string, string>][] = [
-  ['off', TRACING_OFF],
-  ['always_off', traced({ OTEL_TRACES_SAMPLER: 'always_off' })],
-  ...ratiosToProfile().map((ratio): [string, Record<string, string>] => [`ratio ${ratio}`, traced(ratioSampler(ratio))]),
-]
-
 compileBench()
 const database = await createDatabase(store)
 try {
+  const sink = await startServerChild('OTLP sink', 'lib/otlp-sink.ts', {})
+  const traced = (sampler: Record<string, string>): Record<string, string> => tracingOn(sink.url, sampler)
+  const settings: [string, Record<string, string>][] = [
+    ['off', TRACING_OFF],
+    ['always_off', traced({ OTEL_TRACES_SAMPLER: 'always_off' })],
+    ...ratiosToProfile().map((ratio): [string, Record<string, string>] => [`ratio ${ratio}`, traced(ratioSampler(ratio))]),
+  ]
   const { secret } = await seed(database, 100, { pets: PETS, key: true })
   const headers = bearer(secret!)
   const servers = new Map<string, RunningChild>()
@@ -57,7 +59,9 @@ try {
   if (prewarmSeconds !== undefined) {
     for (const [name] of settings) requireAllOk(`${name} pre-warm`, await closedLoop({ url: `${servers.get(name)!.url}${path}`, headers, connections: 10, seconds: prewarmSeconds, warmupSeconds: 0 }))
   }
-  const perRequest = new Map<string, { us: number[]; reads: number[]; writes: number[] }>(settings.map(([name]) => [name, { us: [], reads: [], writes: [] }]))
+  const perRequest = new Map<string, { us: number[]; rates: number[]; reads: number[]; writes: number[] }>(
+    settings.map(([name]) => [name, { us: [], rates: [], reads: [], writes: [] }]),
+  )
   await interleavedRounds(
     rounds,
     settings.map(([name]) => async () => {
@@ -70,6 +74,7 @@ try {
       const requests = requireAllOk(name, measured.result).requests + measured.result.warmupRequests
       const figures = perRequest.get(name)!
       figures.us.push((measured.cpuSeconds.server! * 1e6) / requests)
+      figures.rates.push(measured.result.requests / seconds)
       figures.reads.push((after.syscr! - before.syscr!) / requests)
       figures.writes.push((after.syscw! - before.syscw!) / requests)
     }),
@@ -77,6 +82,16 @@ try {
   console.log(`GET ${path}: the server's CPU a request, µs (median, then each round); read and write system calls a request`)
   for (const [name, { us, reads, writes }] of perRequest) {
     console.log(`${name.padEnd(12)} ${median(us).toFixed(1).padStart(6)}  (${us.map((value) => value.toFixed(1)).join(' ')})  ${median(reads).toFixed(2)} / ${median(writes).toFixed(2)}`)
+  }
+  const off = perRequest.get('off')!
+  console.log("against off in the same round: the server's CPU it adds a request, µs; its rate, as a ratio")
+  for (const [name, { us, rates }] of perRequest) {
+    if (name === 'off') continue
+    const added = roundRatios(us, off.us, (on, untraced) => on - untraced)
+    const rate = roundRatios(rates, off.rates)
+    console.log(
+      `${name.padEnd(12)} ${added.median >= 0 ? '+' : ''}${added.median.toFixed(1)} µs (${added.min.toFixed(1)} to ${added.max.toFixed(1)})  ${rate.median.toFixed(3)}× (${rate.min.toFixed(3)}–${rate.max.toFixed(3)})`,
+    )
   }
   for (const server of servers.values()) await server.child.stop()
 } finally {
