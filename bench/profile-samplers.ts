@@ -74,7 +74,7 @@ try {
       const requests = requireAllOk(name, measured.result).requests + measured.result.warmupRequests
       const figures = perRequest.get(name)!
       figures.us.push((measured.cpuSeconds.server! * 1e6) / requests)
-      figures.rates.push(measured.result.requests / seconds)
+      figures.rates.push(measured.result.perSecond)
       figures.reads.push((after.syscr! - before.syscr!) / requests)
       figures.writes.push((after.syscw! - before.syscw!) / requests)
     }),
