@@ -17,6 +17,7 @@ import { openApiV2Document, SWAGGER_V2 } from './http/openapi-v2.js'
 import { memoryCounters, RateLimiter } from './http/rate-limiter.js'
 import { requestId } from './http/request-id.js'
 import { shorten } from './http/shorten.js'
+import { queryEncodingError } from './http/strict-query.js'
 import { docsRoutes } from './http/routes/docs.js'
 import { healthRoutes } from './http/routes/health.js'
 import { ordersRoutes } from './http/routes/orders.js'
@@ -169,7 +170,7 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
     reply.headers(SECURITY_HEADERS)
-    done(request.url.length > MAX_URL_LENGTH ? new ApiError('uri_too_long') : undefined)
+    done(request.url.length > MAX_URL_LENGTH ? new ApiError('uri_too_long') : queryEncodingError(request.url))
   })
   metrics.register(app)
   app.addHook('onResponse', (request, reply, done) => {

@@ -46,6 +46,36 @@ forEachStore('errors', (kind) => {
     assert.equal(options.headers.get('allow'), 'DELETE, OPTIONS')
   })
 
+  it('answers a wrong method with 405 and Allow whatever its body or media type, before any key is asked for', async () => {
+    const cases: [string, string, string, Record<string, string>, string][] = [
+      ['PUT', '/v2/store/orders/1', 'GET, HEAD, PATCH, OPTIONS', { 'content-type': 'application/merge-patch+json' }, '{}'],
+      ['PATCH', '/v2/store/orders', 'GET, HEAD, POST, OPTIONS', { 'content-type': 'application/merge-patch+json' }, '{}'],
+      ['PATCH', '/v1/store/orders/1', 'DELETE, OPTIONS', { 'content-type': 'application/merge-patch+json' }, '{}'],
+      ['PUT', '/v1/store/orders/1', 'DELETE, OPTIONS', { 'content-type': 'text/xml' }, '<order/>'],
+      ['PUT', '/v1/store/orders/1', 'DELETE, OPTIONS', { 'content-type': 'application/json' }, '{"broken'],
+    ]
+    for (const [method, path, allow, headers, body] of cases) {
+      for (const auth of [{}, bearer(key)]) {
+        const response = await fetch(`${server.origin}${path}`, { method, headers: { ...headers, ...auth }, body })
+        assert.equal(response.headers.get('allow'), allow, `${method} ${path} ${headers['content-type']}`)
+        await expectError(response, 405, 'method_not_allowed')
+      }
+    }
+  })
+
+  it('answers bad percent-encoding in the query string with 400 bad_request, before routing reads it', async () => {
+    for (const query of ['metadata[p]=%FF', 'metadata[p]=%', 'metadata[p]=%ZZ', 'status=%E0%A4%A', 'limit=1&x=%C3']) {
+      const response = await fetch(`${server.origin}/v2/store/orders?${query}`, { headers: bearer(key) })
+      const body = await expectError(response, 400, 'bad_request')
+      assert.match(body.message as string, /query string has bad percent-encoding/, query)
+    }
+    // Well-formed escapes are read as ever: %25FF is the text "%FF", %C3%A9 is "é".
+    for (const query of ['metadata[p]=%25FF', 'metadata[p]=caf%C3%A9']) {
+      const response = await fetch(`${server.origin}/v2/store/orders?${query}`, { headers: bearer(key) })
+      assert.equal(response.status, 200, query)
+    }
+  })
+
   it('answers a path whose parameter is empty (a trailing slash) with 404, whatever the method', async () => {
     for (const path of ['/v1/store/orders/', '/v1/pets/', '/docs/assets/']) {
       for (const method of ['GET', 'HEAD', 'DELETE', 'POST', 'PUT', 'OPTIONS']) {

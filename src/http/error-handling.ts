@@ -98,12 +98,11 @@ export function registerMethodNotAllowed(app: FastifyInstance, url: string, allo
   const methods = new Set([...allowed, ...(allowed.includes('GET') ? ['HEAD'] : []), 'OPTIONS'])
   const allow = [...methods].join(', ')
   const others = app.supportedMethods.filter((method) => !methods.has(method))
-  app.route({
-    method: others,
-    url,
-    schema: { hide: true },
-    handler: async (_request, reply) => reply.code(405).header('allow', allow).send(errorBody('method_not_allowed')),
-  })
+  const refuse = async (_request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> =>
+    reply.code(405).header('allow', allow).send(errorBody('method_not_allowed'))
+  // Answered in the request hook, before a body is read: a wrong method is 405 whatever its body or
+  // media type (a type this path has no parser for would otherwise be 415). The handler is not reached.
+  app.route({ method: others, url, schema: { hide: true }, onRequest: refuse, handler: refuse })
   app.options(url, { schema: { hide: true } }, async (_request, reply) => reply.code(204).header('allow', allow).send())
 }
 

@@ -64,6 +64,22 @@ export function strictQueryValidator(schema: QuerySchema): (query: unknown) => {
   }
 }
 
+/**
+ * Why a URL's query string is malformed, or undefined: a `%` not followed by two hex digits, or
+ * escapes that are not UTF-8. Fastify's parser keeps such a value as sent, so `metadata[k]=%FF`
+ * would match the text `%FF`; a path with one is refused before routing, and so is this.
+ */
+export function queryEncodingError(url: string): ApiError | undefined {
+  const query = url.indexOf('?')
+  if (query === -1 || !url.includes('%', query)) return undefined
+  try {
+    decodeURIComponent(url.slice(query + 1))
+    return undefined
+  } catch {
+    return new ApiError('bad_request', 'The query string has bad percent-encoding: each % must begin an escape of two hex digits, of UTF-8 bytes.')
+  }
+}
+
 function unknownParameter(name: string, deepObjects: ReadonlyMap<string, PropertySchema>): string {
   if (deepObjects.has(name)) return `${name} is given one key at a time: ${name}[KEY]=VALUE.`
   return looksLikeApiKey(name) ? KEY_IN_QUERY : `Unknown query parameter "${shorten(name)}".`
