@@ -178,7 +178,10 @@ forEachStore('v2 placeOrder', (kind) => {
     }
     assert.equal(await orderCount(server, key), before)
     const writeOnly = await server.createKey({ scopes: ['orders:write'] })
-    assert.equal((await place(server.origin, writeOnly, '{"petId": 1, "quantity": 1}')).status, 201, 'orders:write alone places')
+    // A place answers the order it made, to a key without orders:read too: it reads no other order.
+    const alone = await place(server.origin, writeOnly, '{"petId": 1, "quantity": 1}')
+    assert.equal(alone.status, 201, 'orders:write alone places')
+    assert.deepEqual([alone.body.status, alone.body.petId, alone.headers.get('location')], ['pending', '1', `/v2/store/orders/${alone.body.id}`])
   })
 
   it('replays the first response for the same key and body however spelled, places nothing; another body is 422', async () => {

@@ -51,9 +51,13 @@ forEachStore('v2 updateOrder, ETags and preconditions', (kind) => {
     return { order: parseExact<Order>(text), etag: response.headers.get('etag'), text }
   }
 
-  async function getOrder(id: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string; etag: string | null }> {
+  async function getOrder(
+    id: string,
+    headers: Record<string, string> = {},
+  ): Promise<{ status: number; text: string; etag: string | null; type: string | null; length: string | null }> {
     const response = await fetch(`${server.origin}/v2/store/orders/${id}`, { headers: { ...bearer(key), ...headers } })
-    return { status: response.status, text: await response.text(), etag: response.headers.get('etag') }
+    const { status } = response
+    return { status, text: await response.text(), etag: response.headers.get('etag'), type: response.headers.get('content-type'), length: response.headers.get('content-length') }
   }
 
   /** Every event of order `id` in the feed, in feed order. */
@@ -122,6 +126,22 @@ forEachStore('v2 updateOrder, ETags and preconditions', (kind) => {
     assert.deepEqual((await eventsOf(order.id))[3]!.previous, { metadata: null })
   })
 
+  it('removes every metadata key with "metadata": null (RFC 7396), in any state; again, it is no change', async () => {
+    const order = await placed({ petId: 7, quantity: 1, metadata: { customer: 'c-77', channel: 'web' } })
+    assert.equal((await fetch(`${server.origin}/v2/store/orders/${order.id}/ship`, { method: 'POST', headers: bearer(key) })).status, 200)
+    const { order: cleared, text, etag } = await patched(order.id, '{"metadata": null}', { 'if-match': '"2"' })
+    assert.deepEqual([cleared.status, cleared.version, cleared.metadata, etag], ['shipped', 3, undefined, '"3"'])
+    assert.ok(!text.includes('metadata'), text)
+    const events = await eventsOf(order.id)
+    assert.deepEqual([events.length, events[2]!.type, events[2]!.previous], [3, 'order.updated', { metadata: { customer: 'c-77', channel: 'web' } }])
+    const filtered = await fetch(`${server.origin}/v2/store/orders?metadata[customer]=c-77`, { headers: bearer(key) })
+    assert.ok(!(await filtered.text()).includes(`"id":${order.id},`), 'the index no longer finds it')
+    const before = await snapshot(order.id)
+    const again = await patched(order.id, '{"metadata": null}')
+    assert.deepEqual([again.order.version, again.etag], [3, '"3"'])
+    await unchanged(order.id, before)
+  })
+
   it('keeps __proto__ and constructor as plain metadata keys', async () => {
     const order = await placed({ petId: 7, quantity: 1 })
     const { order: changed, text } = await patched(order.id, '{"metadata": {"__proto__": "p", "constructor": "c", "toString": "t"}}')
@@ -183,7 +203,6 @@ forEachStore('v2 updateOrder, ETags and preconditions', (kind) => {
       ['{"petId": 0}', /"petId"/],
       ['{"petId": 9223372036854775808}', /"petId"/],
       ['{"shipDate": "tomorrow"}', /"shipDate"/],
-      ['{"metadata": null}', /"metadata"/],
       ['{"metadata": "a=1"}', /"metadata"/],
       ['{"metadata": {"a": 1}}', /metadata value of "a" must be a string \(or null, to remove the key\)/],
       ['{"metadata": {"a": {"b": "c"}}}', /metadata value of "a" must be a string/],
@@ -199,6 +218,8 @@ forEachStore('v2 updateOrder, ETags and preconditions', (kind) => {
       ['{"metadata": {"a": "1", "a": "2"}}', /"a"/],
       ['[]', /JSON object/],
       ['null', /JSON object/],
+      ['"quantity=3"', /JSON object; got string/],
+      ['5', /JSON object; got a number/],
       ['{"quantity": 3', /not valid JSON/],
     ]
     for (const [body, message] of refused) {
@@ -206,6 +227,9 @@ forEachStore('v2 updateOrder, ETags and preconditions', (kind) => {
       assert.match(error.message as string, message, body)
     }
     await expectError(await patch(order.id, ''), 400, 'invalid_body')
+    // A JSON string is JSON under either media type: 400, not 415.
+    const asJson = await expectError(await patch(order.id, '"x"', { 'content-type': 'application/json' }), 400, 'invalid_body')
+    assert.match(asJson.message as string, /JSON object; got string/)
     await unchanged(order.id, before)
   })
 
@@ -309,6 +333,8 @@ forEachStore('v2 updateOrder, ETags and preconditions', (kind) => {
       for (const value of ['"1"', 'W/"1"', '"7", "1"', '*']) {
         const held = await getOrder(order.id, { 'if-none-match': value })
         assert.deepEqual([held.status, held.text, held.etag], [304, '', '"1"'], value)
+        // No body: so neither a type nor a length the 200 would not have (RFC 9110 §8.6).
+        assert.deepEqual([held.type, held.length], [null, null], value)
       }
       await patched(order.id, { quantity: 6 })
       const changed = await getOrder(order.id, { 'if-none-match': '"1"' })

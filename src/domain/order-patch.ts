@@ -4,13 +4,14 @@ import { checkNewOrder, preconditionFailed, type ExpectedVersion, type OrderV2Re
 /**
  * updateOrder's change, a JSON Merge Patch (RFC 7396) read and checked by the API or the CLI: a
  * field absent is left as it is; `shipDate` null removes the ship date; `metadata` maps a key to its
- * new value, or to null to remove it (every key and value already checked: order-metadata.ts).
+ * new value, or to null to remove it (every key and value already checked: order-metadata.ts), or is
+ * null to remove every key.
  */
 export interface OrderPatch {
   petId?: bigint
   quantity?: number
   shipDate?: string | null
-  metadata?: ReadonlyMap<string, string | null>
+  metadata?: ReadonlyMap<string, string | null> | null
 }
 
 /**
@@ -83,7 +84,7 @@ export function applyPatch(order: OrderV2Record | undefined, patch: OrderPatch, 
   if (patch.metadata !== undefined) {
     let metadata: OrderMetadata | null
     try {
-      metadata = mergeMetadata(order.metadata, patch.metadata)
+      metadata = patch.metadata === null ? null : mergeMetadata(order.metadata, patch.metadata)
     } catch (error) {
       if (error instanceof RangeError) return { outcome: 'too_many_keys', message: error.message }
       throw error

@@ -15,11 +15,13 @@ export interface BodySchema {
  * The property kinds a body may have: a closed set of strings (a string `enum`, or a union of string
  * literals), an int64 (exact, however large), a bounded integer, an RFC 3339 date-time, a string of
  * bounded length, a boolean, an array of distinct strings from a closed set, an order's metadata (an
- * object of strings: domain/order-metadata.ts), and any of these or null (a union with `null`, as a
- * merge patch removes a field).
+ * object of strings: domain/order-metadata.ts), and any of these or null (a union with `null`, or
+ * `nullable`, as a merge patch removes a field).
  */
 interface PropertySchema {
   type?: string
+  /** OpenAPI 3.0's way of allowing null, where a union with null would show as an anyOf in the document. */
+  nullable?: boolean
   format?: string
   enum?: readonly unknown[]
   anyOf?: readonly (PropertySchema & { const?: unknown })[]
@@ -73,8 +75,8 @@ export function strictBodyValidator(schema: BodySchema): (body: unknown) => { va
 
 function fieldReader(name: string, property: PropertySchema): FieldReader {
   const nullable = property.anyOf?.length === 2 ? property.anyOf.findIndex((member) => member.type === 'null') : -1
-  if (nullable !== -1) {
-    const read = fieldReader(name, property.anyOf![1 - nullable]!)
+  if (nullable !== -1 || property.nullable === true) {
+    const read = fieldReader(name, nullable !== -1 ? property.anyOf![1 - nullable]! : { ...property, nullable: false })
     return (value) => (value === null ? { value: null } : read(value))
   }
   if (property.type === 'object' && typeof property.additionalProperties === 'object') return metadataReader(name, property)
@@ -191,8 +193,10 @@ export function jsonObjectBody(request: FastifyRequest, _reply: FastifyReply, do
     return done(new ApiError('unsupported_media_type', BODY_MUST_BE_JSON))
   }
   if (request.body === null) return done(new ApiError('invalid_body', notAnObject(null)))
-  // A JSON string is a string too: only the text parser's output is told apart, by its media type.
-  if (typeof request.body !== 'string' || JSON_MEDIA_TYPE.test(request.headers['content-type'] ?? '')) return done()
+  // A JSON string is a string too: only the text parser's output is told apart, by its media type
+  // (a merge patch reaching here is a PATCH's: JSON).
+  const type = request.headers['content-type'] ?? ''
+  if (typeof request.body !== 'string' || JSON_MEDIA_TYPE.test(type) || MERGE_PATCH.test(type)) return done()
   if (request.body !== '') {
     return done(new ApiError('unsupported_media_type', BODY_MUST_BE_JSON))
   }
@@ -231,5 +235,5 @@ function refuse(message: string): { error: ApiError } {
 
 function notAnObject(body: unknown): string {
   const got = body === null ? 'null' : Array.isArray(body) ? 'an array' : isLosslessNumber(body) ? 'a number' : typeof body
-  return `The body must be a JSON object (or empty); got ${got}.`
+  return `The body must be a JSON object; got ${got}.`
 }

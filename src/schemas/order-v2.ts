@@ -12,12 +12,14 @@ const METADATA_RULES =
  * An order's metadata as v2 shows it and placeOrder takes it: the store's own keys and values. The
  * key pattern (METADATA_KEY_PATTERN) is in the description: OpenAPI 3.0 has no `propertyNames`.
  */
-const Metadata = (description: string, value = Type.String({ maxLength: MAX_METADATA_VALUE_LENGTH })) =>
+const Metadata = (description: string, value = Type.String({ maxLength: MAX_METADATA_VALUE_LENGTH }), nullable = false) =>
   Type.Unsafe<Record<string, string>>({
     type: 'object',
     additionalProperties: value,
     maxProperties: MAX_METADATA_KEYS,
     description,
+    // OpenAPI 3.0's null, as the document shows it (a union with Type.Null() would show as an anyOf).
+    ...(nullable ? { nullable: true } : {}),
   })
 
 /**
@@ -235,8 +237,8 @@ export type PlaceOrderBody = Omit<Type.Static<typeof PlaceOrderBody>, 'metadata'
 
 /**
  * updateOrder's body, a JSON Merge Patch (RFC 7396): each member given replaces the order's, null
- * removes it (shipDate, a metadata key); `metadata` is merged key by key. `http/strict-body.ts`
- * validates it as it does placeOrder's.
+ * removes it (shipDate, a metadata key, metadata as a whole); `metadata` is merged key by key.
+ * `http/strict-body.ts` validates it as it does placeOrder's.
  */
 export const UpdateOrderBody = Type.Object(
   {
@@ -249,9 +251,10 @@ export const UpdateOrderBody = Type.Object(
     ),
     metadata: Type.Optional(
       Metadata(
-        `Keys to add or replace (a string) or to remove (null); keys not named stay as they are. Changes in any state. ` +
-          `The order's metadata after the merge must keep to the same rules: ${METADATA_RULES}`,
+        `Keys to add or replace (a string) or to remove (null), keys not named staying as they are; or null to remove ` +
+          `every key. Changes in any state. The order's metadata after the merge must keep to the same rules: ${METADATA_RULES}`,
         Type.Union([Type.String({ maxLength: MAX_METADATA_VALUE_LENGTH }), Type.Null()]) as never,
+        true, // null too: every key removed
       ),
     ),
   },
@@ -267,7 +270,7 @@ export type UpdateOrderBody = {
   petId?: bigint
   quantity?: number
   shipDate?: string | null
-  metadata?: ReadonlyMap<string, string | null>
+  metadata?: ReadonlyMap<string, string | null> | null
 }
 
 /** The headers of a write to one order: the version it requires (If-Match). */

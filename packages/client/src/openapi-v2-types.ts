@@ -1040,10 +1040,10 @@ export interface operations {
                      * @description Expected ship date (RFC 3339 with a time zone), or null to remove it; pending orders only
                      */
                     shipDate?: string | null;
-                    /** @description Keys to add or replace (a string) or to remove (null); keys not named stay as they are. Changes in any state. The order's metadata after the merge must keep to the same rules: at most 50 keys, each 1–40 characters of `A–Z a–z 0–9 _ - . :` (`^[A-Za-z0-9_.:-]{1,40}$`), each value a string of at most 500 characters */
+                    /** @description Keys to add or replace (a string) or to remove (null), keys not named staying as they are; or null to remove every key. Changes in any state. The order's metadata after the merge must keep to the same rules: at most 50 keys, each 1–40 characters of `A–Z a–z 0–9 _ - . :` (`^[A-Za-z0-9_.:-]{1,40}$`), each value a string of at most 500 characters */
                     metadata?: {
                         [key: string]: string | null;
-                    };
+                    } | null;
                 };
                 /**
                  * @example {
@@ -1067,10 +1067,10 @@ export interface operations {
                      * @description Expected ship date (RFC 3339 with a time zone), or null to remove it; pending orders only
                      */
                     shipDate?: string | null;
-                    /** @description Keys to add or replace (a string) or to remove (null); keys not named stay as they are. Changes in any state. The order's metadata after the merge must keep to the same rules: at most 50 keys, each 1–40 characters of `A–Z a–z 0–9 _ - . :` (`^[A-Za-z0-9_.:-]{1,40}$`), each value a string of at most 500 characters */
+                    /** @description Keys to add or replace (a string) or to remove (null), keys not named staying as they are; or null to remove every key. Changes in any state. The order's metadata after the merge must keep to the same rules: at most 50 keys, each 1–40 characters of `A–Z a–z 0–9 _ - . :` (`^[A-Za-z0-9_.:-]{1,40}$`), each value a string of at most 500 characters */
                     metadata?: {
                         [key: string]: string | null;
-                    };
+                    } | null;
                 };
             };
         };

@@ -18,7 +18,7 @@ export interface OrderPatch {
   quantity?: UpdateOrderRequest['quantity']
   /** When it is to ship: a Date or an RFC 3339 date-time; null removes it. */
   shipDate?: Date | string | null
-  /** Keys to set (a string) or remove (null); the order's other keys stay as they are. */
+  /** Keys to set (a string) or remove (null), the order's other keys staying as they are; or null to remove every key. */
   metadata?: UpdateOrderRequest['metadata']
 }
 

@@ -101,10 +101,15 @@ export function ordersV2Routes(app: ApiApp): void {
       const record = await store.orders.find(request.params.orderId)
       if (record === undefined) throw new ApiError('order_not_found', 'No order has this id.')
       reply.header('etag', etag(record.version))
-      if (noneMatchHits(request.headers['if-none-match'], record.version)) return reply.code(304).send(null)
+      if (noneMatchHits(request.headers['if-none-match'], record.version)) return notModified(reply)
       return toApiOrderV2(record)
     },
   )
+}
+
+/** 304 with no body at all: no `null` serialized, so neither Content-Type nor a Content-Length the 200 would not have. */
+function notModified(reply: FastifyReply): FastifyReply {
+  return reply.code(304).send()
 }
 
 /** A body already serialized: sent as it is, as the route's serializer would have sent it. */
