@@ -170,7 +170,10 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
     reply.headers(SECURITY_HEADERS)
-    done(request.url.length > MAX_URL_LENGTH ? new ApiError('uri_too_long') : queryEncodingError(request.url))
+    if (request.url.length > MAX_URL_LENGTH) return done(new ApiError('uri_too_long'))
+    // A route that reads its query (every v2 operation declares one) refuses one it cannot decode;
+    // the others (v1's, the ops endpoints) ignore the query, as they always have.
+    done(request.routeOptions.schema?.querystring === undefined ? undefined : queryEncodingError(request.url))
   })
   metrics.register(app)
   app.addHook('onResponse', (request, reply, done) => {
