@@ -172,8 +172,10 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
     reply.headers(SECURITY_HEADERS)
     if (request.url.length > MAX_URL_LENGTH) return done(new ApiError('uri_too_long'))
     // A route that reads its query (every v2 operation declares one) refuses one it cannot decode;
-    // the others (v1's, the ops endpoints) ignore the query, as they always have.
-    done(request.routeOptions.schema?.querystring === undefined ? undefined : queryEncodingError(request.url))
+    // the others (v1's, the ops endpoints) ignore the query, as they always have. The URL is looked
+    // at first: routeOptions is built anew at each read.
+    const malformed = queryEncodingError(request.url)
+    done(malformed !== undefined && request.routeOptions.schema?.querystring !== undefined ? malformed : undefined)
   })
   metrics.register(app)
   app.addHook('onResponse', (request, reply, done) => {
