@@ -38,8 +38,12 @@ forEachStore('API keys', (kind) => {
     const unknown = generateApiKey().secret
     for (const header of ['Bearer', 'Bearer ', `Bearer ${key} extra`, 'Bearer pso_short', `Bearer ${key.slice(0, -1)}!`, `Bearer ${unknown}`]) {
       const response = await list({ authorization: header })
-      assert.match(response.headers.get('www-authenticate') ?? '', /^Bearer realm="petstore", error="invalid_token"/, header)
-      await expectError(response, 401, 'unauthorized')
+      const challenge = response.headers.get('www-authenticate') ?? ''
+      assert.match(challenge, /^Bearer realm="petstore", error="invalid_token"/, header)
+      // RFC 6750 §3: error_description holds no `"` or `\`, or its quoted string ends early.
+      assert.match(challenge, /^Bearer realm="petstore", error="invalid_token", error_description="[\x20\x21\x23-\x5B\x5D-\x7E]*"$/, header)
+      const body = await expectError(response, 401, 'unauthorized')
+      assert.ok(challenge.includes(`error_description="${(body.message as string).replaceAll('"', "'")}"`), 'the message, its quotes as apostrophes')
     }
   })
 

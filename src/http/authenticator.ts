@@ -154,8 +154,9 @@ export function keyExpired(): ApiError {
 }
 
 function unauthorized(description: string | undefined): ApiError {
-  // RFC 6750 §3: no error attribute when the request carried no bearer token at all.
+  // RFC 6750 §3: no error attribute when the request carried no bearer token at all; and no `"` or
+  // `\` in error_description, whose quoted string would end there (the body's message keeps them).
   const challenge =
-    description === undefined ? REALM : `${REALM}, error="invalid_token", error_description="${description}"`
+    description === undefined ? REALM : `${REALM}, error="invalid_token", error_description="${description.replace(/["\\]/g, "'")}"`
   return new ApiError('unauthorized', description, { 'www-authenticate': challenge })
 }
