@@ -269,6 +269,12 @@ describe('the in-memory counter store', () => {
     ])
   })
 
+  it('never answers more than the window, on a clock with fractions', async () => {
+    // (12345.678901 + 60000) - 12345.678901 is 60000.00000000001 in floating point.
+    const store = new MemoryCounterStore(100, () => 12345.678901)
+    assert.equal((await count(store, 'k')).ttl, 60_000)
+  })
+
   it('forgets the key counted least recently once it holds its bound', async () => {
     const store = new MemoryCounterStore(2, () => 0)
     for (const key of ['a', 'b', 'a', 'c']) await count(store, key) // 'a' was counted after 'b': 'b' goes

@@ -33,6 +33,8 @@ export class MemoryCounterStore implements CounterStore {
     window.current++
     this.windows.set(key, window)
     if (this.windows.size > this.maxKeys) this.windows.delete(this.windows.keys().next().value!)
-    callback(null, { current: window.current, ttl: window.startedAt + windowMs - now })
+    // At most the window: with a fractional clock, (now + windowMs) - now can come out a hair over
+    // windowMs, which the RateLimit header's ceiling would show as 61 s of a 60 s window.
+    callback(null, { current: window.current, ttl: Math.min(windowMs, window.startedAt + windowMs - now) })
   }
 }
