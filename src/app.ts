@@ -17,7 +17,6 @@ import { openApiV2Document, SWAGGER_V2 } from './http/openapi-v2.js'
 import { memoryCounters, RateLimiter } from './http/rate-limiter.js'
 import { requestId } from './http/request-id.js'
 import { shorten } from './http/shorten.js'
-import { queryEncodingError } from './http/strict-query.js'
 import { docsRoutes } from './http/routes/docs.js'
 import { healthRoutes } from './http/routes/health.js'
 import { ordersRoutes } from './http/routes/orders.js'
@@ -28,7 +27,7 @@ import { orderEventsRoute } from './http/routes/v2/order-events.js'
 import { ordersV2Routes } from './http/routes/v2/orders.js'
 import { placeOrderRoute } from './http/routes/v2/place-order.js'
 import { shipOrderRoute } from './http/routes/v2/ship-order.js'
-import { MERGE_PATCH_MEDIA_TYPE } from './http/strict-body.js'
+import { BODY_MUST_BE_JSON, MERGE_PATCH_MEDIA_TYPE } from './http/strict-body.js'
 import { updateOrderRoute } from './http/routes/v2/update-order.js'
 import { webhookEndpointActionsRoutes } from './http/routes/v2/webhook-endpoint-actions.js'
 import { webhookEndpointsRoutes } from './http/routes/v2/webhook-endpoints.js'
@@ -166,16 +165,18 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody)
 
   registerErrorHandling(app)
+  // Every path's methods, /metrics' too, so that every other method on it is a 405 with Allow (below).
+  const methodsByUrl = new Map<string, Set<string>>()
+  app.addHook('onRoute', (route) => {
+    const methods = methodsByUrl.get(route.url) ?? new Set<string>()
+    for (const method of [route.method].flat()) methods.add(method)
+    methodsByUrl.set(route.url, methods)
+  })
   // Callback hooks, here and below: on every request, an async hook's promise is a measurable cost.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
     reply.headers(SECURITY_HEADERS)
-    if (request.url.length > MAX_URL_LENGTH) return done(new ApiError('uri_too_long'))
-    // A route that reads its query (every v2 operation declares one) refuses one it cannot decode;
-    // the others (v1's, the ops endpoints) ignore the query, as they always have. The URL is looked
-    // at first: routeOptions is built anew at each read.
-    const malformed = queryEncodingError(request.url)
-    done(malformed !== undefined && request.routeOptions.schema?.querystring !== undefined ? malformed : undefined)
+    done(request.url.length > MAX_URL_LENGTH ? new ApiError('uri_too_long') : undefined)
   })
   metrics.register(app)
   app.addHook('onResponse', (request, reply, done) => {
@@ -189,14 +190,6 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
   for (const schema of [Order, OrderV2, OrderEvent, Pet, ErrorSchema]) app.addSchema(schema)
   for (const schema of [WebhookEndpoint, WebhookEndpointCreated, WebhookSecret, WebhookAttempt, WebhookPingResult, WebhookDelivery]) app.addSchema(schema)
   await app.register(swagger, openApiDocument(config))
-
-  // Every path's methods, so that every other method on it is a 405 with Allow (below).
-  const methodsByUrl = new Map<string, Set<string>>()
-  app.addHook('onRoute', (route) => {
-    const methods = methodsByUrl.get(route.url) ?? new Set<string>()
-    for (const method of [route.method].flat()) methods.add(method)
-    methodsByUrl.set(route.url, methods)
-  })
 
   healthRoutes(app)
   docsRoutes(app, config) // GET /docs: the API reference, public
@@ -214,8 +207,11 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
   await app.register(
     async (v2) => {
       await v2.register(swagger, openApiV2Document(config)) // a document of its own, from the routes below
-      // A JSON Merge Patch is JSON, in v2 only (jsonObjectBody refuses it on anything but a PATCH).
-      v2.addContentTypeParser(MERGE_PATCH_MEDIA_TYPE, { parseAs: 'string' }, parseJsonBody)
+      // A JSON Merge Patch is JSON, in v2, for a PATCH only: sent to any other write it is 415, before
+      // its text is read (as any other media type is).
+      v2.addContentTypeParser(MERGE_PATCH_MEDIA_TYPE, { parseAs: 'string' }, (request, body, done) =>
+        request.method === 'PATCH' ? parseJsonBody(request, body, done) : done(new ApiError('unsupported_media_type', BODY_MUST_BE_JSON), undefined),
+      )
       const api = v2 as unknown as ApiApp
       ordersV2Routes(api)
       placeOrderRoute(api)

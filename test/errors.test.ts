@@ -61,9 +61,17 @@ forEachStore('errors', (kind) => {
         await expectError(response, 405, 'method_not_allowed')
       }
     }
+    // The ops endpoints as well.
+    for (const path of ['/metrics', '/healthz', '/readyz']) {
+      const options = await fetch(`${server.origin}${path}`, { method: 'OPTIONS' })
+      assert.deepEqual([options.status, options.headers.get('allow')], [204, 'GET, HEAD, OPTIONS'], path)
+      const post = await fetch(`${server.origin}${path}`, { method: 'POST' })
+      assert.equal(post.headers.get('allow'), 'GET, HEAD, OPTIONS', path)
+      await expectError(post, 405, 'method_not_allowed')
+    }
   })
 
-  it('answers bad percent-encoding in a v2 query string with 400 bad_request, before a parameter is read; v1 ignores it', async () => {
+  it('answers bad percent-encoding in a v2 query string with 400 bad_request, after the key, before a parameter is read; v1 ignores it', async () => {
     for (const query of ['metadata[p]=%FF', 'metadata[p]=%', 'metadata[p]=%ZZ', 'status=%E0%A4%A', 'limit=1&x=%C3']) {
       const response = await fetch(`${server.origin}/v2/store/orders?${query}`, { headers: bearer(key) })
       const body = await expectError(response, 400, 'bad_request')
@@ -74,6 +82,8 @@ forEachStore('errors', (kind) => {
       const response = await fetch(`${server.origin}/v2/store/orders?${query}`, { headers: bearer(key) })
       assert.equal(response.status, 200, query)
     }
+    // Checked where the parameters are, after the key (the order of checks: 401 first).
+    await expectError(await fetch(`${server.origin}/v2/store/orders?metadata[p]=%FF`), 401, 'unauthorized')
     // v1 reads no query string and ignores it, a malformed one too, as it always has.
     const v1 = await fetch(`${server.origin}/v1/store/orders?x=%FF`, { headers: bearer(key) })
     assert.equal(v1.status, 200)
@@ -133,6 +143,11 @@ forEachStore('errors', (kind) => {
       body: '<order/>',
     })
     await expectError(response, 415, 'unsupported_media_type')
+    // text/plain too, which Fastify itself would read as a string.
+    for (const type of ['text/plain', 'text/plain; charset=utf-8']) {
+      const text = await fetch(`${server.origin}/v1/store/orders/1`, { method: 'DELETE', headers: { ...bearer(key), 'content-type': type }, body: 'x' })
+      await expectError(text, 415, 'unsupported_media_type')
+    }
     assert.equal((await fetch(`${server.origin}/v1/store/orders/1`, { method: 'DELETE', headers: bearer(key) })).status, 204)
   })
 

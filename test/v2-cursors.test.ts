@@ -35,6 +35,10 @@ forEachStore('v2 list cursors', (kind) => {
     bytes.writeBigInt64BE(20n, 17)
     await refused(`limit=5&cursor=${bytes.toString('base64url')}`)
     await refused(`limit=5&cursor=${Buffer.from('{"after":5}').toString('base64url')}`)
+    // Characters no cursor has, padding, or none at all: not a cursor of this API either.
+    for (const cursor of [`${nextCursor}=`, `${nextCursor.slice(0, 10)}%2B${nextCursor.slice(11)}`, '', 'not%20base64!', '%C3%A9'.repeat(40)]) {
+      await refused(`limit=5&cursor=${cursor}`)
+    }
   })
 
   it('refuses a cursor used with other filters, and names them', async () => {

@@ -132,8 +132,6 @@ forEachStore('v2 listOrders and getOrder', (kind) => {
     ['shipDateTo=yesterday', 'shipDateTo'],
     ['shipDateFrom=2026-11-25T10:00:00Z&shipDateTo=2026-11-25T10:00:00Z', 'shipDateTo'],
     ['shipDateFrom=2026-11-26T00:00:00Z&shipDateTo=2026-11-25T00:00:00Z', 'shipDateTo'],
-    ['cursor=', 'cursor'],
-    ['cursor=not%20base64!', 'cursor'],
   ]
   for (const [query, parameter] of refused) {
     it(`refuses ?${query} with 400 invalid_parameter naming ${parameter}`, async () => {

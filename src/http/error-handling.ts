@@ -7,6 +7,7 @@ import { StoreUnavailableError } from '../store/store.js'
 import { requestIdOf } from './request-id.js'
 import { shorten } from './shorten.js'
 import { BODY_MUST_BE_JSON } from './strict-body.js'
+import { queryEncodingError } from './strict-query.js'
 
 // Errors Fastify and Node raise by themselves, mapped to our codes. Anything else ≥ 500 is internal.
 const FRAMEWORK_CODES: Record<string, ErrorCode> = {
@@ -79,9 +80,17 @@ export function registerErrorHandling(app: FastifyInstance): void {
   // `/v1/store/orders/:orderId`, and so did its 405 handler). No resource has an empty name: such
   // a path is unknown, 404, whatever the method, before anything else is checked.
   app.addHook('onRoute', (route) => {
+    // A route that reads its query (every v2 operation declares one) refuses one it cannot decode,
+    // where its parameters are checked (after the key); the others (v1's, the ops endpoints) ignore
+    // the query, as they always have.
+    if (route.schema?.querystring !== undefined) route.preValidation = [malformedQuery, ...[route.preValidation ?? []].flat()]
     if (!route.url.includes(':')) return
     route.onRequest = [emptyParameterNotFound, ...[route.onRequest ?? []].flat()]
   })
+}
+
+function malformedQuery(request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  done(queryEncodingError(request.url))
 }
 
 function emptyParameterNotFound(request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {

@@ -184,22 +184,23 @@ export const BODY_MUST_BE_JSON = 'The request body must be JSON, sent with Conte
 
 /**
  * A preValidation hook for a route whose body is a JSON object: a body of JSON `null` is 400
- * `invalid_body` (a validator cannot tell it from no body), and a body that is not JSON at all
- * (the `text/plain` Fastify parses by default) is 415, as any other media type is.
+ * `invalid_body` (a validator cannot tell it from no body), and a body that is not JSON at all is
+ * 415 (textBody).
  */
-export function jsonObjectBody(request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
-  // A merge patch is JSON for a PATCH only: any other write's body is no patch.
-  if (request.method !== 'PATCH' && MERGE_PATCH.test(request.headers['content-type'] ?? '')) {
-    return done(new ApiError('unsupported_media_type', BODY_MUST_BE_JSON))
-  }
+export function jsonObjectBody(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
   if (request.body === null) return done(new ApiError('invalid_body', notAnObject(null)))
-  // A JSON string is a string too: only the text parser's output is told apart, by its media type
-  // (a merge patch reaching here is a PATCH's: JSON).
+  textBody(request, reply, done)
+}
+
+/**
+ * A preValidation hook for a route that takes JSON or no body: a body Fastify's default text parser
+ * read (`text/plain`) is 415, as any other media type is; an empty one is no body.
+ */
+export function textBody(request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  // A JSON string is a string too: only the text parser's output is told apart, by its media type.
   const type = request.headers['content-type'] ?? ''
   if (typeof request.body !== 'string' || JSON_MEDIA_TYPE.test(type) || MERGE_PATCH.test(type)) return done()
-  if (request.body !== '') {
-    return done(new ApiError('unsupported_media_type', BODY_MUST_BE_JSON))
-  }
+  if (request.body !== '') return done(new ApiError('unsupported_media_type', BODY_MUST_BE_JSON))
   request.body = undefined // an empty text body: no body
   done()
 }

@@ -134,8 +134,9 @@ export const ListOrdersQuery = Type.Object(
       Type.Integer({ minimum: 1, maximum: 1000, default: 100, description: 'How many orders a page holds at most (1–1000)', examples: [100] }),
     ),
     cursor: Type.Optional(
+      // No pattern: the route reads any text, and one that is not a cursor it issued is 400
+      // `invalid_cursor`, as an altered one is (not `invalid_parameter`).
       Type.String({
-        pattern: '^[A-Za-z0-9_-]{1,200}$',
         description: 'The `nextCursor` of the previous page; the other parameters must be the same as for that page (`limit` may change)',
       }),
     ),

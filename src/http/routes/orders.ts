@@ -12,6 +12,7 @@ import type { JsonPage } from '../../store/store.js'
 import { ListCache } from '../list-cache.js'
 import { then, type MaybePromise } from '../../maybe-async.js'
 import { limitSendTime, sendBody } from '../send-file.js'
+import { textBody } from '../strict-body.js'
 import { operation } from './operation.js'
 
 export function ordersRoutes(app: ApiApp): void {
@@ -115,6 +116,7 @@ export function ordersRoutes(app: ApiApp): void {
     '/store/orders/:orderId',
     {
       onRequest: app.requireScope('orders:cancel'),
+      preValidation: textBody, // no body is read, but one that is not JSON is 415, as on every route
       schema: {
         operationId: 'cancelOrder',
         ...operation('orders', 'stable'),
