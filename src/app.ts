@@ -208,7 +208,7 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
     async (v2) => {
       await v2.register(swagger, openApiV2Document(config)) // a document of its own, from the routes below
       // A JSON Merge Patch is JSON, in v2, for a PATCH only: sent to any other write it is 415, before
-      // its text is read (as any other media type is).
+      // its text is parsed, whatever it holds.
       v2.addContentTypeParser(MERGE_PATCH_MEDIA_TYPE, { parseAs: 'string' }, (request, body, done) =>
         request.method === 'PATCH' ? parseJsonBody(request, body, done) : done(new ApiError('unsupported_media_type', BODY_MUST_BE_JSON), undefined),
       )

@@ -61,6 +61,11 @@ forEachStore('errors', (kind) => {
         await expectError(response, 405, 'method_not_allowed')
       }
     }
+    // OPTIONS too reads no body: 204 with Allow whatever it holds.
+    for (const [type, body] of [['text/xml', '<order/>'], ['application/json', '{"broken']]) {
+      const options = await fetch(`${server.origin}/v1/store/orders/1`, { method: 'OPTIONS', headers: { 'content-type': type! }, body })
+      assert.deepEqual([options.status, options.headers.get('allow')], [204, 'DELETE, OPTIONS'], type)
+    }
     // The ops endpoints as well.
     for (const path of ['/metrics', '/healthz', '/readyz']) {
       const options = await fetch(`${server.origin}${path}`, { method: 'OPTIONS' })
@@ -71,7 +76,7 @@ forEachStore('errors', (kind) => {
     }
   })
 
-  it('answers bad percent-encoding in a v2 query string with 400 bad_request, after the key, before a parameter is read; v1 ignores it', async () => {
+  it('answers bad percent-encoding in a v2 query string with 400 bad_request, after the key and its scopes, before a parameter is read; v1 ignores it', async () => {
     for (const query of ['metadata[p]=%FF', 'metadata[p]=%', 'metadata[p]=%ZZ', 'status=%E0%A4%A', 'limit=1&x=%C3']) {
       const response = await fetch(`${server.origin}/v2/store/orders?${query}`, { headers: bearer(key) })
       const body = await expectError(response, 400, 'bad_request')
@@ -82,7 +87,14 @@ forEachStore('errors', (kind) => {
       const response = await fetch(`${server.origin}/v2/store/orders?${query}`, { headers: bearer(key) })
       assert.equal(response.status, 200, query)
     }
-    // Checked where the parameters are, after the key (the order of checks: 401 first).
+    // Checked where the parameters are, after the key and its scopes (the order of checks: 401, 403 first).
+    const manageOnly = await server.createKey({ scopes: ['webhooks:manage'] })
+    const moved = await fetch(`${server.origin}/v2/webhook-endpoints/1?x=%FF`, {
+      method: 'PATCH',
+      headers: { ...bearer(manageOnly), 'content-type': 'application/json' },
+      body: '{"url": "https://example.com/hook"}',
+    })
+    await expectError(moved, 403, 'insufficient_scope')
     await expectError(await fetch(`${server.origin}/v2/store/orders?metadata[p]=%FF`), 401, 'unauthorized')
     // v1 reads no query string and ignores it, a malformed one too, as it always has.
     const v1 = await fetch(`${server.origin}/v1/store/orders?x=%FF`, { headers: bearer(key) })

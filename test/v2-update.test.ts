@@ -254,7 +254,7 @@ forEachStore('v2 updateOrder, ETags and preconditions', (kind) => {
     await expectError(await patch(order.id, 'quantity=3', { 'content-type': 'application/x-www-form-urlencoded' }), 415, 'unsupported_media_type')
     await expectError(await patch(order.id, 'quantity 3', { 'content-type': 'text/plain' }), 415, 'unsupported_media_type')
     for (const body of ['{}', 'not JSON at all', '']) {
-      // 415 before the text is read: whatever it holds, a merge patch is no other write's body.
+      // 415 before the text is parsed: whatever it holds, a merge patch is no other write's body.
       const ship = await fetch(`${server.origin}/v2/store/orders/${order.id}/ship`, { method: 'POST', headers: { ...bearer(key), ...MERGE_PATCH }, body })
       await expectError(ship, 415, 'unsupported_media_type')
     }

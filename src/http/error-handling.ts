@@ -81,9 +81,9 @@ export function registerErrorHandling(app: FastifyInstance): void {
   // a path is unknown, 404, whatever the method, before anything else is checked.
   app.addHook('onRoute', (route) => {
     // A route that reads its query (every v2 operation declares one) refuses one it cannot decode,
-    // where its parameters are checked (after the key); the others (v1's, the ops endpoints) ignore
-    // the query, as they always have.
-    if (route.schema?.querystring !== undefined) route.preValidation = [malformedQuery, ...[route.preValidation ?? []].flat()]
+    // last before its parameters are checked (after the key, its scopes and its body); the others
+    // (v1's, the ops endpoints) ignore the query, as they always have.
+    if (route.schema?.querystring !== undefined) route.preValidation = [...[route.preValidation ?? []].flat(), malformedQuery]
     if (!route.url.includes(':')) return
     route.onRequest = [emptyParameterNotFound, ...[route.onRequest ?? []].flat()]
   })
@@ -110,9 +110,10 @@ export function registerMethodNotAllowed(app: FastifyInstance, url: string, allo
   const refuse = async (_request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> =>
     reply.code(405).header('allow', allow).send(errorBody('method_not_allowed'))
   // Answered in the request hook, before a body is read: a wrong method is 405 whatever its body or
-  // media type (a type this path has no parser for would otherwise be 415). The handler is not reached.
+  // media type (a type this path has no parser for would otherwise be 415). The handlers are not reached.
   app.route({ method: others, url, schema: { hide: true }, onRequest: refuse, handler: refuse })
-  app.options(url, { schema: { hide: true } }, async (_request, reply) => reply.code(204).header('allow', allow).send())
+  const options = async (_request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => reply.code(204).header('allow', allow).send()
+  app.options(url, { schema: { hide: true }, onRequest: options }, options) // its body unread too
 }
 
 // The malformed requests answered with a code of their own; any other is `bad_request`.

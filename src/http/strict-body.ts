@@ -179,7 +179,7 @@ function describe(value: unknown): string {
   return shorten(stringifyLossless(value) ?? String(value))
 }
 
-/** The 415 message for a body of any media type but JSON (text/plain here, the others in error-handling.ts). */
+/** The 415 message for a body of any media type but JSON (text/plain here; the others in error-handling.ts; a merge patch off a PATCH in app.ts). */
 export const BODY_MUST_BE_JSON = 'The request body must be JSON, sent with Content-Type: application/json.'
 
 /**

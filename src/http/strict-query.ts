@@ -67,7 +67,7 @@ export function strictQueryValidator(schema: QuerySchema): (query: unknown) => {
 /**
  * Why a URL's query string is malformed, or undefined: a `%` not followed by two hex digits, or
  * escapes that are not UTF-8. Fastify's parser keeps such a value as sent, so `metadata[k]=%FF`
- * would match the text `%FF`; a path with one is refused before routing, and so is this.
+ * would match the text `%FF`. (A path with one is refused before routing, by Fastify.)
  */
 export function queryEncodingError(url: string): ApiError | undefined {
   const query = url.indexOf('?')

@@ -116,7 +116,7 @@ export function ordersRoutes(app: ApiApp): void {
     '/store/orders/:orderId',
     {
       onRequest: app.requireScope('orders:cancel'),
-      preValidation: textBody, // no body is read, but one that is not JSON is 415, as on every route
+      preValidation: textBody, // a body is not used, but one that is not JSON is 415, as on every route
       schema: {
         operationId: 'cancelOrder',
         ...operation('orders', 'stable'),
