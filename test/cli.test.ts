@@ -479,9 +479,12 @@ function commandTests(kind: StoreKind): void {
     assertOneLineError(await cli(['keys', 'revoke', '99'], env), 1, new RegExp(`^petstore-orders: no API key has the id "99"; ${takes}$`))
     assertOneLineError(await cli(['keys', 'revoke', 'pso_AAAAAAAA'], env), 1, new RegExp(`^petstore-orders: no API key has the display prefix "pso_AAAAAAAA"; ${takes}$`))
     // The whole key is not a prefix, and is not repeated.
-    const whole = await cli(['keys', 'revoke', secret], env)
-    assertOneLineError(whole, 1, /^petstore-orders: that is a whole API key, not its display prefix: keys revoke takes .* \(a key's first 12 characters\)/)
-    assert.ok(!whole.stderr.includes(secret.slice(12)), whole.stderr)
+    // Nor is it when pasted with more around it, or cut short past its display prefix.
+    for (const given of [secret, `${secret} `, ` ${secret}`, `Bearer ${secret}`, `Authorization: Bearer ${secret}`, `${secret}\r`, secret.slice(0, 20)]) {
+      const whole = await cli(['keys', 'revoke', given], env)
+      assertOneLineError(whole, 1, /^petstore-orders: that holds a whole API key \(or more of one than its display prefix\), not its display prefix: keys revoke takes .* \(a key's first 12 characters\)/)
+      assert.ok(!whole.stderr.includes(secret.slice(12, 20)), whole.stderr)
+    }
     // A name: the ids of the keys that have it (names are not unique); nothing revoked.
     assertOneLineError(
       await cli(['keys', 'revoke', 'dashboard'], env),

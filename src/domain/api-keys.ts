@@ -47,6 +47,14 @@ export function looksLikeApiKey(token: string): boolean {
   return KEY_FORMAT.test(token)
 }
 
+/** More of a key than its display prefix shows, anywhere in `text` (`Bearer pso_…`, a key with a space or CR after it). */
+const MORE_THAN_DISPLAY_PREFIX = new RegExp(`${KEY_PREFIX}[0-9A-Za-z]{${DISPLAY_PREFIX_LENGTH - KEY_PREFIX.length + 1},}`)
+
+/** Whether `text` holds more of a key's secret than its display prefix: such text is never repeated in a message. */
+export function holdsKeySecret(text: string): boolean {
+  return MORE_THAN_DISPLAY_PREFIX.test(text)
+}
+
 /** What a key looks like, for a message to someone whose key was refused: the prefix and the length, never the key. */
 export const API_KEY_SHAPE = `a key is ${KEY_PREFIX} followed by ${SECRET_LENGTH} letters and digits, ${KEY_PREFIX.length + SECRET_LENGTH} characters in all`
 

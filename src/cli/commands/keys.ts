@@ -1,5 +1,5 @@
 import { stringify as stringifyLossless } from 'lossless-json'
-import { DEFAULT_SCOPES, DISPLAY_PREFIX_LENGTH, looksLikeApiKey, parseDuration, parseScopes, SCOPES, type ApiKey, type Scope } from '../../domain/api-keys.js'
+import { DEFAULT_SCOPES, DISPLAY_PREFIX_LENGTH, holdsKeySecret, parseDuration, parseScopes, SCOPES, type ApiKey, type Scope } from '../../domain/api-keys.js'
 import { createKey } from '../../keys/create-key.js'
 import { CommandError, PROGRAM, printable, printRows, stringOption, UsageError, withStore, type Command } from '../command.js'
 
@@ -117,7 +117,7 @@ Examples:
 
 /** What `keys revoke` takes, for a person who gave it something else (a name, a whole key). */
 const REVOKE_TAKES = `keys revoke takes a key's id or its display prefix (pso_ and 8 characters), as 'keys list' shows them`
-const WHOLE_KEY = `that is a whole API key, not its display prefix: ${REVOKE_TAKES} (a key's first ${DISPLAY_PREFIX_LENGTH} characters); the key is not repeated here`
+const WHOLE_KEY = `that holds a whole API key (or more of one than its display prefix), not its display prefix: ${REVOKE_TAKES} (a key's first ${DISPLAY_PREFIX_LENGTH} characters); the key is not repeated here`
 
 /**
  * Why nothing was revoked, and what to give instead: when keys have `target` as their name (names
@@ -154,7 +154,8 @@ Examples:
   async run({ positionals }, io) {
     const target = positionals[0]!
     if (target.trim() === '') throw new UsageError('ID must be a key id or display prefix')
-    if (looksLikeApiKey(target) && target.length > DISPLAY_PREFIX_LENGTH) throw new CommandError(WHOLE_KEY)
+    // A whole key, or one pasted with more around it ("Bearer …", a space, a CR): never repeated.
+    if (holdsKeySecret(target)) throw new CommandError(WHOLE_KEY)
     const message = await withStore(io, async (store) => {
       const revoked = await store.apiKeys.revoke(target)
       if (revoked === undefined) throw new CommandError(noKeyRevoked(target, (await store.apiKeys.list()).filter((key) => key.name === target)))
