@@ -249,6 +249,24 @@ describe('a command that creates the SQLite database says so', () => {
       rmSync(cwd, { recursive: true, force: true })
     }
   })
+
+  test('and one that then fails leaves no database behind: one error line, and the path is refused again', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'petstore-cli-cwd-'))
+    try {
+      const path = join(cwd, 'typo.db')
+      const env = { DATABASE_URL: 'sqlite:typo.db' }
+      for (const bad of ['{"id": 1, "quantity": 0}\n', '[{"id": 1},']) {
+        const failed = await cli(['orders', 'import', file(bad, bad.startsWith('[') ? 'json' : 'ndjson')], env, cwd)
+        assertOneLineError(failed, 1, /nothing was imported$/)
+        assert.deepEqual(readdirSync(cwd), [], 'no database file, WAL or shared memory left')
+      }
+      const refused = await cli(['keys', 'list'], env, cwd)
+      assertOneLineError(refused, 1, /no SQLite database at /)
+      assert.ok(refused.stderr.includes(`no SQLite database at ${path} `), refused.stderr)
+    } finally {
+      rmSync(cwd, { recursive: true, force: true })
+    }
+  })
 })
 
 describe('a command that does not create a database, given a SQLite file that does not exist', () => {

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util'
 import { loadDatabaseConfig } from '../config.js'
 import type { Store } from '../store/store.js'
-import { databaseCreatedNotice, databaseMissingMessage, databaseToCreate } from './new-database.js'
+import { databaseCreatedNotice, databaseMissingMessage, databaseToCreate, removeDatabaseFiles } from './new-database.js'
 
 export const PROGRAM = 'petstore-orders'
 
@@ -159,12 +159,18 @@ export async function withStore<T>(
     if (error instanceof SqliteFileMissingError) throw new CommandError(databaseMissingMessage(io.env, error.path), { cause: error })
     throw error
   }
-  sayNotice(io, databaseCreatedNotice(io.env, toCreate))
+  let done = false
   try {
     if (options.migrate !== false) await store.migrate()
-    return await work(store)
+    const result = await work(store)
+    done = true
+    return result
   } finally {
     await store.close()
+    // A database made for a command that then failed (a bad import file, say) is removed: nothing is
+    // left half-written, and the next command at a mistyped path is refused again.
+    if (done) sayNotice(io, databaseCreatedNotice(io.env, toCreate))
+    else if (toCreate !== undefined) removeDatabaseFiles(toCreate)
   }
 }
 
