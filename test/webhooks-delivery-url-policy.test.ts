@@ -182,6 +182,7 @@ describe('checkWebhookUrl', () => {
     ['ftp://hooks.example/', 'must use https', false],
     ['https://user:pw@hooks.example/', 'must not contain a user name or password', false],
     ['https://user@hooks.example/', 'must not contain a user name or password', false],
+    ['https://8.8.8.8:0/z', 'must not use port 0', false],
     ['https://127.0.0.1/', 'must not point to a private or reserved address', true],
     // The WHATWG parser turns these spellings into 127.0.0.1 before the host is judged.
     ['https://0x7f.1/', 'must not point to a private or reserved address', true],

@@ -95,6 +95,8 @@ export function checkWebhookUrlForm(raw: string, allowPrivateNetworks: boolean):
   if (url.username !== '' || url.password !== '') return refused('must not contain a user name or password')
   const host = hostOf(url)
   if (host === '') return refused('must name a host')
+  // The URL parser takes port 0, which no connection can reach (it reads 1–65535 as given).
+  if (url.port === '0') return refused('must not use port 0')
   if (!allowPrivateNetworks && isIP(host) !== 0 && isForbiddenAddress(host)) {
     return refused('must not point to a private or reserved address', true)
   }
