@@ -86,6 +86,13 @@ describe('backup of a SQLite database in use', () => {
     assert.equal(existsSync(join(dir, 'missing')), false)
   })
 
+  it('refuses an empty FILE and `-` as a usage error, writing nothing', async () => {
+    for (const given of ['', '-']) {
+      assertOneLineError(await cli(['backup', given], { DATABASE_URL: `sqlite:${source}` }, dir), 2, /FILE must name a new file/)
+    }
+    assert.equal(existsSync(join(dir, '-')), false)
+  })
+
   it('refuses a database that does not exist, creating neither it nor FILE', async () => {
     const file = join(dir, 'never.db')
     assertOneLineError(await cli(['backup', file], { DATABASE_URL: `sqlite:${join(dir, 'absent.db')}` }), 1, /no SQLite database at/)

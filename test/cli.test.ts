@@ -143,6 +143,7 @@ describe('petstore-orders: help and usage (no database touched)', () => {
       [['keys', 'create', '--name', 'x', '--scopes', 'orders:delete'], /unknown scope "orders:delete"/],
       [['keys', 'create', '--name', 'x', '--scopes', ','], /--scopes must name at least one scope/],
       [['keys', 'create', '--name', 'x', '--expires-in', '1y'], /invalid --expires-in "1y"/],
+      [['keys', 'create', '--name', 'x', '--expires-in', '2900000d'], /invalid --expires-in "2900000d" \(use a whole number from 1 to 999999 and a unit/],
       [['keys', 'list', '--json=yes'], /option --json does not take a value/],
       [['keys', 'revoke'], /missing ID/],
       [['keys', 'revoke', '1', '2'], /unexpected argument "2"/],

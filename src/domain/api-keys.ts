@@ -91,6 +91,6 @@ const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_0
 /** "30d", "12h", "90m", "2w", "45s" → milliseconds. */
 export function parseDuration(text: string): number {
   const match = DURATION.exec(text)
-  if (match === null) throw new Error(`invalid duration "${text}" (use a number and a unit: 45s, 90m, 12h, 30d, 2w)`)
+  if (match === null) throw new Error(`invalid duration "${text}" (use a whole number from 1 to 999999 and a unit: 45s, 90m, 12h, 30d, 2w)`)
   return Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS]
 }

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path'
-import { CommandError, PROGRAM, withStore, type Command } from '../command.js'
+import { CommandError, PROGRAM, UsageError, withStore, type Command } from '../command.js'
 
 export const backup: Command = {
   name: ['backup'],
@@ -21,7 +21,10 @@ Examples:
   ${PROGRAM} backup backups/petstore-$(date -u +%Y%m%dT%H%M%SZ).db
   docker exec petstore ${PROGRAM} backup /var/lib/petstore-orders/backup.db`,
   async run({ positionals }, io) {
-    const file = resolve(positionals[0]!)
+    const given = positionals[0]!
+    // An empty FILE would resolve to this folder, and `-` reads as standard output: neither is a new file.
+    if (given === '' || given === '-') throw new UsageError(`FILE must name a new file, got ${JSON.stringify(given)}`)
+    const file = resolve(given)
     try {
       await withStore(io, (store) => store.backupTo(file), { migrate: false })
     } catch (error) {
