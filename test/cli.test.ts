@@ -143,6 +143,8 @@ describe('petstore-orders: help and usage (no database touched)', () => {
       [['keys', 'create', '--name', 'x', '--scopes', 'orders:delete'], /unknown scope "orders:delete"/],
       [['keys', 'create', '--name', 'x', '--scopes', ','], /--scopes must name at least one scope/],
       [['keys', 'create', '--name', 'x', '--expires-in', '1y'], /invalid --expires-in "1y"/],
+      [['keys', 'create', '--name', 'x', '--name', 'y'], /option --name is given more than once/],
+      [['orders', 'update', '1', '--quantity', '3', '--quantity=4'], /option --quantity is given more than once/],
       [['keys', 'create', '--name', 'x', '--expires-in', '2900000d'], /invalid --expires-in "2900000d" \(use a whole number from 1 to 999999 and a unit/],
       [['keys', 'list', '--json=yes'], /option --json does not take a value/],
       [['keys', 'revoke'], /missing ID/],

@@ -65,16 +65,21 @@ const HELP_OPTION = { help: { type: 'boolean', short: 'h' } } as const
 
 /** Parses a command's arguments strictly; any problem is a UsageError. */
 export function parseCommandArgs(command: Command, args: string[]): { values: OptionValues; positionals: string[] } {
-  let parsed: { values: OptionValues; positionals: string[] }
+  const options: OptionSpec = { ...command.options, ...HELP_OPTION }
+  let parsed: { values: OptionValues; positionals: string[]; tokens: { kind: string; name?: string }[] }
   try {
-    parsed = parseArgs({
-      args,
-      options: { ...command.options, ...HELP_OPTION },
-      strict: true,
-      allowPositionals: true,
-    }) as { values: OptionValues; positionals: string[] }
+    parsed = parseArgs({ args, options, strict: true, allowPositionals: true, tokens: true }) as typeof parsed
   } catch (error) {
     throw new UsageError(parseArgsProblem(error as Error & { code?: string }))
+  }
+  // An option given twice that takes one value: parseArgs keeps the last, silently; which was meant?
+  const given = new Set<string>()
+  for (const token of parsed.tokens) {
+    if (token.kind !== 'option') continue
+    const name = token.name!
+    if (name === 'help' || options[name]?.multiple === true) continue
+    if (given.has(name)) throw new UsageError(`option --${name} is given more than once`)
+    given.add(name)
   }
   const expected = command.positionals ?? []
   if (parsed.positionals.length < expected.length) {
