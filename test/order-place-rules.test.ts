@@ -26,15 +26,21 @@ const placed = (n: number): PlaceResult => ({
   order: { ...NEW_ORDER, id: BigInt(n), complete: false, status: 'pending', shippedAt: null, completedAt: null, cancelledAt: null, cancellationReason: null, metadata: null, version: 1 },
 })
 
-/** A store's way in for places: admitted, then group-committed by `commit`. */
-function places(commit: (requests: PlaceRequest[]) => Promise<PlaceResult[]>): (request: PlaceRequest) => Promise<PlaceResult> {
-  const admission = new PlaceAdmission()
+/**
+ * A store's way in for places: admitted, then group-committed by `commit`; `records` holds the keys'
+ * committed records, as the store's read finds them (none unless a test puts one there).
+ */
+function places(
+  commit: (requests: PlaceRequest[]) => Promise<PlaceResult[]>,
+  records = new Map<string, StoredKey>(),
+): (request: PlaceRequest) => Promise<PlaceResult> {
+  const admission = new PlaceAdmission(async (_apiKeyId, key) => records.get(key))
   const batches = new GroupCommit<PlaceRequest, PlaceResult>({ commit })
   return (request) => admission.admit(request, (admitted) => batches.submit(admitted))
 }
 
 describe('PlaceAdmission', () => {
-  it('answers key_in_use at once for a key queued or in flight here, and frees the key once that place has settled', async () => {
+  it('answers key_in_use for a key queued or in flight here while it has no record, and frees the key once that place has settled', async () => {
     let commit!: () => void
     let sent = 0
     const place = places(async (requests) => {
@@ -58,6 +64,37 @@ describe('PlaceAdmission', () => {
     await within(15_000, 'the retry joins a batch', () => sent === 4)
     commit()
     assert.equal((await again).outcome, 'placed')
+  })
+
+  it('answers a place whose key is held from the key\'s live record: a replay, or key_reused for another body', async () => {
+    const records = new Map<string, StoredKey>()
+    let commit!: () => void
+    const place = places(async (requests) => {
+      await new Promise<void>((resolve) => (commit = resolve))
+      // A replay of a committed place: the batch answers it from its record, as a store does.
+      return requests.map(() => ({ outcome: 'replayed', orderId: 42n, status: 201, body: '{"id":42}' }) as const)
+    }, records)
+    const live = new Date(Date.now() + 3_600_000).toISOString()
+    records.set('k', { fingerprint: 'a'.repeat(64), orderId: 42n, responseStatus: 201n, responseBody: '{"id":42}', expiresAt: live })
+    const first = place(request('k'))
+    // Held by the first, which is queued: the others read the committed record instead of key_in_use.
+    assert.deepEqual(await place(request('k')), { outcome: 'replayed', orderId: 42n, status: 201, body: '{"id":42}' })
+    assert.deepEqual(await place({ ...request('k'), idempotency: { ...claim('k'), fingerprint: 'b'.repeat(64) } }), { outcome: 'key_reused' })
+    // An expired record answers nothing: the place holding the key may be replacing it.
+    records.set('k', { ...records.get('k')!, expiresAt: new Date(Date.now() - 1).toISOString() })
+    assert.deepEqual(await place(request('k')), { outcome: 'key_in_use' })
+    await nextTurn()
+    commit()
+    assert.equal((await first).outcome, 'replayed')
+  })
+
+  it('answers a place the store found held by another process from the key\'s record too', async () => {
+    const records = new Map<string, StoredKey>()
+    const place = places(async (requests) => requests.map(() => ({ outcome: 'key_in_use' }) as const), records)
+    assert.deepEqual(await place(request('k')), { outcome: 'key_in_use' }) // no record: still in flight there
+    const live = new Date(Date.now() + 3_600_000).toISOString()
+    records.set('k', { fingerprint: 'a'.repeat(64), orderId: 42n, responseStatus: 201n, responseBody: '{"id":42}', expiresAt: live })
+    assert.deepEqual(await place(request('k')), { outcome: 'replayed', orderId: 42n, status: 201, body: '{"id":42}' })
   })
 
   it('rejects every place of a failed batch with its error, and frees their keys', async () => {

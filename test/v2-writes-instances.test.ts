@@ -55,6 +55,24 @@ forEachStore('v2 writes across server processes on one database', (kind) => {
     assert.deepEqual(events.map((event) => [event.type, event.order.petId]), [['order.created', '424242']], 'one order, one event')
   })
 
+  it('answers concurrent retries of a committed place over two processes all from its record: replays, and 422 for another body', async () => {
+    const { a, b, key } = servers
+    const body = '{"petId": 515151, "quantity": 2}'
+    const first = await place(a.origin, key, body, 'retried-24')
+    assert.equal(first.status, 201, first.text)
+    // 24 retries at once: each process's first holds the key while its batch reads the record; the
+    // others must read that committed record too, not answer 409 as if the first were still in flight.
+    const retries = await Promise.all(
+      Array.from({ length: 24 }, (_, i) =>
+        place((i % 2 === 0 ? a : b).origin, key, i % 8 === 7 ? '{"petId": 515151, "quantity": 3}' : body, 'retried-24'),
+      ),
+    )
+    retries.forEach((answer, i) => {
+      if (i % 8 === 7) assert.deepEqual([answer.status, answer.body.code], [422, 'idempotency_key_reused'], answer.text)
+      else assert.deepEqual([answer.status, answer.text, answer.headers.get('idempotent-replayed')], [201, first.text, 'true'])
+    })
+  })
+
   it('of a cancel and a ship racing on one pending order on two processes, exactly one wins; the other is 409', async () => {
     const { a, b, key, store } = servers
     const winners = { cancel: 0, ship: 0 }

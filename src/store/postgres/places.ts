@@ -12,6 +12,11 @@ import { ORDER_V2_JSON, orderV2Columns, utc } from './order-pages.js'
 import type { TraceContext } from '../../trace-context.js'
 import { bumpVersion, recordEvents, traceContextArrays } from './write-sql.js'
 
+/** The record of an Idempotency-Key ($1 api_key_id, $2 key), as StoredKey has it. */
+const FIND_KEY = `SELECT fingerprint, order_id AS "orderId", response_status AS "responseStatus", response_body AS "responseBody",
+    ${utc('expires_at')} AS "expiresAt"
+  FROM idempotency_keys WHERE api_key_id = $1 AND key = $2`
+
 /** More places than this wait for the next batch. */
 const MAX_BATCH = 1000
 
@@ -20,12 +25,15 @@ const PLACE_ATTEMPTS = 100
 const PLACE_RETRY_MS = { first: 10, max: 250 }
 
 /**
- * placeOrder on PostgreSQL: a place is admitted (domain/order-places.ts: refused, or key_in_use, at
- * once), group-committed with the places of the same moment (../group-commit.ts: a batch is one
+ * placeOrder on PostgreSQL: a place is admitted (domain/order-places.ts: refused at once, or, its key
+ * held by another place, answered from the key's committed record), group-committed with the places of the same moment (../group-commit.ts: a batch is one
  * transaction, one data_version lock, one WAL flush), and answered once its batch has committed.
  */
 export class PostgresPlaces {
-  private readonly admission = new PlaceAdmission()
+  private readonly admission = new PlaceAdmission(async (apiKeyId, key) => {
+    const { rows } = await this.database.read<StoredKey>(FIND_KEY, [int8(apiKeyId), key])
+    return rows[0]
+  })
   private readonly batches = new GroupCommit<PlaceRequest, PlaceResult>({
     maxBatch: MAX_BATCH,
     traceContexts: true,
@@ -34,7 +42,7 @@ export class PostgresPlaces {
 
   constructor(private readonly database: PostgresDatabase) {}
 
-  /** Refuses `request`, answers it key_in_use, or queues it for the next batch; settles once that batch has committed. */
+  /** Refuses `request`, answers it from its key's record while another place holds the key, or queues it for the next batch; settles once that batch has committed. */
   submit(request: PlaceRequest): Promise<PlaceResult> {
     return this.admission.admit(request, (admitted) => this.batches.submit(admitted))
   }

@@ -39,6 +39,10 @@ export interface Batch {
  * it); what a write answers is ../../domain/order-writes.ts's. SQLite makes every change of an
  * UPDATE … RETURNING at its first step, which get() takes.
  */
+/** The record of an Idempotency-Key (api_key_id, key), as StoredKey has it. */
+export const FIND_KEY = `SELECT fingerprint, order_id AS orderId, response_status AS responseStatus, response_body AS responseBody, expires_at AS expiresAt
+  FROM idempotency_keys WHERE api_key_id = ? AND key = ?`
+
 export class OrderWrites {
   private readonly statements
 
@@ -60,10 +64,7 @@ export class OrderWrites {
       // The rowid's B-tree gives its largest key at once; imported ids included.
       maxId: db.prepare('SELECT max(id) FROM orders').pluck(),
       insertOrder: db.prepare(`INSERT INTO orders (id, pet_id, quantity, ship_date, metadata, complete, status) VALUES (?, ?, ?, ?, ?, 0, 'pending')`),
-      findKey: db.prepare(
-        `SELECT fingerprint, order_id AS orderId, response_status AS responseStatus, response_body AS responseBody, expires_at AS expiresAt
-         FROM idempotency_keys WHERE api_key_id = ? AND key = ?`,
-      ),
+      findKey: db.prepare(FIND_KEY),
       // Only an expired record is ever replaced: place() answers from an unexpired one first (keyAnswer).
       putKey: db.prepare(
         `INSERT INTO idempotency_keys (api_key_id, key, fingerprint, order_id, response_status, response_body, created_at, expires_at)

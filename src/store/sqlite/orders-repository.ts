@@ -1,4 +1,4 @@
-import { keyLiveAfter } from '../../domain/idempotency.js'
+import { keyLiveAfter, type StoredKey } from '../../domain/idempotency.js'
 import { importConflict, importedCancellation, type Cancellation } from '../../domain/order-import.js'
 import type { OrderPageQuery } from '../../domain/order-pages.js'
 import { checkPatch, type UpdateRequest, type UpdateResult } from '../../domain/order-patch.js'
@@ -23,6 +23,7 @@ import { INSERT_EVENT, orderEvent } from './order-events-repository.js'
 import { ORDER_V2_JSON, readOrderPageJson, readOrderV2 } from './order-pages.js'
 import { orderV2Json } from '../order-json.js'
 import { metadataText } from '../../domain/order-metadata.js'
+import { FIND_KEY } from './order-writes.js'
 import { WriteBatcher, type WriteArgs, type WriteMethod, type WriteResult } from './write-batcher.js'
 
 // One page of the order list as JSON text, exactly as the Order schema serializes it: fields in
@@ -64,7 +65,10 @@ const INSERT_NEW = `
 
 export class SqliteOrdersRepository implements OrdersRepository {
   private writer: WriteBatcher | undefined // started on first use: the tables exist after migrate()
-  private readonly admission = new PlaceAdmission()
+  // A place whose key is held reads the key's committed record on the readers' connection.
+  private readonly admission = new PlaceAdmission(async (apiKeyId, key) =>
+    classified(() => this.database.db.prepare(FIND_KEY).get(apiKeyId, key) as StoredKey | undefined),
+  )
 
   constructor(private readonly database: SqliteDatabase) {}
 
@@ -109,8 +113,9 @@ export class SqliteOrdersRepository implements OrdersRepository {
   }
 
   /**
-   * Refused, or answered key_in_use, at once (order-places.ts), else group-committed. Another process
-   * on the file cannot overlap the transaction that stores a key, so it finds the committed record.
+   * Refused, or answered from the committed record of a key held here (order-places.ts), else
+   * group-committed. Another process on the file cannot overlap the transaction that stores a key,
+   * so it finds the committed record.
    */
   place(request: PlaceRequest): Promise<PlaceResult> {
     return this.admission.admit(request, (admitted) => this.queueWrite('place', admitted))
