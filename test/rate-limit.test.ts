@@ -51,23 +51,28 @@ forEachStore('rate limits', (kind) => {
     assert.deepEqual(statuses, [403, 403, 403, 429, 429])
   })
 
-  it('limits failed authentication per client address, but never refuses a key it knows to be valid', async () => {
+  it('limits failed authentication per client address, and never refuses a working key, seen before or not', async () => {
     const server = await startTestServer(kind, { env: { RATE_LIMIT_AUTH_FAILURES: '3' } })
     const key = await server.createKey()
-    // Every token not yet found by this instance is an attempt, counted before its lookup: this one too.
+    const unseen = await server.createKey()
+    // A working key is never a failure: its first request is not counted either.
     assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200)
     for (let i = 0; i < 2; i++) {
       await expectError(await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(unknownKey()) }), 401, 'unauthorized')
     }
+    await expectError(await fetch(`${server.origin}/v1/store/orders`), 401, 'unauthorized') // no token: the third failure
     const blocked = await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(unknownKey()) })
     assert.equal(blocked.headers.get('ratelimit-policy'), '"auth-failures";q=3;w=60')
     assert.ok(Number(blocked.headers.get('retry-after')) >= 1)
     await expectError(blocked, 429, 'rate_limited')
-    // The address is blocked for unknown keys, not for the valid key it already presented.
+    await expectError(await fetch(`${server.origin}/v1/store/orders`, { headers: { authorization: 'Bearer not-a-key' } }), 429, 'rate_limited')
+    // The address is blocked for failures, not for working keys: the one presented before, and one
+    // this instance has never seen, as another instance that had not seen the first would take it.
     assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200)
+    assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(unseen) })).status, 200)
   })
 
-  it('lets at most the limit of concurrent unknown keys from one address reach the database', async () => {
+  it('answers the limit\'s worth of concurrent unknown keys from one address with 401, and the rest with 429', async () => {
     const server = await startTestServer(kind, { env: { RATE_LIMIT_AUTH_FAILURES: '30' } })
     const statuses = await Promise.all(
       Array.from({ length: 300 }, () => fetch(`${server.origin}/v1/store/orders`, { headers: bearer(unknownKey()) }).then((r) => r.status)),
@@ -92,16 +97,19 @@ forEachStore('rate limits', (kind) => {
     await expectError(await from('2001:db8:1:3::1', unknownKey()), 401, 'unauthorized')
   })
 
-  it('charges a new key\'s first burst as one attempt: concurrent requests share its one lookup', async () => {
+  it('never counts working keys against their address: many new keys, and a first burst, are all admitted', async () => {
     const server = await startTestServer(kind, { env: { RATE_LIMIT_AUTH_FAILURES: '3' } })
-    const key = await server.createKey()
-    // Ten times the attempt limit, all in flight before this instance has found the key.
+    // Ten keys behind one address (one egress, one NAT), each new to this instance: more than the limit.
+    const keys = await Promise.all(Array.from({ length: 10 }, () => server.createKey()))
+    for (const key of keys) assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200)
+    // Ten times the limit at once, all in flight before this instance has found the key.
+    const fresh = await server.createKey()
     const statuses = await Promise.all(
-      Array.from({ length: 30 }, () => fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) }).then((r) => r.status)),
+      Array.from({ length: 30 }, () => fetch(`${server.origin}/v1/store/orders`, { headers: bearer(fresh) }).then((r) => r.status)),
     )
     assert.deepEqual(new Set(statuses), new Set([200]))
-    // The address has used one attempt of three: two unknown keys more are still looked up (401).
-    for (let i = 0; i < 2; i++) {
+    // The address has failed nothing yet: three unknown keys are 401, the fourth 429.
+    for (let i = 0; i < 3; i++) {
       await expectError(await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(unknownKey()) }), 401, 'unauthorized')
     }
     await expectError(await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(unknownKey()) }), 429, 'rate_limited')
@@ -185,7 +193,22 @@ describe('rate limits shared through Redis', () => {
     assert.deepEqual(statuses, [200, 200, 200, 200, 200, 200, 429, 429])
   })
 
-  it('counts one failure budget per address across two instances, the lookups included', { skip: redisReason }, async () => {
+  it('admits a working key on an instance that has not seen it, while its address is over the limit', { skip: redisReason }, async () => {
+    const database = await createDatabase('sqlite')
+    const env = { RATE_LIMIT_AUTH_FAILURES: '3', REDIS_URL, RATE_LIMIT_REDIS_PREFIX: `petstore-test:${randomBytes(6).toString('hex')}:` }
+    const a = await startTestServer('sqlite', { env, database })
+    const b = await startTestServer('sqlite', { env, database })
+    const key = await a.createKey()
+    const list = (origin: string, token: string) => fetch(`${origin}/v1/store/orders`, { headers: bearer(token) })
+    assert.equal((await list(a.origin, key)).status, 200) // a has found the key, b has not
+    for (let i = 0; i < 3; i++) await expectError(await list(a.origin, unknownKey()), 401, 'unauthorized')
+    await expectError(await list(a.origin, unknownKey()), 429, 'rate_limited')
+    await expectError(await list(b.origin, unknownKey()), 429, 'rate_limited') // one budget for the address
+    // Either instance gives the key what the other does.
+    assert.deepEqual([(await list(b.origin, key)).status, (await list(a.origin, key)).status], [200, 200])
+  })
+
+  it('counts one failure budget per address across two instances', { skip: redisReason }, async () => {
     const database = await createDatabase('sqlite')
     const env = { RATE_LIMIT_AUTH_FAILURES: '10', REDIS_URL, RATE_LIMIT_REDIS_PREFIX: `petstore-test:${randomBytes(6).toString('hex')}:` }
     const a = await startTestServer('sqlite', { env, database })

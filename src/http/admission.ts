@@ -12,22 +12,27 @@ const IPV6_SUBNET = 64
  * The onRequest hook of every operation that needs a key. A token this instance has already found
  * in the store is counted against its key's limit (429, RateLimit headers) before anything else,
  * then checked (401 revoked or expired, 403 scope), and read again only once its cache entry is
- * stale. Any other request (no token, a malformed one, one not seen here) is first counted against
- * its client address's attempt limit (429), and only then looked up: at most that many lookups per
- * address and window reach the database (requests with a token already being read share its read
- * and its one attempt), and a known key is never refused for its address's failures.
+ * stale. Any other token is looked up (requests with a token already being read share its read),
+ * and a key found is counted and checked the same way. Only a request no key answers (no token, a
+ * malformed one, an unknown one) is counted against its client address's limit: past it, its 401
+ * is a 429. So what a request gets never depends on which instance has seen its key before: a
+ * working key is admitted by every instance, whatever its address's failures.
  * A callback hook, not an async one: with the key cached and the counters in memory, a request is
  * admitted without a single promise.
  */
 export function admission(authenticator: Authenticator, limiter: RateLimiter): (...scopes: [Scope, ...Scope[]]) => onRequestHookHandler {
+  /** A 401 counted against the client's address, and a 429 instead past its limit. */
+  const refuse = (request: FastifyRequest, unauthorized: unknown): MaybePromise<never> =>
+    then(limiter.countFailure(clientAddress(request)), () => {
+      throw unauthorized
+    })
+
   const admit = (request: FastifyRequest, reply: FastifyReply, scopes: readonly Scope[]): MaybePromise<void> => {
     let token: string
     try {
       token = authenticator.token(request.headers.authorization)
     } catch (unauthorized) {
-      return then(limiter.countAttempt(clientAddress(request)), () => {
-        throw unauthorized
-      })
+      return refuse(request, unauthorized)
     }
     const known = authenticator.known(token)
     if (known !== undefined) {
@@ -42,13 +47,12 @@ export function admission(authenticator: Authenticator, limiter: RateLimiter): (
         }),
       )
     }
-    return authenticator
-      .lookup(token, () => limiter.countAttempt(clientAddress(request)))
-      .then((key) =>
-        then(key === undefined ? undefined : limiter.countKey(key.counter, reply), () => {
-          request.apiKey = authenticator.admit(key, scopes, token)
-        }),
-      )
+    return authenticator.lookup(token).then((key) => {
+      if (key === undefined) return refuse(request, authenticator.unknown(token))
+      return then(limiter.countKey(key.counter, reply), () => {
+        request.apiKey = authenticator.admit(key, scopes, token)
+      })
+    })
   }
 
   return (...scopes) =>

@@ -1,7 +1,6 @@
 import { performance } from 'node:perf_hooks'
 import { API_KEY_SHAPE, hashApiKey, isActive, keyShapeProblem, looksLikeApiKey, type ApiKey, type Scope } from '../domain/api-keys.js'
 import { ApiError } from '../errors.js'
-import type { MaybePromise } from '../maybe-async.js'
 import { keyCounter } from './rate-limiter.js'
 
 const REALM = 'Bearer realm="petstore"'
@@ -59,22 +58,21 @@ export class Authenticator {
     return this.now() - known.fetchedAt < this.ttlMs
   }
 
-  /**
-   * Reads the token's key from the store (one read at a time per token), and caches it if found.
-   * `charge` runs first, once per read: requests that arrive with the same token while it is read
-   * share that read and its charge (a new key's first burst is one attempt, not one per request).
-   */
-  lookup(token: string, charge?: () => MaybePromise<void>): Promise<KnownKey | undefined> {
+  /** Reads the token's key from the store (one read at a time per token: requests that arrive with it meanwhile share it), and caches it if found. */
+  lookup(token: string): Promise<KnownKey | undefined> {
     let pending = this.inFlight.get(token)
     if (pending === undefined) {
-      pending = Promise.resolve()
-        .then(charge)
-        .then(() => this.findApiKey(hashApiKey(token)))
+      pending = this.findApiKey(hashApiKey(token))
         .then((key) => this.remember(token, key))
         .finally(() => this.inFlight.delete(token))
       this.inFlight.set(token, pending)
     }
     return pending
+  }
+
+  /** The 401 of `token`, which no key has: with the shape of a key when it has another (a key cut short). */
+  unknown(token: string): ApiError {
+    return unknownKey(token)
   }
 
   /**

@@ -172,7 +172,7 @@ const HEADERS: Record<string, { description: string; schema: object }> = {
     description:
       'What is left of a rate limit in its current window: `"per-key";r=<requests left>;t=<seconds until the window resets>`. ' +
       'Sent once the API key is known (each key may make a number of requests a minute); on a 429, the limit exceeded: ' +
-      '`per-key`, or `auth-failures` (attempts a minute from one address with keys this instance has not seen). ' +
+      '`per-key`, or `auth-failures` (failed authentications a minute from one address: no key, or one no key has). ' +
       'Not sent when the limit is off.',
     schema: { type: 'string', example: '"per-key";r=1187;t=42' },
   },

@@ -25,10 +25,9 @@ interface Policy {
 
 /**
  * The two limits of the API, each a fixed window of a minute counted in a CounterStore: requests
- * per API key (403s included), and authentication attempts per client address that are not
- * answered from the key cache (a guard against guessing keys that also bounds the lookups one
- * address can cause). Both count first and decide after, so concurrent requests cannot overshoot.
- * A limit of 0 is off.
+ * per API key (403s included), and failed authentication per client address (requests no key
+ * answers: a client that keeps failing is told to stop). Both count first and decide after, so
+ * concurrent requests cannot overshoot. A limit of 0 is off.
  */
 export class RateLimiter {
   readonly perKey: Policy
@@ -42,8 +41,8 @@ export class RateLimiter {
     this.authFailures = policy('auth-failures', limits.authFailuresPerMinute, counters.authFailures)
   }
 
-  /** Counts an attempt from this address (a normalized IP); 429 past the limit. */
-  countAttempt(address: string): MaybePromise<void> {
+  /** Counts a failed authentication from this address (a normalized IP); 429 past the limit. */
+  countFailure(address: string): MaybePromise<void> {
     const policy = this.authFailures
     if (policy.limit === 0) return
     return decide(count(policy, `${policy.name}:${address}`), policy, undefined)

@@ -628,7 +628,7 @@ export interface components {
         ETag: string;
         /** @description The request's id, as the service logs it: the request's own `X-Request-Id` when that is 1–128 characters of `A-Za-z0-9._:-`, else a new UUID. On every response. */
         "X-Request-Id": string;
-        /** @description What is left of a rate limit in its current window: `"per-key";r=<requests left>;t=<seconds until the window resets>`. Sent once the API key is known (each key may make a number of requests a minute); on a 429, the limit exceeded: `per-key`, or `auth-failures` (attempts a minute from one address with keys this instance has not seen). Not sent when the limit is off. */
+        /** @description What is left of a rate limit in its current window: `"per-key";r=<requests left>;t=<seconds until the window resets>`. Sent once the API key is known (each key may make a number of requests a minute); on a 429, the limit exceeded: `per-key`, or `auth-failures` (failed authentications a minute from one address: no key, or one no key has). Not sent when the limit is off. */
         RateLimit: string;
         /** @description The rate limit `RateLimit` reports on: `"<name>";q=<requests>;w=<seconds of the window>`. */
         "RateLimit-Policy": string;
