@@ -229,6 +229,13 @@ describe('docs/examples/webhook-receiver-svix.ts', () => {
     })
     assert.deepEqual(attempts.map((attempt) => attempt.status), [204], 'the receiver answered the delivery 204')
 
+    // A ping is verified and answered, and handles nothing: it carries no event (a handler reading
+    // its order would throw, and the ping would be a 500).
+    const pinged = await api('POST', `/${created.id}/ping`)
+    assert.equal(pinged.status, 200)
+    assert.equal(((await pinged.json()) as { status?: number }).status, 204)
+    assert.equal(handled.length, 1)
+
     const body = '{"type":"order.created"}'
     const forged = await fetch(url, { method: 'POST', headers: signed([`whsec_${Buffer.alloc(32, 9).toString('base64')}`], '77', body), body })
     assert.equal(forged.status, 401)
