@@ -194,6 +194,16 @@ describe('delivery outcomes', () => {
     }
   })
 
+  it('takes a response head of up to 64 KB (Node reads 16 KB by default), and fails a larger one', async () => {
+    const header = (size: number) => receiver((_req, res) => res.writeHead(200, { 'x-large': 'a'.repeat(size) }).end())
+    assert.deepEqual(pick(await deliverer().deliver(request((await header(60_000)).url, secrets()))), { outcome: 'success', status: 200, error: null })
+    assert.deepEqual(pick(await deliverer().deliver(request((await header(70_000)).url, secrets()))), {
+      outcome: 'failure',
+      status: null,
+      error: 'connection failed',
+    })
+  })
+
   it('takes the status of a receiver that trickles its body, without waiting for the body to end', async () => {
     for (const status of [200, 503]) {
       let closed!: () => void

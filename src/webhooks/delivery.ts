@@ -4,7 +4,10 @@ import { performance } from 'node:perf_hooks'
 import { LOOKUP_TIMED_OUT } from './resolve-host.js'
 import { ADDRESS_NOT_ALLOWED, checkWebhookUrlForm, guardedLookup } from './url-policy.js'
 
-/** At most this much of a response is read; past it the connection is dropped. */
+/**
+ * At most this much of a response's body is read; past it the connection is dropped. Its head
+ * (status line and headers) may be as large: a larger one fails the attempt.
+ */
 export const MAX_RESPONSE_BYTES = 64 * 1024
 
 /**
@@ -128,6 +131,7 @@ export class Deliverer {
       const req = (secure ? https : http).request(url, {
         method: 'POST',
         agent: secure ? this.httpsAgent : this.httpAgent,
+        maxHeaderSize: MAX_RESPONSE_BYTES,
         headers: {
           'content-type': 'application/json',
           'content-length': String(body.length),
