@@ -374,6 +374,40 @@ forEachStore('v2 webhook endpoints', (kind) => {
     assert.equal(still.status, 'enabled', 'nothing was done without the scope')
   })
 
+  it('refuses a PATCH from a key without webhooks:manage before its body, then names orders:read for a PATCH of url', async () => {
+    await removeAll()
+    const created = await create(server, key, { url: PUBLIC_URL })
+    const body = JSON.stringify({ url: `${PUBLIC_URL}/other` })
+    const writer = await server.createKey({ scopes: ['orders:write'] })
+    const first = await call(server, writer, 'PATCH', `/${created.id}`, body)
+    assert.equal(first.status, 403, first.text)
+    assert.match(first.headers.get('www-authenticate') ?? '', /scope="webhooks:manage"$/)
+    const manager = await server.createKey({ scopes: ['webhooks:manage'] })
+    const second = await call(server, manager, 'PATCH', `/${created.id}`, body)
+    assert.equal(second.status, 403, second.text)
+    assert.match(second.headers.get('www-authenticate') ?? '', /scope="orders:read"$/)
+    assert.equal(parseEndpoint((await call(server, key, 'GET', `/${created.id}`)).text).url, PUBLIC_URL, 'nothing changed')
+  })
+
+  it('leaves an enabled endpoint waiting for a retry as it is on {"enabled": true}; disabling and enabling clears the retry', async () => {
+    await removeAll()
+    const created = await create(server, key, { url: PUBLIC_URL })
+    await server.importOrders([{ id: 71n, petId: 1n, quantity: 1 }])
+    const [lease] = (await server.store.webhooks.lease('test', new Date(), 30_000, 10)).filter((leased) => leased.endpoint.id === BigInt(created.id))
+    assert.ok(lease !== undefined)
+    const retryAt = new Date(Date.now() + 86_400_000)
+    const attempt = { eventId: 1n, attemptedAt: new Date().toISOString(), status: 503, error: 'status 503', durationMs: 5 }
+    assert.equal(await server.store.webhooks.fail(lease, attempt, { retryAt }), true)
+    const waiting = parseEndpoint((await call(server, key, 'GET', `/${created.id}`)).text)
+    assert.equal(waiting.nextAttemptAt, retryAt.toISOString())
+    const same = parseEndpoint((await call(server, key, 'PATCH', `/${created.id}`, '{"enabled": true}')).text)
+    assert.deepEqual(same, waiting)
+    await call(server, key, 'PATCH', `/${created.id}`, '{"enabled": false}')
+    const resumed = parseEndpoint((await call(server, key, 'PATCH', `/${created.id}`, '{"enabled": true}')).text)
+    assert.equal(resumed.status, 'enabled')
+    assert.equal(resumed.nextAttemptAt, undefined, 'the retry is cleared: sent at once')
+  })
+
   it('answers OPTIONS with Allow, and another method with 405', async () => {
     const paths: [string, string][] = [
       ['/v2/webhook-endpoints', 'GET, POST, HEAD, OPTIONS'],

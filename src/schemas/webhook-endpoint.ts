@@ -210,7 +210,7 @@ export const UpdateWebhookEndpointBody = Type.Object(
     description: Type.Optional(DESCRIPTION),
     enabled: Type.Optional(
       Type.Boolean({
-        description: '`false` disables it (`disabled_by_request`); `true` enables it again, from its position, its retries cleared',
+        description: '`false` disables it (`disabled_by_request`); `true` enables a disabled endpoint again, from its position, its retries cleared (an enabled one is left as it is)',
       }),
     ),
   },

@@ -184,7 +184,7 @@ export interface paths {
         head?: never;
         /**
          * Change a webhook endpoint
-         * @description Changes the fields given and leaves the others; an empty body changes nothing. `enabled: false` disables the endpoint (`disabled_by_request`); `enabled: true` enables it again, from the position it stopped at, its failures and retries cleared. A new `url` is checked as at creation. Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it. A body with `url` also requires `orders:read`, as creating an endpoint does; any other body, `webhooks:manage` alone.
+         * @description Changes the fields given and leaves the others; an empty body changes nothing. `enabled: false` disables the endpoint (`disabled_by_request`); `enabled: true` enables it again, from the position it stopped at, its failures and retries cleared (an endpoint enabled already is left as it is, a retry it waits for included). A new `url` is checked as at creation. Beta: the shape may still change. Requires the `webhooks:manage` scope, which no key has unless it was given it. A body with `url` also requires `orders:read`, as creating an endpoint does; any other body, `webhooks:manage` alone. A key without `webhooks:manage` is refused before its body is read: its 403 names `orders:read` only once the key has `webhooks:manage`.
          */
         patch: operations["updateWebhookEndpoint"];
         trace?: never;
@@ -2166,7 +2166,7 @@ export interface operations {
                     eventTypes?: ("order.created" | "order.updated" | "order.shipped" | "order.completed" | "order.cancelled")[];
                     /** @description What the endpoint is for, up to 256 characters; an empty string is none */
                     description?: string;
-                    /** @description `false` disables it (`disabled_by_request`); `true` enables it again, from its position, its retries cleared */
+                    /** @description `false` disables it (`disabled_by_request`); `true` enables a disabled endpoint again, from its position, its retries cleared (an enabled one is left as it is) */
                     enabled?: boolean;
                 };
             };

@@ -149,9 +149,11 @@ export function webhookEndpointsRoutes(app: ApiApp): void {
         description:
           'Changes the fields given and leaves the others; an empty body changes nothing. `enabled: false` disables the ' +
           'endpoint (`disabled_by_request`); `enabled: true` enables it again, from the position it stopped at, its ' +
-          'failures and retries cleared. A new `url` is checked as at creation. ' +
+          'failures and retries cleared (an endpoint enabled already is left as it is, a retry it waits for included). A new ' +
+          '`url` is checked as at creation. ' +
           `${BETA} A body with \`url\` also requires \`orders:read\`, as creating an endpoint does; any other body, ` +
-          '`webhooks:manage` alone.',
+          '`webhooks:manage` alone. A key without `webhooks:manage` is refused before its body is read: its 403 names ' +
+          '`orders:read` only once the key has `webhooks:manage`.',
         params: EndpointIdParams,
         querystring: NoQuery,
         body: UpdateWebhookEndpointBody,
