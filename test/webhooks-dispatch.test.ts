@@ -217,6 +217,24 @@ forEachStore('webhook dispatcher', (kind) => {
     assert.ok(b!.at - a!.at >= 1900, `retried after ${Math.round(b!.at - a!.at)} ms`)
   })
 
+  it('tries a retry at its time: a lease pass is due then, not at the next periodic sweep', async () => {
+    const receiving = await hook()
+    await endpoint(receiving.url)
+    let first = true
+    receiving.answer = (_d, _req, res) => {
+      if (first) res.writeHead(500).end()
+      else res.end()
+      first = false
+    }
+    // The sweep runs once, at start: only the retry's own time can start the second attempt.
+    await dispatcher({ retryScheduleMs: [500], sweepIntervalMs: 3_600_000 })
+    await placeOrders(1)
+    await within(60_000, 'the retry', () => receiving.deliveries.length >= 2)
+    const [a, b] = receiving.deliveries
+    assert.equal(a!.id, b!.id)
+    assert.ok(b!.at - a!.at >= 450, `retried after ${Math.round(b!.at - a!.at)} ms: the schedule's 500 ms −10% at least`)
+  })
+
   it('disables at once on 410', async () => {
     const receiving = await hook()
     const target = await endpoint(receiving.url)

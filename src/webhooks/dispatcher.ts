@@ -95,6 +95,8 @@ export class WebhookDispatcher {
   private lastSweep = 0
   /** Set when a loop ended with more to do, or a lease pass was full: lease again at the next tick. */
   private rescan = false
+  /** By endpoint, a lease pass at the retry this instance scheduled: it is tried then, not at the next sweep. */
+  private readonly retries = new Map<bigint, NodeJS.Timeout>()
   private failing = false
   private stopping = false
 
@@ -143,6 +145,7 @@ export class WebhookDispatcher {
   async stop(graceMs: number): Promise<void> {
     this.stopping = true
     clearInterval(this.timer)
+    for (const retry of this.retries.values()) clearTimeout(retry)
     let timer: NodeJS.Timeout | undefined
     const graceOver = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))
     // A lease pass under way may still start loops, and an ending loop may be followed by a new
@@ -285,12 +288,30 @@ export class WebhookDispatcher {
     if ('disable' in next) return this.disable(loop, lease, attempt, next.disable)
     const { retryAt } = next
     if (!(await this.endLease(loop, () => this.options.webhooks.fail(lease, attempt, { retryAt })))) return
+    this.leaseAgainAt(lease.endpoint.id, retryAt)
     if (lease.failures === 0) {
       this.options.log.warn(
         { endpointId: lease.endpoint.id.toString(), eventId: attempt.eventId.toString(), status: attempt.status, error: attempt.error, retryAt: retryAt.toISOString() },
         'webhook endpoint failing',
       )
     }
+  }
+
+  /**
+   * A lease pass once `at` has come (the endpoint's retry), so that a retry is sent at its time, not
+   * up to a sweep later. Whichever instance leases it then sends it; another instance's sweep may.
+   */
+  private leaseAgainAt(endpointId: bigint, at: Date): void {
+    if (this.stopping) return
+    clearTimeout(this.retries.get(endpointId))
+    // A millisecond past it, so that the lease finds it due; a timer holds at most 2^31 - 1 ms.
+    const delay = Math.min(Math.max(0, at.getTime() - this.now().getTime() + 1), 2 ** 31 - 1)
+    const timer = setTimeout(() => {
+      this.retries.delete(endpointId)
+      this.rescan = true
+      void this.tick()
+    }, delay)
+    this.retries.set(endpointId, timer.unref())
   }
 
   private async disable(loop: EndpointLoop, lease: WebhookLease, attempt: WebhookAttempt, reason: WebhookDisabledReason): Promise<void> {
