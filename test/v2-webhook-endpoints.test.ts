@@ -294,6 +294,15 @@ forEachStore('v2 webhook endpoints', (kind) => {
     await expectError(query, 400, 'invalid_parameter')
   })
 
+  it('stores a URL as the URL parser writes it, which is what a delivery calls, at creation and PATCH', async () => {
+    await removeAll()
+    const created = await create(server, key, { url: 'HTTPS://９３.184.215.14/a/../hooks' })
+    assert.equal(created.url, PUBLIC_URL)
+    assert.equal(parseEndpoint((await call(server, key, 'GET', `/${created.id}`)).text).url, PUBLIC_URL)
+    const patched = await call(server, key, 'PATCH', `/${created.id}`, JSON.stringify({ url: 'https://93.184.215.14:443/hooks/./new' }))
+    assert.equal(parseEndpoint(patched.text).url, 'https://93.184.215.14/hooks/new')
+  })
+
   it('refuses URLs that are not https or reach a private network (400 invalid_webhook_url, saying why), creating nothing', async () => {
     await removeAll()
     const refused: [string, RegExp][] = [

@@ -17,8 +17,10 @@ import { checkWebhookUrl } from './url-policy.js'
 const PRIVATE_NETWORKS_SETTING = 'set WEBHOOK_ALLOW_PRIVATE_NETWORKS=true to allow private networks and http (tests, on-premises)'
 
 /**
- * A URL the policy allows, or 400 `invalid_webhook_url` saying what is wrong with it (never an
- * address it resolved to) and, when WEBHOOK_ALLOW_PRIVATE_NETWORKS would allow it, saying so.
+ * A URL the policy allows, as the URL parser writes it (what a delivery calls: `HTTP://` is
+ * `http://`, a full-width digit a digit, `/a/../b` is `/b`), or 400 `invalid_webhook_url` saying
+ * what is wrong with it (never an address it resolved to) and, when WEBHOOK_ALLOW_PRIVATE_NETWORKS
+ * would allow it, saying so.
  */
 export async function allowedWebhookUrl(url: string, config: Config['webhooks']): Promise<string> {
   const check = await checkWebhookUrl(url, { allowPrivateNetworks: config.allowPrivateNetworks, dnsServers: config.dnsServers })
@@ -26,7 +28,7 @@ export async function allowedWebhookUrl(url: string, config: Config['webhooks'])
     const setting = check.privateNetworksAllow ? `; ${PRIVATE_NETWORKS_SETTING}` : ''
     throw new ApiError('invalid_webhook_url', `The webhook URL ${check.problem}${setting}.`)
   }
-  return url
+  return check.url.href
 }
 
 /**
