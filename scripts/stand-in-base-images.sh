@@ -13,9 +13,12 @@
 #                           pins, else the newest of that major or the exact version named), npm and
 #                           npx, and the user `node` (uid and gid 1000)
 #
-# One thing the official images do not have: the stand-ins trust the certificate authorities of the
-# machine that makes them (NODE_EXTRA_CA_CERTS, from STAND_IN_CA_FILE, by default the system
-# bundle), as that machine's own npm does, for a network whose TLS goes through an inspecting proxy.
+# One thing the official image does not have: the node stand-in, which only the Dockerfile's build
+# stages start from, trusts the certificate authorities of the machine that makes it
+# (NODE_EXTRA_CA_CERTS, from STAND_IN_CA_FILE, by default the system bundle), as that machine's own
+# npm does, for a network whose TLS goes through an inspecting proxy. The debian stand-in, which the
+# image itself starts from, does not: the service trusts Node's own authorities, as on the official
+# images.
 # Needs root and debootstrap (Debian's package of that name); DEBIAN_MIRROR chooses the mirror.
 set -euo pipefail
 
@@ -78,10 +81,6 @@ rm -f "$rootfs/etc/apt/sources.list"
 
 changes=(--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin')
 ca_file=${STAND_IN_CA_FILE:-/etc/ssl/certs/ca-certificates.crt}
-if [ -f "$ca_file" ]; then
-  install -D -m 0644 "$ca_file" "$rootfs/usr/local/share/stand-in/ca-certificates.crt"
-  changes+=(--change 'ENV NODE_EXTRA_CA_CERTS=/usr/local/share/stand-in/ca-certificates.crt')
-fi
 
 # import_as IMAGE MESSAGE CHANGE...: the root file system as it is now, as IMAGE.
 import_as() {
@@ -121,6 +120,10 @@ for image in "$@"; do
   ln -s ../lib/node_modules/npm/bin/npx-cli.js "$rootfs/usr/local/bin/npx"
   chroot "$rootfs" sh -c 'getent group node >/dev/null || groupadd --gid 1000 node; id node >/dev/null 2>&1 || useradd --uid 1000 --gid node --shell /bin/bash --create-home node'
   chroot "$rootfs" node --version >/dev/null
-  import_as "$image" "stand-in for $image: Debian bookworm (debootstrap minbase) and Node.js $node_version from the npm registry" \
-    --change "ENV NODE_VERSION=$node_version" --change 'CMD ["node"]'
+  node_changes=(--change "ENV NODE_VERSION=$node_version" --change 'CMD ["node"]')
+  if [ -f "$ca_file" ]; then
+    install -D -m 0644 "$ca_file" "$rootfs/usr/local/share/stand-in/ca-certificates.crt"
+    node_changes+=(--change 'ENV NODE_EXTRA_CA_CERTS=/usr/local/share/stand-in/ca-certificates.crt')
+  fi
+  import_as "$image" "stand-in for $image: Debian bookworm (debootstrap minbase) and Node.js $node_version from the npm registry" "${node_changes[@]}"
 done

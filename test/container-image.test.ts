@@ -80,10 +80,12 @@ describe('the container image', { skip }, () => {
     assert.ok(labels['org.opencontainers.image.revision'], 'no revision label')
   })
 
-  it('holds no compiler, no npm, no development packages, no npm cache and no source maps', async () => {
+  it('holds no compiler, no npm, no development packages, no npm cache, no source maps and no authority of the build machine', async () => {
     const script = [
       'for tool in gcc g++ make python3 npm npx yarn corepack; do command -v "$tool" && echo "found $tool"; done',
-      'for dir in /root/.npm /opt/petstore-orders/node_modules/typescript /opt/petstore-orders/node_modules/tsx /opt/petstore-orders/node_modules/eslint /opt/petstore-orders/src/store; do [ -e "$dir" ] && echo "found $dir"; done',
+      'for dir in /root/.npm /opt/petstore-orders/node_modules/typescript /opt/petstore-orders/node_modules/tsx /opt/petstore-orders/node_modules/eslint /opt/petstore-orders/src/store /usr/local/share/stand-in; do [ -e "$dir" ] && echo "found $dir"; done',
+      // A build on stand-in base images trusts the build machine's authorities in its build stages only.
+      '[ -n "${NODE_EXTRA_CA_CERTS:-}" ] && echo "found NODE_EXTRA_CA_CERTS=$NODE_EXTRA_CA_CERTS"',
       'find /opt/petstore-orders -name "*.map" | head -3 | sed "s/^/found /"',
       'true',
     ].join('; ')
