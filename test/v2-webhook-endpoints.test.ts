@@ -301,6 +301,16 @@ forEachStore('v2 webhook endpoints', (kind) => {
     assert.equal(parseEndpoint((await call(server, key, 'GET', `/${created.id}`)).text).url, PUBLIC_URL)
     const patched = await call(server, key, 'PATCH', `/${created.id}`, JSON.stringify({ url: 'https://93.184.215.14:443/hooks/./new' }))
     assert.equal(parseEndpoint(patched.text).url, 'https://93.184.215.14/hooks/new')
+    // Neither a fragment nor an empty query's `?` is sent: neither is kept.
+    const trimmed = await call(server, key, 'PATCH', `/${created.id}`, JSON.stringify({ url: 'https://93.184.215.14/hooks?#top' }))
+    assert.equal(parseEndpoint(trimmed.text).url, PUBLIC_URL)
+    const query = await call(server, key, 'PATCH', `/${created.id}`, JSON.stringify({ url: 'https://93.184.215.14/hooks?q=ä#top' }))
+    assert.equal(parseEndpoint(query.text).url, `${PUBLIC_URL}?q=%C3%A4`)
+    // 1,000 characters sent, 6,000 once percent-encoded: the URL shown could not be sent back.
+    const long = await call(server, key, 'PATCH', `/${created.id}`, JSON.stringify({ url: `https://93.184.215.14/${'é'.repeat(1000)}` }))
+    assert.equal(long.status, 400, long.text)
+    assert.match(long.text, /"code":"invalid_webhook_url".*at most 2048 characters as it is called \(percent-encoded\): it is 6022/)
+    assert.equal(parseEndpoint((await call(server, key, 'GET', `/${created.id}`)).text).url, `${PUBLIC_URL}?q=%C3%A4`, 'nothing changed')
   })
 
   it('refuses URLs that are not https or reach a private network (400 invalid_webhook_url, saying why), creating nothing', async () => {

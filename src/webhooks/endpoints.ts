@@ -2,10 +2,11 @@ import type { Config } from '../config.js'
 import { canonicalEventTypes } from '../domain/order-events.js'
 import { newWebhookSecret, PREVIOUS_SECRET_SIGNS_MS, type WebhookAttempt, type WebhookEndpoint, type WebhookEndpointPatch } from '../domain/webhooks.js'
 import { ApiError } from '../errors.js'
-import type {
-  CreateWebhookEndpointBody,
-  WebhookEndpoint as ApiWebhookEndpoint,
-  WebhookAttempt as ApiWebhookAttempt,
+import {
+  MAX_WEBHOOK_URL_LENGTH,
+  type CreateWebhookEndpointBody,
+  type WebhookEndpoint as ApiWebhookEndpoint,
+  type WebhookAttempt as ApiWebhookAttempt,
 } from '../schemas/webhook-endpoint.js'
 import type { WebhooksRepository } from '../store/webhooks.js'
 import { toApiPingResult } from './ping.js'
@@ -17,8 +18,10 @@ import { checkWebhookUrl } from './url-policy.js'
 const PRIVATE_NETWORKS_SETTING = 'set WEBHOOK_ALLOW_PRIVATE_NETWORKS=true to allow private networks and http (tests, on-premises)'
 
 /**
- * A URL the policy allows, as the URL parser writes it (what a delivery calls: `HTTP://` is
- * `http://`, a full-width digit a digit, `/a/../b` is `/b`), or 400 `invalid_webhook_url` saying
+ * A URL the policy allows, as a delivery calls it: as the URL parser writes it (`HTTP://` is
+ * `http://`, a full-width digit a digit, `/a/../b` is `/b`), without a fragment or an empty query's
+ * `?` (neither is sent), and at most MAX_WEBHOOK_URL_LENGTH characters so written (percent-encoding
+ * may lengthen it), so that the URL shown can be sent back. Else 400 `invalid_webhook_url` saying
  * what is wrong with it (never an address it resolved to) and, when WEBHOOK_ALLOW_PRIVATE_NETWORKS
  * would allow it, saying so.
  */
@@ -28,7 +31,16 @@ export async function allowedWebhookUrl(url: string, config: Config['webhooks'])
     const setting = check.privateNetworksAllow ? `; ${PRIVATE_NETWORKS_SETTING}` : ''
     throw new ApiError('invalid_webhook_url', `The webhook URL ${check.problem}${setting}.`)
   }
-  return check.url.href
+  const { url: called } = check
+  called.hash = ''
+  if (called.search === '') called.search = ''
+  if (called.href.length > MAX_WEBHOOK_URL_LENGTH) {
+    throw new ApiError(
+      'invalid_webhook_url',
+      `The webhook URL must be at most ${MAX_WEBHOOK_URL_LENGTH} characters as it is called (percent-encoded): it is ${called.href.length}.`,
+    )
+  }
+  return called.href
 }
 
 /**
