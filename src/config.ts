@@ -48,6 +48,8 @@ export interface Config {
   /** The proxies (addresses or CIDRs) whose X-Forwarded-For gives the client's address; false: none. */
   trustProxy: false | string[]
   shutdownTimeoutMs: number
+  /** How long a request's statement waits for PostgreSQL's answer before it is unavailable (503). */
+  databaseQueryTimeoutMs: number
   /**
    * OpenTelemetry traces, off (undefined) unless the standard OTEL_* variables ask for them. The
    * protocol and the endpoint are ours to read; every other setting is the SDK's own, read from the
@@ -102,6 +104,7 @@ type Env = Record<string, string | undefined>
 export const SETTINGS = [
   'DATABASE_URL',
   'DATABASE_POOL_SIZE',
+  'DATABASE_QUERY_TIMEOUT_MS',
   'HOST',
   'PORT',
   'LOG_LEVEL',
@@ -257,6 +260,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     trustProxy: trustProxy(env),
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    databaseQueryTimeoutMs: integer(env, 'DATABASE_QUERY_TIMEOUT_MS', 30_000, 100, 3_600_000),
     tracing: tracingConfig(env),
     http,
   }

@@ -13,12 +13,22 @@ import { traceLogFields } from './tracing/log-fields.js'
 import { traceStoreOperations } from './tracing/store-spans.js'
 import type { Tracing } from './tracing/sdk.js'
 import type { Store } from './store/store.js'
+import type { SqliteStoreOptions } from './store/sqlite/sqlite-store.js'
 import { unknownVariableWarning, type UnknownVariable } from './unknown-variables.js'
 import { Deliverer } from './webhooks/delivery.js'
 import { WebhookDispatcher } from './webhooks/dispatcher.js'
 import { DeliveryPacer } from './webhooks/pacer.js'
 
 export const SERVER_SQLITE_OPTIONS = { busyTimeoutMs: 50 }
+
+/**
+ * The store as `serve` opens it: SQLite never waiting on the event loop for another process's write
+ * lock (SERVER_SQLITE_OPTIONS, unless `sqlite` says otherwise), PostgreSQL's request statements
+ * bounded by DATABASE_QUERY_TIMEOUT_MS.
+ */
+export function openServerStore(config: Config, sqlite: SqliteStoreOptions = SERVER_SQLITE_OPTIONS): Promise<Store> {
+  return openStore(config.database, sqlite, { queryTimeoutMillis: config.databaseQueryTimeoutMs })
+}
 
 export interface RunningServer {
   app: ApiApp
@@ -100,8 +110,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   // Before the store opens: pg is patched as it is first loaded. Loaded only when on.
   let tracing: Tracing | undefined
   if (config.tracing !== undefined) tracing = await (await import('./tracing/sdk.js')).startTracing(config.tracing, logger)
-  // The server must not block its event loop waiting for another process's SQLite write lock.
-  const opened = await openStore(config.database, SERVER_SQLITE_OPTIONS)
+  const opened = await openServerStore(config)
   // PostgreSQL's statements are traced by instrumentation-pg; SQLite's operations by our spans.
   const store = tracing !== undefined && opened.kind === 'sqlite' ? traceStoreOperations(opened, 'sqlite') : opened
   // Webhook deliveries, the dispatcher's and the API's pings alike; closed once both are done.

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import type { IncomingMessage } from 'node:http'
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Database from 'better-sqlite3'
@@ -42,6 +43,40 @@ describe('PostgreSQL going away [postgres]', async () => {
     assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200)
   })
 
+  it('answers 503 while PostgreSQL stays silent on open connections, and serves again once it answers, with no restart', { skip: reason }, async () => {
+    const database = await createDatabase('postgres')
+    const relay = await silentRelay(new URL(database.url))
+    after(async () => {
+      relay.close()
+      await database.dispose()
+    })
+    const through = new URL(database.url)
+    through.host = `127.0.0.1:${relay.port}`
+    const url = through.href
+    const server = await startTestServer('postgres', {
+      env: { DATABASE_QUERY_TIMEOUT_MS: '1000' },
+      database: { kind: 'postgres', config: { kind: 'postgres', url, poolSize: 4 }, url, dispose: async () => {} },
+    })
+    const key = await server.createKey()
+    await server.importOrders([{ id: 1n }, { id: 2n }])
+    assert.equal((await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })).status, 200)
+
+    relay.silence() // connections stay open; nothing reaches either side
+    const cancel = await fetch(`${server.origin}/v1/store/orders/1`, { method: 'DELETE', headers: bearer(key) })
+    assert.equal(cancel.headers.get('retry-after'), '1')
+    await expectError(cancel, 503, 'service_unavailable')
+    await expectError(await fetch(`${server.origin}/v2/store/orders/2`, { headers: bearer(key) }), 503, 'service_unavailable')
+    await expectError(await fetch(`${server.origin}/readyz`), 503, 'service_unavailable')
+
+    relay.resume()
+    // The silent connections were closed; new ones answer. Asked until ready, with no deadline.
+    await eventually(async () => (await fetch(`${server.origin}/readyz`)).status === 200, 100)
+    assert.equal((await fetch(`${server.origin}/v1/store/orders/2`, { method: 'DELETE', headers: bearer(key) })).status, 204)
+    const list = await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })
+    assert.equal(list.status, 200)
+    assert.deepEqual(((await list.json()) as { id: number }[]).map((order) => order.id), [1], 'the cancel that got 503 changed nothing')
+  })
+
   it('survives pg_terminate_backend of its connections under load: 503 at worst, then recovery', { skip: reason }, async () => {
     const server = await startTestServer('postgres', { env: { RATE_LIMIT_PER_KEY: '0' } })
     const key = await server.createKey()
@@ -74,6 +109,41 @@ describe('PostgreSQL going away [postgres]', async () => {
     assert.equal((await fetch(`${server.origin}/readyz`)).status, 200)
   })
 })
+
+/**
+ * A TCP relay to PostgreSQL that can fall silent: `silence()` keeps every connection open and drops
+ * what either side sends (a stalled proxy, a black-holed route); `resume()` forwards again, on new
+ * connections and old.
+ */
+async function silentRelay(upstream: URL): Promise<{ port: number; silence(): void; resume(): void; close(): void }> {
+  let silent = false
+  const sockets = new Set<Socket>()
+  const relay = createServer((client) => {
+    const server = connect(Number(upstream.port || 5432), upstream.hostname)
+    for (const [from, to] of [
+      [client, server],
+      [server, client],
+    ] as const) {
+      sockets.add(from)
+      from.on('data', (chunk: Buffer) => void (silent || to.write(chunk)))
+      from.on('error', () => {})
+      from.on('close', () => {
+        sockets.delete(from)
+        to.destroy()
+      })
+    }
+  })
+  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve))
+  return {
+    port: (relay.address() as AddressInfo).port,
+    silence: () => void (silent = true),
+    resume: () => void (silent = false),
+    close: () => {
+      relay.close()
+      for (const socket of sockets) socket.destroy()
+    },
+  }
+}
 
 /** Resolves once the server has read the cancel's request (its DELETE), before it has answered it. */
 function cancelReceived(server: TestServer): Promise<void> {

@@ -9,7 +9,7 @@ export { SqliteFileMissingError } from './sqlite/database.js'
 export async function openStore(
   database: DatabaseConfig,
   sqlite: SqliteStoreOptions = {},
-  postgres: Pick<PostgresStoreOptions, 'connectionTimeoutMillis'> = {},
+  postgres: Pick<PostgresStoreOptions, 'connectionTimeoutMillis' | 'queryTimeoutMillis'> = {},
 ): Promise<Store> {
   if (database.kind === 'sqlite') return new SqliteStore(database.path, sqlite)
   // Loaded only when used: a SQLite deployment never loads pg.

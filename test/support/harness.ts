@@ -12,7 +12,7 @@ import { generateApiKey, SCOPES, type Scope } from '../../src/domain/api-keys.js
 import type { OrderRecord, OrderStatus } from '../../src/domain/orders.js'
 import type { ApiApp } from '../../src/http/api-app.js'
 import type { Order } from '../../src/schemas/order.js'
-import { SERVER_SQLITE_OPTIONS } from '../../src/server.js'
+import { openServerStore } from '../../src/server.js'
 import type { SqliteStoreOptions } from '../../src/store/sqlite/sqlite-store.js'
 import { openStore } from '../../src/store/open-store.js'
 import type { Store } from '../../src/store/store.js'
@@ -121,7 +121,7 @@ export interface TestServerOptions {
 export async function startTestServer(kind: StoreKind, options: TestServerOptions = {}): Promise<TestServer> {
   const database = options.database ?? (await createDatabase(kind))
   const config: Config = { ...loadConfig({ PORT: '0', ...options.env }), database: database.config }
-  const store = await openStore(config.database, options.sqlite ?? SERVER_SQLITE_OPTIONS)
+  const store = await openServerStore(config, options.sqlite)
   await store.migrate()
   const app = await buildApp({ config, store, logger: options.logger })
   const address = await app.listen({ host: '127.0.0.1', port: 0 })

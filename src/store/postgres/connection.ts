@@ -18,6 +18,8 @@ export class Connection {
     readonly client: pg.PoolClient,
     /** The store's classification of driver errors (names the server). */
     private readonly toStoreError: (error: unknown) => unknown,
+    /** A statement as the store sends it: with its query_timeout, when it has one. */
+    private readonly timed: (sql: Statement) => Statement = (sql) => sql,
   ) {
     client.on('error', this.onIdleError)
   }
@@ -26,7 +28,7 @@ export class Connection {
   async query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: Statement, params?: unknown[]): Promise<pg.QueryResult<R>> {
     try {
       // A QueryArrayConfig's rows are arrays: its callers say so in R.
-      return await this.client.query<R>(sql as string | pg.QueryConfig, params)
+      return await this.client.query<R>(this.timed(sql) as string | pg.QueryConfig, params)
     } catch (error) {
       throw this.toStoreError(error)
     }

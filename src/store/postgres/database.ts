@@ -26,6 +26,12 @@ export interface PostgresStoreOptions {
   poolSize?: number
   /** How long to wait for a connection (new or from a busy pool) before answering "unavailable". */
   connectionTimeoutMillis?: number
+  /**
+   * How long a statement through execute, read or a transaction waits for the server's answer; past
+   * it the statement is unavailable and its connection closed. Unset: no bound (the CLI, whose
+   * imports run long statements). Migrations and COPY are never bounded by it.
+   */
+  queryTimeoutMillis?: number
 }
 
 /** The PostgreSQL server: its pool, transactions, migrations and the data-version watcher. */
@@ -41,9 +47,17 @@ export class PostgresDatabase {
   private closing: Promise<void> | undefined
   /** Statements and transactions under way: close() lets them finish before it ends the pool. */
   private readonly inFlight = new Set<Promise<unknown>>()
+  /** A statement with its query_timeout, when the store has one (queryTimeoutMillis). */
+  private readonly timed: (sql: Statement) => Statement
+  private readonly queryTimeoutMillis: number | undefined
 
   constructor(url: string, options: PostgresStoreOptions = {}) {
     this.poolSize = options.poolSize ?? 10
+    // A connection that stays open but answers nothing (a stalled proxy, a black-holed route) would
+    // otherwise hold its statement, its request and its connection for ever; pg then fails the
+    // statement, and the pool closes the connection it was given back with that error.
+    const timeout = (this.queryTimeoutMillis = options.queryTimeoutMillis)
+    this.timed = timeout === undefined ? (sql) => sql : (sql) => ({ ...(typeof sql === 'string' ? { text: sql } : sql), query_timeout: timeout })
     const connection = {
       connectionString: url,
       connectionTimeoutMillis: options.connectionTimeoutMillis ?? 2000,
@@ -117,7 +131,7 @@ export class PostgresDatabase {
 
   /** One statement through the pool, classified; never retried (it may have taken effect). */
   execute<R extends pg.QueryResultRow>(sql: Statement, params?: unknown[]): Promise<pg.QueryResult<R>> {
-    return this.track(this.pool.query<R>(sql, params).catch((error: unknown) => Promise.reject(this.toStoreError(error))))
+    return this.track(this.pool.query<R>(this.timed(sql) as pg.QueryConfig, params).catch((error: unknown) => Promise.reject(this.toStoreError(error))))
   }
 
   /**
@@ -131,7 +145,7 @@ export class PostgresDatabase {
       (async () => {
         for (let attempt = 0; ; attempt++) {
           try {
-            return await this.pool.query<R>(sql, params)
+            return await this.pool.query<R>(this.timed(sql) as pg.QueryConfig, params)
           } catch (error) {
             if (!isLostConnection(error) || attempt >= this.poolSize) throw this.toStoreError(error)
           }
@@ -151,7 +165,7 @@ export class PostgresDatabase {
         // The iterator sees the stream's errors while it reads; once it has stopped, pg still reports
         // the discarded connection's end here.
         output.on('error', () => {})
-        const pages = commaJoinedLines(output)
+        const pages = this.answered(commaJoinedLines(output), connection)
         try {
           return { pages, first: await pages.next() }
         } catch (error) {
@@ -160,6 +174,33 @@ export class PostgresDatabase {
       },
       (connection) => connection.discard(),
     )
+  }
+
+  /**
+   * `pages`, each awaited for at most queryTimeoutMillis (when set): a COPY whose server sends
+   * nothing for that long fails as a statement past its query_timeout does, and its connection is
+   * closed. Only the wait for the database counts, not the time the reader takes between pages.
+   */
+  private async *answered(pages: AsyncGenerator<Buffer>, connection: Connection): AsyncGenerator<Buffer> {
+    const timeout = this.queryTimeoutMillis
+    if (timeout === undefined) return yield* pages
+    for (;;) {
+      let timer: NodeJS.Timeout | undefined
+      const silent = new Promise<never>((_resolve, reject) => {
+        timer = setTimeout(() => {
+          connection.discard()
+          reject(new Error('Query read timeout')) // as pg says it: unavailable (errors.ts)
+        }, timeout)
+      })
+      let page: IteratorResult<Buffer>
+      try {
+        page = await Promise.race([pages.next(), silent])
+      } finally {
+        clearTimeout(timer)
+      }
+      if (page.done === true) return
+      yield page.value
+    }
   }
 
   /**
@@ -188,7 +229,7 @@ export class PostgresDatabase {
     for (let attempt = 0; ; attempt++) {
       let connection: Connection
       try {
-        connection = new Connection(await this.pool.connect(), this.toStoreError)
+        connection = new Connection(await this.pool.connect(), this.toStoreError, this.timed)
       } catch (error) {
         throw this.toStoreError(error)
       }

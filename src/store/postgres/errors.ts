@@ -24,9 +24,10 @@ const NETWORK_CODES = new Set([
  */
 const UNAVAILABLE_SQLSTATE = /^(08...|53...|57P0[1235]|25006)$/
 
-// What pg and pg-pool say, without a code, when a connection is lost, never made, or not given in time.
+// What pg and pg-pool say, without a code, when a connection is lost, never made, or not given in
+// time, or a statement got no answer within its query_timeout ("Query read timeout").
 const UNAVAILABLE_MESSAGE =
-  /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable|Client was closed and is not queryable)/
+  /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable|Client was closed and is not queryable|Query read timeout)/
 
 /** Whether an error (or its cause, or one of an AggregateError's errors) means the database is unavailable. */
 export function isUnavailable(error: unknown, depth = 0): boolean {
