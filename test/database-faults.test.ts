@@ -6,7 +6,9 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import Database from 'better-sqlite3'
 import pg from 'pg'
 import { SERVER_SQLITE_OPTIONS } from '../src/server.js'
+import { PostgresDatabase } from '../src/store/postgres/database.js'
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js'
+import { isUnavailable } from '../src/store/postgres/errors.js'
 import { bearer, createDatabase, eventually, expectError, order, records, startTestServer, type TestServer } from './support/harness.js'
 import { postgresSkipReason } from './support/postgres.js'
 import { privatePostgresUnavailable, startPrivatePostgres } from './support/private-postgres.js'
@@ -75,6 +77,33 @@ describe('PostgreSQL going away [postgres]', async () => {
     const list = await fetch(`${server.origin}/v1/store/orders`, { headers: bearer(key) })
     assert.equal(list.status, 200)
     assert.deepEqual(((await list.json()) as { id: number }[]).map((order) => order.id), [1], 'the cancel that got 503 changed nothing')
+  })
+
+  it('fails a COPY whose server falls silent between two pages as unavailable, once its query timeout has passed', { skip: reason }, async () => {
+    const database = await createDatabase('postgres')
+    const relay = await silentRelay(new URL(database.url))
+    const through = new URL(database.url)
+    through.host = `127.0.0.1:${relay.port}`
+    const postgres = new PostgresDatabase(through.href, { poolSize: 2, queryTimeoutMillis: 500 })
+    after(async () => {
+      relay.close()
+      await postgres.close()
+      await database.dispose()
+    })
+    // More rows than the socket and the stream buffer between them: the reader must wait for the server.
+    const { connection, pages, first } = await postgres.copyOut(`COPY (SELECT repeat('x', 1000) FROM generate_series(1, 200000)) TO STDOUT`)
+    assert.equal(first.done, false)
+    relay.silence()
+    await assert.rejects(
+      (async () => {
+        for (let page = await pages.next(); page.done !== true; page = await pages.next());
+      })(),
+      (error: unknown) => error instanceof Error && /Query read timeout/.test(error.message) && isUnavailable(error),
+    )
+    connection.discard()
+    relay.resume()
+    // The pool answers again on a new connection.
+    assert.deepEqual((await postgres.read<{ one: number }>('SELECT 1 AS one')).rows, [{ one: 1 }])
   })
 
   it('survives pg_terminate_backend of its connections under load: 503 at worst, then recovery', { skip: reason }, async () => {
