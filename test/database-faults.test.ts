@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict'
+import { mkdirSync, readdirSync, rmSync } from 'node:fs'
 import type { IncomingMessage } from 'node:http'
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net'
+import { dirname } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Database from 'better-sqlite3'
@@ -185,6 +187,30 @@ function cancelReceived(server: TestServer): Promise<void> {
     server.app.server.on('request', seen)
   })
 }
+
+describe('SQLite folder removed under a running server [sqlite]', () => {
+  it('answers 503, /readyz 503, and never makes a new database file when the folder comes back', async () => {
+    const database = await createDatabase('sqlite')
+    const server: TestServer = await startTestServer('sqlite', { database })
+    after(() => database.dispose())
+    const key = await server.createKey()
+    await server.importOrders([{ id: 1n }, { id: 2n }])
+    assert.equal((await fetch(`${server.origin}/readyz`)).status, 200)
+    const path = (database.config as { path: string }).path
+    const folder = dirname(path)
+    rmSync(folder, { recursive: true, force: true })
+
+    await expectError(await fetch(`${server.origin}/readyz`), 503, 'service_unavailable')
+    const cancel = await fetch(`${server.origin}/v1/store/orders/1`, { method: 'DELETE', headers: bearer(key) })
+    assert.notEqual(cancel.status, 500, await cancel.clone().text())
+    assert.ok(cancel.status === 503 || cancel.status === 204, `${cancel.status}`) // a writer opened before keeps its file
+    mkdirSync(folder, { mode: 0o700 })
+    const place = await fetch(`${server.origin}/v2/store/orders`, { method: 'POST', headers: { ...bearer(key), 'content-type': 'application/json' }, body: '{"petId":1,"quantity":1}' })
+    assert.notEqual(place.status, 500, await place.clone().text())
+    await expectError(await fetch(`${server.origin}/readyz`), 503, 'service_unavailable')
+    assert.deepEqual(readdirSync(folder), [], 'no database was made anew')
+  })
+})
 
 describe('SQLite locked by another process [sqlite]', () => {
   it('answers cancels 503 while another connection holds the write lock, keeps reads working, and recovers', async () => {

@@ -40,8 +40,13 @@ export function classify(error: unknown): never {
   if (typeof code === 'string' && UNAVAILABLE.test(code)) {
     throw new StoreUnavailableError(`SQLite is unavailable (${code})`, { cause: error })
   }
+  // better-sqlite3's own check, before SQLite is asked (a TypeError, named so when it comes from the
+  // writer's thread): the database's folder was removed.
+  if ((error as { message?: unknown }).message === FOLDER_GONE) throw new StoreUnavailableError(`SQLite is unavailable (${FOLDER_GONE})`, { cause: error })
   throw error
 }
+
+const FOLDER_GONE = 'Cannot open database because the directory does not exist'
 
 /** `work`'s result; its driver errors go through classify. */
 export function classified<T>(work: () => T): T {

@@ -1,5 +1,6 @@
+import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
-import type { Store } from '../store.js'
+import { StoreUnavailableError, type Store } from '../store.js'
 import { SqliteApiKeysRepository } from './api-keys-repository.js'
 import { classified, SqliteDatabase, type SqliteStoreOptions } from './database.js'
 import { SqliteOrderEventsRepository } from './order-events-repository.js'
@@ -40,6 +41,8 @@ export class SqliteStore implements Store {
 
   async ping(): Promise<void> {
     this.database.readVersion() // a read of the database, as list requests make
+    // An open connection reads on from a file removed under it: the database is gone all the same.
+    if (!existsSync(this.database.path)) throw new StoreUnavailableError(`SQLite is unavailable (${this.database.path} is gone)`)
   }
 
   async cursorSecret(): Promise<Buffer> {

@@ -24,7 +24,8 @@ interface Writer {
 
 /** Opened at the first batch, as every connection is (a brief lock while it is set up is waited for, once); then never waits for the lock. */
 function openWriter(): Writer {
-  const db = connect(path, false, busyTimeoutMs)
+  // The store has created and migrated the file: one gone since (its folder removed) is not made anew.
+  const db = connect(path, false, busyTimeoutMs, true)
   try {
     db.pragma('busy_timeout = 0')
     const writes = new OrderWrites(db)
