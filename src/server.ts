@@ -228,6 +228,10 @@ export async function serve(config: Config, options: ServerOptions = {}): Promis
     // Written before returning: the process then ends with nothing left to write (the exit
     // listener would still write it, synchronously).
     await server.flushLogs()
+    // Everything is closed and written. A socket its peer never closes (a stalled database proxy
+    // that ignores the end of the connection) would keep the process alive for ever: it ends a
+    // second later regardless, with the exit code set by then.
+    setTimeout(() => process.exit(), 1000).unref()
   } finally {
     process.off('SIGTERM', stop).off('SIGINT', stop)
   }

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import type pg from 'pg'
 import { isUnavailable } from './errors.js'
 import { oncePerTurn } from '../../once-per-turn.js'
@@ -83,7 +84,8 @@ export class VersionWatcher {
     this.closed = true
     const listener = this.listener
     this.drop()
-    if (listener !== undefined) await listener.end().catch(() => {})
+    // A silent peer (a stalled proxy) never answers the end: not waited for past the listener's timeout.
+    if (listener !== undefined) await Promise.race([listener.end().catch(() => {}), sleep(LISTENER_QUERY_TIMEOUT_MS)])
   }
 
   /** The backend pid of the listener while it listens, else undefined: for tests and operators. */

@@ -8,6 +8,7 @@
  * Messages in: a batch (`{ requests }`), or 'close'. Out, one per batch: its results in order, or
  * the error that rolled it back (its name, message and SQLite code: an Error does not cross whole).
  */
+import { existsSync } from 'node:fs'
 import { parentPort, workerData } from 'node:worker_threads'
 import { connect } from './database.js'
 import { BUMP_DATA_VERSION } from './migrations.js'
@@ -37,7 +38,15 @@ function openWriter(): Writer {
       if (changes > 0) bump.run()
       return results
     })
-    return { commit: (requests) => run.immediate(requests), close: () => db.close() }
+    return {
+      commit: (requests) => {
+        // An open connection writes on into a file removed under it (its folder deleted): writes
+        // acknowledged there would be lost. Refused as the file being unopenable is, per batch.
+        if (!existsSync(path)) throw Object.assign(new Error(`${path} is gone`), { code: 'SQLITE_CANTOPEN' })
+        return run.immediate(requests)
+      },
+      close: () => db.close(),
+    }
   } catch (error) {
     db.close()
     throw error
