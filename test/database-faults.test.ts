@@ -49,15 +49,7 @@ describe('PostgreSQL going away [postgres]', async () => {
   })
 
   it('answers 503 while PostgreSQL stays silent on open connections, and serves again once it answers, with no restart', { skip: reason }, async () => {
-    const database = await createDatabase('postgres')
-    const relay = await silentRelay(new URL(database.url))
-    after(async () => {
-      relay.close()
-      await database.dispose()
-    })
-    const through = new URL(database.url)
-    through.host = `127.0.0.1:${relay.port}`
-    const url = through.href
+    const { relay, url } = await silentDatabase()
     const server = await startTestServer('postgres', {
       env: { DATABASE_QUERY_TIMEOUT_MS: '1000' },
       database: { kind: 'postgres', config: { kind: 'postgres', url, poolSize: 4 }, url, dispose: async () => {} },
@@ -83,15 +75,8 @@ describe('PostgreSQL going away [postgres]', async () => {
   })
 
   it('stops on SIGTERM while PostgreSQL is silent, though the peer never closes its connections', { skip: reason }, async () => {
-    const database = await createDatabase('postgres')
-    const relay = await silentRelay(new URL(database.url))
-    after(async () => {
-      relay.close()
-      await database.dispose()
-    })
-    const through = new URL(database.url)
-    through.host = `127.0.0.1:${relay.port}`
-    const server = await spawnServer(through.href, { DATABASE_QUERY_TIMEOUT_MS: '1000', SHUTDOWN_TIMEOUT_MS: '1000' })
+    const { relay, url } = await silentDatabase()
+    const server = await spawnServer(url, { DATABASE_QUERY_TIMEOUT_MS: '1000', SHUTDOWN_TIMEOUT_MS: '1000' })
     assert.equal((await fetch(`${server.origin}/readyz`)).status, 200) // the pool and the listener hold connections
     relay.silence()
     server.child.kill('SIGTERM')
@@ -100,16 +85,9 @@ describe('PostgreSQL going away [postgres]', async () => {
   })
 
   it('fails a COPY whose server falls silent between two pages as unavailable, once its query timeout has passed', { skip: reason }, async () => {
-    const database = await createDatabase('postgres')
-    const relay = await silentRelay(new URL(database.url))
-    const through = new URL(database.url)
-    through.host = `127.0.0.1:${relay.port}`
-    const postgres = new PostgresDatabase(through.href, { poolSize: 2, queryTimeoutMillis: 500 })
-    after(async () => {
-      relay.close()
-      await postgres.close()
-      await database.dispose()
-    })
+    const { relay, url } = await silentDatabase()
+    const postgres = new PostgresDatabase(url, { poolSize: 2, queryTimeoutMillis: 500 })
+    after(() => postgres.close())
     // More rows than the socket and the stream buffer between them: the reader must wait for the server.
     const { connection, pages, first } = await postgres.copyOut(`COPY (SELECT repeat('x', 1000) FROM generate_series(1, 200000)) TO STDOUT`)
     assert.equal(first.done, false)
@@ -158,6 +136,22 @@ describe('PostgreSQL going away [postgres]', async () => {
     assert.equal((await fetch(`${server.origin}/readyz`)).status, 200)
   })
 })
+
+/**
+ * A new PostgreSQL database reached through a silentRelay: its DATABASE_URL through the relay. Both
+ * are removed after the test (the relay first, so that nothing waits on a silent connection).
+ */
+async function silentDatabase(): Promise<{ relay: Awaited<ReturnType<typeof silentRelay>>; url: string }> {
+  const database = await createDatabase('postgres')
+  const relay = await silentRelay(new URL(database.url))
+  after(async () => {
+    relay.close()
+    await database.dispose()
+  })
+  const through = new URL(database.url)
+  through.host = `127.0.0.1:${relay.port}`
+  return { relay, url: through.href }
+}
 
 /**
  * A TCP relay to PostgreSQL that can fall silent: `silence()` keeps every connection open and drops

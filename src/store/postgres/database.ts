@@ -47,8 +47,6 @@ export class PostgresDatabase {
   private closing: Promise<void> | undefined
   /** Statements and transactions under way: close() lets them finish before it ends the pool. */
   private readonly inFlight = new Set<Promise<unknown>>()
-  /** A statement with its query_timeout, when the store has one (queryTimeoutMillis). */
-  private readonly timed: (sql: Statement) => Statement
   private readonly queryTimeoutMillis: number | undefined
 
   constructor(url: string, options: PostgresStoreOptions = {}) {
@@ -56,8 +54,7 @@ export class PostgresDatabase {
     // A connection that stays open but answers nothing (a stalled proxy, a black-holed route) would
     // otherwise hold its statement, its request and its connection for ever; pg then fails the
     // statement, and the pool closes the connection it was given back with that error.
-    const timeout = (this.queryTimeoutMillis = options.queryTimeoutMillis)
-    this.timed = timeout === undefined ? (sql) => sql : (sql) => ({ ...(typeof sql === 'string' ? { text: sql } : sql), query_timeout: timeout })
+    this.queryTimeoutMillis = options.queryTimeoutMillis
     const connection = {
       connectionString: url,
       connectionTimeoutMillis: options.connectionTimeoutMillis ?? 2000,
@@ -88,6 +85,11 @@ export class PostgresDatabase {
     this.server = `${target.host}:${target.port}`
     this.name = target.database ?? ''
   }
+
+  /** A statement with its query_timeout, when the store has one (queryTimeoutMillis). */
+  private readonly timed = (sql: Statement): Statement =>
+    // pg reads query_timeout from a query's config too, though its types do not declare it there.
+    this.queryTimeoutMillis === undefined ? sql : ({ ...(typeof sql === 'string' ? { text: sql } : sql), query_timeout: this.queryTimeoutMillis } as Statement)
 
   /** Connections of the pool: for metrics and tests. */
   poolStats(): { total: number; idle: number; waiting: number } {
