@@ -38,8 +38,10 @@ export function orderEventsRoute(app: ApiApp, waiters: EventWaiters, authenticat
         summary: 'Follow the changes to orders, a page at a time',
         description:
           'Returns the events after `after` (a `nextCursor`, or an event\'s `id`), at most `limit` of them, in the order ' +
-          'their changes were committed: `order.created` and `order.updated` (imports), `order.shipped` and ' +
-          '`order.cancelled` (through v1 or v2), each with the order as it was right after the change. `nextCursor` is ' +
+          'their changes were committed: `order.created` (placeOrder, or an import of a new order), `order.updated` ' +
+          '(updateOrder, with `previous`: the fields it changed as they were, or an import), `order.shipped`, ' +
+          '`order.completed` and `order.cancelled` (through v1 or v2), each with the order as it was right after the ' +
+          'change. `nextCursor` is ' +
           'always present: resume from it, and every event is received exactly once, each order\'s events in the order ' +
           'they happened, with no gap, whichever instance committed them. Without `after`, the feed starts at the ' +
           'oldest event still retained.\n\n' +
