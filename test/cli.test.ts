@@ -3,6 +3,7 @@ import { spawn, spawnSync } from 'node:child_process'
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { writeFile } from 'node:fs/promises'
 import { after, describe, test } from 'node:test'
 import { Progress } from '../src/cli/progress.js'
 import { hashApiKey } from '../src/domain/api-keys.js'
@@ -12,7 +13,7 @@ import { SqliteStore } from '../src/store/sqlite/sqlite-store.js'
 import type { Store } from '../src/store/store.js'
 import type { Order } from '../src/schemas/order.js'
 import { bearer, createDatabase, forEachStore, listedOrders, type StoreKind, type TestDatabaseHandle } from './support/harness.js'
-import { assertOk, assertOneLineError, cli } from './support/cli.js'
+import { assertOk, assertOneLineError, cli, cliFromPipe } from './support/cli.js'
 import { startDemo } from './support/demo.js'
 import { BIN, freePort, spawnServer } from './support/server-process.js'
 
@@ -146,6 +147,7 @@ describe('petstore-orders: help and usage (no database touched)', () => {
       [['keys', 'create', '--name', 'x', '--name', 'y'], /option --name is given more than once/],
       [['orders', 'update', '1', '--quantity', '3', '--quantity=4'], /option --quantity is given more than once/],
       [['keys', 'create', '--name', 'x', '--expires-in', '2900000d'], /invalid --expires-in "2900000d" \(use a whole number from 1 to 999999 and a unit/],
+      [['keys', 'create', '--name', 'x', '--expires-in', '999999w'], /invalid --expires-in "999999w": it would end after the year 9999$/],
       [['keys', 'list', '--json=yes'], /option --json does not take a value/],
       [['keys', 'revoke'], /missing ID/],
       [['keys', 'revoke', '1', '2'], /unexpected argument "2"/],
@@ -553,6 +555,38 @@ function commandTests(kind: StoreKind): void {
       { id: BEYOND_2_53, petId: MAX, quantity: 7, shipDate: '2026-11-25T10:00:00.000Z', complete: false },
       { id: MAX, petId: MAX, complete: true },
     ])
+  })
+
+  test('orders import from a pipe or a FIFO: every record, read once (the input cannot be read again)', async () => {
+    // 5,000 records of ~64 bytes: past the 64 KiB a first read of the input takes.
+    const records = Array.from({ length: 5000 }, (_, i) => `{"id":${i + 1},"petId":${BEYOND_2_53},"quantity":${1 + (i % 9)}}`)
+    const text = `${records.join('\n')}\n`
+    const arrayText = `[${records.join(',')}]`
+    for (const [input, how] of [[text, 'stdin'], [arrayText, 'stdin'], [text, 'fifo']] as const) {
+      const { database, env } = await fresh()
+      let result: { code: number | null; stdout: string; stderr: string }
+      if (how === 'stdin') {
+        result = await cliFromPipe(['orders', 'import', '/dev/stdin'], env, file(input, 'ndjson'))
+      } else {
+        const fifo = join(scratch, `orders-${++fileCount}.fifo`)
+        assert.equal(spawnSync('mkfifo', [fifo]).status, 0)
+        const importing = cli(['orders', 'import', fifo], env)
+        // The writer opens the FIFO once, writes everything, closes: the import sees its end.
+        await writeFile(fifo, input)
+        result = await importing
+      }
+      assertOk(result)
+      assert.match(result.stdout, /^imported 5000 orders from /, `${how}: ${result.stdout}`)
+      const orders = await listOrders(database)
+      assert.equal(orders.length, 5000, how)
+      assert.equal(orders[0]!.id, 1n)
+      assert.equal(orders.at(-1)!.petId, BEYOND_2_53)
+    }
+    // A refusal from a pipe: one line, nothing imported, the record placed without a second reading.
+    const { database, env } = await fresh()
+    assertOneLineError(await cliFromPipe(['orders', 'import', '/dev/stdin'], env, file(`${text}{"id": 0}\n`, 'ndjson')), 1, /\/dev\/stdin: line 5001: id must be an integer from 1 to .*; nothing was imported$/)
+    assertOneLineError(await cliFromPipe(['orders', 'import', '/dev/stdin'], env, file(`${arrayText.slice(0, -1)},,]`)), 1, /\/dev\/stdin: after record 5000: malformed JSON: .*; nothing was imported$/)
+    assert.deepEqual(await listOrders(database), [])
   })
 
   test('orders import: a bad record in the middle aborts everything, naming its position', async () => {

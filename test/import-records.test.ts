@@ -291,12 +291,49 @@ describe('reading files', () => {
     '{"id": 3, "status": "cancelled"}',
   ]
 
-  test('the format is told by the first character that is not whitespace', async () => {
-    assert.equal(await detectFormat(source('  \n\t[1]')), 'json-array')
-    assert.equal(await detectFormat(source('\ufeff[1]')), 'json-array')
-    assert.equal(await detectFormat(source('\n\n{"id": 1}\n')), 'ndjson')
-    assert.equal(await detectFormat(source('')), 'ndjson')
-    assert.equal(await detectFormat(source(`${' '.repeat(100)}[`, 7)), 'json-array')
+  test('the format is told by the first character that is not whitespace, and the input handed back whole', async () => {
+    const cases: [string, number, string][] = [
+      ['  \n\t[1]', 64 * 1024, 'json-array'],
+      ['\ufeff[1]', 64 * 1024, 'json-array'],
+      ['\ufeff[1]', 1, 'json-array'], // the mark split over three chunks
+      ['\ufeff{"id": 1}', 2, 'ndjson'],
+      ['\n\n{"id": 1}\n', 64 * 1024, 'ndjson'],
+      ['', 64 * 1024, 'ndjson'],
+      [`${' '.repeat(100)}[`, 7, 'json-array'],
+      [' \ufeff[1]', 64 * 1024, 'ndjson'], // a mark after the first byte is no mark
+    ]
+    for (const [text, chunkSize, format] of cases) {
+      const detected = await detectFormat(source(text, chunkSize).open())
+      assert.equal(detected.format, format, JSON.stringify(text))
+      const chunks: Buffer[] = []
+      for await (const chunk of detected.chunks) chunks.push(chunk)
+      assert.equal(Buffer.concat(chunks).toString('utf8'), text)
+    }
+  })
+
+  test('an input that can be read only once (a pipe) is read once, whole; a malformed array is then placed by its record', async () => {
+    const once = (text: string, chunkSize = 5): ImportSource & { opened: number } => {
+      const inner = source(text, chunkSize)
+      return {
+        rereadable: false,
+        get opened() {
+          return inner.opened
+        },
+        open() {
+          if (inner.opened > 0) throw new Error('opened twice')
+          return inner.open()
+        },
+      }
+    }
+    for (const text of [`[${orders.join(',')}]`, `\ufeff${orders.join('\n')}\n`]) {
+      const input = once(text)
+      const records = await collect(readOrderRecords(input))
+      assert.deepEqual(records.map((record) => record.id), [BigInt('9007199254740993'), BigInt('9223372036854775807'), 3n])
+      assert.equal(input.opened, 1)
+    }
+    const bad = once('[{"id": 1},,]')
+    assert.equal((await importError(readOrderRecords(bad))).message, 'after record 1: malformed JSON: unexpected input')
+    assert.equal(bad.opened, 1)
   })
 
   test('a JSON array and NDJSON give the same records, ids exact', async () => {
@@ -382,10 +419,10 @@ describe('reading files', () => {
   test('only a malformed JSON array is read a second time (to find the line and column)', async () => {
     const good = source(`[${orders.join(',')}]`)
     await collect(readOrderRecords(good))
-    assert.equal(good.opened, 2) // once to tell the format, once to read
+    assert.equal(good.opened, 1) // the format told from the same reading
     const bad = source('[{"id": 1},,]')
     await importError(readOrderRecords(bad))
-    assert.equal(bad.opened, 3)
+    assert.equal(bad.opened, 2)
   })
 
   test('streams: the first record arrives long before the end of a large input; a failure stops the input', async () => {

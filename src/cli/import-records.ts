@@ -15,6 +15,7 @@
  * is (`line N` in NDJSON, `record N` in an array, `line N, column C` for malformed JSON) and why.
  */
 import type { Readable } from 'node:stream'
+import { StringDecoder } from 'node:string_decoder'
 import { pipeline as pipelineAsync } from 'node:stream/promises'
 import { parse as parseLosslessJson } from 'lossless-json'
 import verifier from 'stream-json/utils/verifier.js'
@@ -23,9 +24,15 @@ import type { Pet } from '../schemas/pet.js'
 import { InvalidRecordError, JsonNumber, validateOrderRecord, validatePetRecord } from './import-validation.js'
 import { JsonArrayElementTooLarge, JsonArrayStructureError, jsonArrayElements } from './json-array-elements.js'
 
-/** Where the records come from. `open` may be called more than once (once more to locate a syntax error). */
+/**
+ * Where the records come from. The records are read in one pass of `open()`. A second pass, made
+ * only to say where a malformed JSON array breaks or which record holds an order the store refused,
+ * opens it again, unless `rereadable` is false: a pipe, a FIFO or a terminal (`/dev/stdin`) can be
+ * read only once, and opening it again would read what follows or wait for ever.
+ */
 export interface ImportSource {
   open(): Readable
+  rereadable?: boolean
 }
 
 export type ImportFormat = 'json-array' | 'ndjson'
@@ -56,47 +63,79 @@ export interface RawRecord {
 export const MAX_RECORD_BYTES = 1024 * 1024
 
 const BOM = 0xfeff
+/** U+FEFF in UTF-8: a byte-order mark before the first record. */
+const UTF8_BOM = [0xef, 0xbb, 0xbf]
 
 function isJsonWhitespace(code: number): boolean {
   return code === 0x20 || code === 0x09 || code === 0x0a || code === 0x0d
 }
 
 /**
- * `json-array` when the first character that is not whitespace (or a leading byte-order mark) is
- * `[`; `ndjson` otherwise, including for an empty file (which holds no records).
+ * `json-array` when the first byte that is not whitespace (or part of a leading byte-order mark) is
+ * `[`; `ndjson` otherwise, including for an empty input (which holds no records). Reads no more of
+ * `input` than it needs to tell, and hands back the whole input, from its first byte, as `chunks`:
+ * the input is read once, so a pipe works as a file does.
  */
-export async function detectFormat(source: ImportSource): Promise<ImportFormat> {
-  const stream = source.open()
-  stream.setEncoding('utf8')
-  let first = true
-  try {
-    for await (const chunk of stream as AsyncIterable<string>) {
-      for (let i = 0; i < chunk.length; i++) {
-        const code = chunk.charCodeAt(i)
-        if (first && i === 0 && code === BOM) continue
-        if (isJsonWhitespace(code)) continue
-        return code === 0x5b /* [ */ ? 'json-array' : 'ndjson'
-      }
-      first = false
+export async function detectFormat(input: AsyncIterable<Buffer | string>): Promise<{ format: ImportFormat; chunks: AsyncIterable<Buffer> }> {
+  const iterator = input[Symbol.asyncIterator]()
+  const held: Buffer[] = []
+  let ended = false
+  let format: ImportFormat | undefined
+  let position = 0
+  let inBom = true
+  while (format === undefined) {
+    const next = await iterator.next()
+    if (next.done === true) {
+      ended = true
+      format = 'ndjson'
+      break
     }
-    return 'ndjson'
-  } finally {
-    stream.destroy()
+    const chunk = typeof next.value === 'string' ? Buffer.from(next.value) : next.value
+    held.push(chunk)
+    for (let i = 0; i < chunk.length && format === undefined; i++, position++) {
+      const byte = chunk[i]!
+      if (inBom && position < UTF8_BOM.length && byte === UTF8_BOM[position]) continue
+      inBom = false
+      if (!isJsonWhitespace(byte)) format = byte === 0x5b /* [ */ ? 'json-array' : 'ndjson'
+    }
   }
+  async function* chunks(): AsyncGenerator<Buffer> {
+    yield* held
+    if (ended) return
+    for (let next = await iterator.next(); next.done !== true; next = await iterator.next()) {
+      yield typeof next.value === 'string' ? Buffer.from(next.value) : next.value
+    }
+  }
+  return { format, chunks: chunks() }
 }
 
 /** Every JSON value of the file, in order, with its position. */
 export async function* readJsonRecords(source: ImportSource): AsyncGenerator<RawRecord> {
-  if ((await detectFormat(source)) === 'json-array') yield* readJsonArray(source)
-  else yield* readNdjson(source)
+  const input = source.open()
+  try {
+    const { format, chunks } = await detectFormat(input)
+    if (format === 'json-array') yield* readJsonArray(chunks, source)
+    else yield* readNdjson(chunks)
+  } finally {
+    input.destroy()
+  }
 }
 
-async function* readJsonArray(source: ImportSource): AsyncGenerator<RawRecord> {
-  const input = source.open()
-  input.setEncoding('utf8')
+/** The text of UTF-8 `chunks` (a character split between two chunks is joined, as setEncoding does). */
+async function* utf8(chunks: AsyncIterable<Buffer>): AsyncGenerator<string> {
+  const decoder = new StringDecoder('utf8')
+  for await (const chunk of chunks) {
+    const text = decoder.write(chunk)
+    if (text !== '') yield text
+  }
+  const last = decoder.end()
+  if (last !== '') yield last
+}
+
+async function* readJsonArray(chunks: AsyncIterable<Buffer>, source: ImportSource): AsyncGenerator<RawRecord> {
   let index = 0
   try {
-    for await (const texts of jsonArrayElements(input as AsyncIterable<string>, MAX_RECORD_BYTES)) {
+    for await (const texts of jsonArrayElements(utf8(chunks), MAX_RECORD_BYTES)) {
       let values: unknown[]
       try {
         // One parse for every element the chunk completed: V8's parser, not one call per record.
@@ -122,8 +161,6 @@ async function* readJsonArray(source: ImportSource): AsyncGenerator<RawRecord> {
     }
     if (error instanceof JsonArrayStructureError) throw await locateSyntaxError(source, error, index)
     throw error
-  } finally {
-    input.destroy()
   }
 }
 
@@ -160,6 +197,12 @@ function parseJsonArray(text: string): unknown[] {
  * verifier, which tracks lines and columns, says where in the file. Only a malformed file pays for it.
  */
 async function locateSyntaxError(source: ImportSource, parserError: Error, recordsRead: number): Promise<ImportFileError> {
+  // Not expected (the verifier finds what JSON.parse refused), or an input that cannot be read
+  // again: JSON.parse's own message may quote a whole batch of records, so only the structure's is
+  // repeated.
+  const reason = parserError instanceof JsonArrayStructureError ? parserError.message : 'unexpected input'
+  const unlocated = new ImportFileError(`after record ${recordsRead}`, `malformed JSON: ${reason}`)
+  if (source.rereadable === false) return unlocated
   const input = source.open()
   input.setEncoding('utf8')
   let characters = 0
@@ -182,10 +225,7 @@ async function locateSyntaxError(source: ImportSource, parserError: Error, recor
       return new ImportFileError(`line ${line}, column ${pos}`, `malformed JSON: ${reason}`)
     }
   }
-  // Not expected (the verifier finds what JSON.parse refused); JSON.parse's own message may quote
-  // a whole batch of records, so only the structure's is repeated.
-  const reason = parserError instanceof JsonArrayStructureError ? parserError.message : 'unexpected input'
-  return new ImportFileError(`after record ${recordsRead}`, `malformed JSON: ${reason}`)
+  return unlocated
 }
 
 function syntaxReason(message: string): string {
@@ -196,28 +236,23 @@ function syntaxReason(message: string): string {
   return reason === '' ? 'unexpected input' : reason
 }
 
-async function* readNdjson(source: ImportSource): AsyncGenerator<RawRecord> {
-  const input = source.open()
+async function* readNdjson(chunks: AsyncIterable<Buffer>): AsyncGenerator<RawRecord> {
   let lineNumber = 0
-  try {
-    for await (const text of readLines(input, MAX_RECORD_BYTES)) {
-      lineNumber++
-      const line = lineNumber === 1 && text.charCodeAt(0) === BOM ? text.slice(1) : text
-      if (isBlank(line)) continue // blank lines (a trailing newline, say) hold no record
-      let value: unknown
-      try {
-        // lossless-json, slower, only for a line JSON.parse refuses: its messages name the fault.
-        value = PARSE_WITH_SOURCE ? tryParse(line) ?? parseJsonText(line) : parseJsonText(line)
-      } catch (error) {
-        const message = (error as Error).message
-        const at = / at position (\d+)\s*$/.exec(message)
-        const column = at === null ? '' : `, column ${Number(at[1]) + 1}`
-        throw new ImportFileError(`line ${lineNumber}${column}`, `malformed JSON: ${lowerFirst(message.replace(/ at position \d+\s*$/, ''))}`)
-      }
-      yield { position: `line ${lineNumber}`, value }
+  for await (const text of readLines(chunks, MAX_RECORD_BYTES)) {
+    lineNumber++
+    const line = lineNumber === 1 && text.charCodeAt(0) === BOM ? text.slice(1) : text
+    if (isBlank(line)) continue // blank lines (a trailing newline, say) hold no record
+    let value: unknown
+    try {
+      // lossless-json, slower, only for a line JSON.parse refuses: its messages name the fault.
+      value = PARSE_WITH_SOURCE ? tryParse(line) ?? parseJsonText(line) : parseJsonText(line)
+    } catch (error) {
+      const message = (error as Error).message
+      const at = / at position (\d+)\s*$/.exec(message)
+      const column = at === null ? '' : `, column ${Number(at[1]) + 1}`
+      throw new ImportFileError(`line ${lineNumber}${column}`, `malformed JSON: ${lowerFirst(message.replace(/ at position \d+\s*$/, ''))}`)
     }
-  } finally {
-    input.destroy()
+    yield { position: `line ${lineNumber}`, value }
   }
 }
 
@@ -299,9 +334,11 @@ export function readOrderRecords(source: ImportSource, onRecord?: (position: str
 
 /**
  * Where the order `id` is in the file: the position of its last record (the one an import keeps),
- * or undefined. A second pass, made only to name the record a store refused.
+ * or undefined. A second pass, made only to name the record a store refused (none for an input
+ * that cannot be read again).
  */
 export async function locateOrder(source: ImportSource, id: bigint): Promise<string | undefined> {
+  if (source.rereadable === false) return undefined
   let position: string | undefined
   let found: string | undefined
   for await (const record of readOrderRecords(source, (at) => (position = at))) if (record.id === id) found = position

@@ -26,6 +26,25 @@ export function cli(args: string[], env: Record<string, string | undefined> = {}
   })
 }
 
+/**
+ * Runs the real binary to its end as `cat INPUT | petstore-orders ARGS` does: its stdin a pipe (a
+ * child's stdin from spawn is a socket, which `/dev/stdin` cannot be opened on), stdout and stderr piped.
+ */
+export function cliFromPipe(args: string[], env: Record<string, string | undefined>, inputFile: string): Promise<Result> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('sh', ['-c', 'input="$1"; shift; cat "$input" | "$@"', 'sh', inputFile, process.execPath, BIN, ...args], {
+      env: { ...process.env, PETSTORE_DEBUG: undefined, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    child.on('error', reject)
+    child.on('close', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
 /** Exactly one line on stderr, `petstore-orders: …`, matching `pattern`; nothing on stdout. */
 export function assertOneLineError(result: Result, code: 1 | 2, pattern: RegExp): void {
   assert.equal(result.code, code, `exit status ${result.code}, expected ${code}; stderr: ${result.stderr}`)

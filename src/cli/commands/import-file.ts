@@ -7,13 +7,16 @@ import { ImportConflictError, type Store } from '../../store/store.js'
 import { CommandError, oneLine, PROGRAM, withStore, type Io } from '../command.js'
 import { formatCount, percent, Progress } from '../progress.js'
 
-/** Refuses a FILE that cannot be read before anything else happens (the database is not even opened). */
-async function checkReadableFile(file: string): Promise<number> {
+/**
+ * Refuses a FILE that cannot be read before anything else happens (the database is not even opened).
+ * A FILE that is not a regular file (a pipe, a FIFO, `/dev/stdin`) has no size and is read once.
+ */
+async function checkReadableFile(file: string): Promise<{ size: number; regular: boolean }> {
   try {
     const info = await stat(file)
     if (info.isDirectory()) throw new CommandError(`cannot read ${file}: it is a directory`)
     await access(file, constants.R_OK)
-    return info.isFile() ? info.size : 0
+    return info.isFile() ? { size: info.size, regular: true } : { size: 0, regular: false }
   } catch (error) {
     if (error instanceof CommandError) throw error
     throw new CommandError(`cannot read ${file}: ${fileProblem(error)}`)
@@ -32,9 +35,9 @@ export async function importFile<T>(
   write: (store: Store, records: AsyncIterable<T>, onProgress: (count: number) => void) => Promise<number>,
 ): Promise<void> {
   loadDatabaseConfig(io.env) // a bad DATABASE_URL is reported as such, before the file is read
-  const size = await checkReadableFile(file)
+  const { size, regular } = await checkReadableFile(file)
   let current: ReadStream | undefined
-  const source: ImportSource = { open: () => (current = createReadStream(file)) }
+  const source: ImportSource = { open: () => (current = createReadStream(file)), rereadable: regular }
   const progress = new Progress(io.stderr)
   const show = (count: number): void => {
     const share = percent(current?.bytesRead ?? 0, size)

@@ -41,18 +41,20 @@ Examples:
   async run({ values }, io) {
     const name = validName(stringOption(values, 'name'))
     let scopes: Scope[] | undefined
-    let expiresInMs: number | undefined
+    let expiresAt: Date | null = null
     try {
       const scopesText = stringOption(values, 'scopes')
       if (scopesText !== undefined) scopes = parseScopes(scopesText)
       const expiresIn = stringOption(values, 'expires-in')
-      if (expiresIn !== undefined) expiresInMs = parseDuration(expiresIn)
+      if (expiresIn !== undefined) {
+        expiresAt = new Date(Date.now() + parseDuration(expiresIn))
+        // The dates the service stores and shows end with the year 9999 (PostgreSQL would refuse it).
+        if (!(expiresAt.getUTCFullYear() <= 9999)) throw new Error(`invalid --expires-in "${expiresIn}": it would end after the year 9999`)
+      }
     } catch (error) {
       throw new UsageError((error as Error).message.replace(/^invalid duration/, 'invalid --expires-in'))
     }
-    const { key, secret } = await withStore(io, (store) =>
-      createKey(store.apiKeys, { name, scopes, expiresAt: expiresInMs === undefined ? null : new Date(Date.now() + expiresInMs) }),
-    )
+    const { key, secret } = await withStore(io, (store) => createKey(store.apiKeys, { name, scopes, expiresAt }))
     io.stdout.write(`${secret}\n`)
     io.stderr.write(
       `created key ${key.id} "${printable(key.name)}" (${key.displayPrefix}), scopes ${key.scopes.join(',')}, ` +
