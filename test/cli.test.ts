@@ -147,7 +147,7 @@ describe('petstore-orders: help and usage (no database touched)', () => {
       [['keys', 'create', '--name', 'x', '--name', 'y'], /option --name is given more than once/],
       [['orders', 'update', '1', '--quantity', '3', '--quantity=4'], /option --quantity is given more than once/],
       [['keys', 'create', '--name', 'x', '--expires-in', '2900000d'], /invalid --expires-in "2900000d" \(use a whole number from 1 to 999999 and a unit/],
-      [['keys', 'create', '--name', 'x', '--expires-in', '999999w'], /invalid --expires-in "999999w": it would end after the year 9999$/],
+      [['keys', 'create', '--name', 'x', '--expires-in', '999999w'], /invalid --expires-in "999999w": it would end after the year 9999;/],
       [['keys', 'list', '--json=yes'], /option --json does not take a value/],
       [['keys', 'revoke'], /missing ID/],
       [['keys', 'revoke', '1', '2'], /unexpected argument "2"/],
