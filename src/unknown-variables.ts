@@ -8,8 +8,11 @@ import { KNOWN_VARIABLES, RETIRED_SETTINGS, SECRET_SETTINGS } from './config.js'
  */
 export const SETTING_PREFIXES = ['PETSTORE_', 'DATABASE_', 'REDIS_', 'HTTP_', 'LIST_', 'PETS_', 'EVENTS_', 'IDEMPOTENCY_', 'WEBHOOK', 'RATE_LIMIT_', 'KEY_CACHE_']
 
-/** Standard variables that share a prefix with ours. */
-const STANDARD = new Set(['HTTP_PROXY'])
+/**
+ * Standard variables that share a prefix with ours, and PETSTORE_API_KEY: the key the client's
+ * examples (docs/client.md) read, set in the same shell as the CLI's commands.
+ */
+const STANDARD = new Set(['HTTP_PROXY', 'PETSTORE_API_KEY'])
 
 /**
  * What Kubernetes sets in every container for every service of its namespace (for a service named

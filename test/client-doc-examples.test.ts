@@ -80,6 +80,24 @@ describe('docs/client.md: the examples run with `node example.mts`', () => {
     assert.equal(stdout.replace(/\s+/g, ' ').trim(), expected.join(' '))
   })
 
+  it('runs the placeOrder example against 1,000 orders as the demo holds: placed, shipped, completed, a reused key refused', async () => {
+    const demo = await startTestServer('sqlite')
+    await demo.importOrders(Array.from({ length: 1000 }, (_, i) => ({ id: BigInt(i + 1), petId: 7n, quantity: 1 })))
+    const code = example('### Placing, shipping and completing orders (beta)')
+    assert.match(code, /'http:\/\/127\.0\.0\.1:8080\/v2'/)
+    writeFileSync(join(dir, 'place-example.mts'), code.replace("'http://127.0.0.1:8080/v2'", `'${demo.origin}/v2'`))
+    const key = await demo.createKey({ scopes: ['orders:read', 'orders:write'] })
+    const { stdout } = await promisify(execFile)(process.execPath, [...documentedNodeArgs().slice(0, -1), 'place-example.mts'], {
+      cwd: dir,
+      env: { ...process.env, PETSTORE_API_KEY: key, NODE_OPTIONS: '' },
+    })
+    const expected = printedAsCommented(code)
+    assert.equal(expected.length, 2, 'two outputs commented in the example')
+    assert.equal(stdout.replace(/\s+/g, ' ').trim(), expected.join(' '))
+    const order = await demo.store.orders.find(1001n)
+    assert.deepEqual([order?.status, order?.complete, order?.metadata], ['shipped', true, { cart: 'c-88' }])
+  })
+
   it('runs the updateOrder example: a change with ifMatch, a 412 handled, a metadata key removed', async () => {
     // Its own server: the v1 example cancels the order this one changes.
     const walk = await walkThroughServer()

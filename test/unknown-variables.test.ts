@@ -44,7 +44,7 @@ describe('which variables are warned about', () => {
     })
   })
 
-  it('never the system\'s, the proxies\', the OpenTelemetry SDK\'s own, libpq\'s, or those Kubernetes sets for each service', () => {
+  it('never the system\'s, the proxies\', the OpenTelemetry SDK\'s own, libpq\'s, those Kubernetes sets for each service, or the client examples\' key', () => {
     const foreign = [
       ...['HOME', 'PATH', 'HOSTNAME', 'TERM', 'PWD', 'OLDPWD', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'TZ', 'TMPDIR', 'NODE_ENV', 'NODE_OPTIONS', 'HOSTTYPE', 'DEBUG'],
       ...['HTTP_PROXY', 'http_proxy', 'HTTPS_PROXY', 'https_proxy', 'NO_PROXY', 'no_proxy'],
@@ -54,6 +54,7 @@ describe('which variables are warned about', () => {
       ...['PGHOST', 'PGPORT', 'PGUSER', 'PGPASSWORD', 'PGDATABASE'],
       ...['REDIS_PORT', 'REDIS_SERVICE_HOST', 'REDIS_SERVICE_PORT', 'REDIS_SERVICE_PORT_REDIS', 'REDIS_PORT_6379_TCP', 'REDIS_PORT_6379_TCP_ADDR', 'REDIS_PORT_6379_TCP_PORT', 'REDIS_PORT_6379_TCP_PROTO'],
       ...['DATABASE_PORT', 'DATABASE_SERVICE_HOST', 'HTTP_PORT', 'PETSTORE_ORDERS_PORT', 'PETSTORE_ORDERS_SERVICE_HOST', 'KUBERNETES_SERVICE_HOST', 'KUBERNETES_PORT_443_TCP_ADDR'],
+      'PETSTORE_API_KEY',
     ]
     assert.deepEqual(warned(foreign), {})
   })
