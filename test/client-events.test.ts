@@ -189,6 +189,21 @@ describe('client.events(): retries and errors, against a scripted server', () =>
     await assert.rejects(stream.next(), /giving up on service_unavailable/)
   })
 
+  it('a long poll held past the client\'s timeoutMs is not cut by it: its own bound is its wait', async () => {
+    const held: Step = (request, response) => {
+      const timer = setTimeout(() => page([7n], '7')(request, response), 400)
+      request.once('close', () => clearTimeout(timer))
+    }
+    reset([held])
+    const { port } = server.address() as AddressInfo
+    const impatient = createV2Client({ baseUrl: `http://127.0.0.1:${port}/v2`, apiKey: 'pso_test', timeoutMs: 50 })
+    const retries: EventsRetry[] = []
+    const [event] = await take(impatient.events({ wait: 1, onRetry: (retry) => void retries.push(retry) }), 1)
+    assert.equal(event!.id, '7')
+    assert.deepEqual(retries, [])
+    assert.equal(requests.length, 1)
+  })
+
   it('aborting the signal ends the loop without an error, also while a poll is held or a retry waits', async () => {
     reset([page([1n], '1')]) // then the poll for more is held
     const controller = new AbortController()

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from 'node:net'
 import { after, before, describe, it } from 'node:test'
 // The client's workspace package, as a user imports it: its built dist (npm run build first).
-import { createClient, type Order, type PetstoreClient } from '@petstore-orders/client'
+import { createClient, createV2Client, RequestTimeoutError, type Order, type PetstoreClient } from '@petstore-orders/client'
 import { CLIENT_TYPES_FILE, clientTypesFrom } from '../scripts/generate-client-types.js'
 import { expectApiError } from './support/client.js'
 import { startTestServer, type TestServer } from './support/harness.js'
@@ -123,6 +123,56 @@ describe('TypeScript client: responses that are not the API', () => {
   it('a 200 that is not a JSON array of orders is unexpected_response, never a wrong value', async () => {
     for (const prefix of ['fraction', 'object', 'broken', 'html']) {
       await expectApiError(createClient({ baseUrl: `${origin}/${prefix}/v1`, apiKey: 'k' }).listOrders(), 200, 'unexpected_response')
+    }
+  })
+})
+
+describe('TypeScript client: a server that takes the connection and answers nothing', () => {
+  let origin: string
+  let silent: NetServer
+  /** The requests it was sent (their first lines), in order. */
+  let received: string[] = []
+
+  before(async () => {
+    // A frozen process or a stalled proxy: the connection is accepted, the request read, nothing sent.
+    silent = createNetServer((socket) => {
+      socket.on('data', (data: Buffer) => received.push(...data.toString('latin1').split('\r\n').filter((line) => /^[A-Z]+ \//.test(line))))
+      socket.on('error', () => {})
+    })
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+    origin = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`
+  })
+  after(() => new Promise<void>((resolve) => silent.close(() => resolve())))
+
+  it('a call fails with a RequestTimeoutError after the client\'s timeoutMs, v1 and v2 alike', async () => {
+    received = []
+    const v1 = createClient({ baseUrl: `${origin}/v1`, apiKey: 'pso_k', timeoutMs: 200 })
+    await assert.rejects(v1.listOrders(), (error: unknown) => error instanceof RequestTimeoutError && error.timeoutMs === 200)
+    const v2 = createV2Client({ baseUrl: `${origin}/v2`, apiKey: 'pso_k', timeoutMs: 150 })
+    await assert.rejects(v2.getOrder(1n), (error: unknown) => error instanceof RequestTimeoutError && /no response within 150 ms/.test(error.message))
+    assert.deepEqual(received, ['GET /v1/store/orders HTTP/1.1', 'GET /v2/store/orders/1 HTTP/1.1'])
+  })
+
+  it('placeOrder retries a request with no response under the same key, then fails with the RequestTimeoutError', async () => {
+    received = []
+    const v2 = createV2Client({ baseUrl: `${origin}/v2`, apiKey: 'pso_k', timeoutMs: 100 })
+    const retries: unknown[] = []
+    await assert.rejects(
+      v2.placeOrder({ petId: 7n, quantity: 1 }, { idempotencyKey: 'cart-1', maxAttempts: 3, onRetry: ({ error }) => void retries.push(error) }),
+      RequestTimeoutError,
+    )
+    assert.equal(retries.length, 2)
+    assert.deepEqual(received, ['POST /v2/store/orders HTTP/1.1', 'POST /v2/store/orders HTTP/1.1', 'POST /v2/store/orders HTTP/1.1'])
+  })
+
+  it('the caller\'s signal still aborts first; a timeoutMs that is not a positive number is refused', async () => {
+    const v2 = createV2Client({ baseUrl: `${origin}/v2`, apiKey: 'pso_k', timeoutMs: 60_000 })
+    const controller = new AbortController()
+    const call = v2.getOrder(1n, { signal: controller.signal })
+    controller.abort(new Error('the caller gave up'))
+    await assert.rejects(call, /the caller gave up/)
+    for (const timeoutMs of [0, -1, Number.NaN, '5' as unknown as number]) {
+      assert.throws(() => createV2Client({ baseUrl: `${origin}/v2`, apiKey: 'pso_k', timeoutMs }), /timeoutMs: a number of milliseconds above 0, or Infinity/)
     }
   })
 })

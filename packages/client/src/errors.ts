@@ -3,7 +3,8 @@ import type { ErrorCode, ErrorCodeV2 } from './api-types.js'
 /**
  * A call that failed: the server answered with an error status (then `code` and `message` are those
  * of its Error body), or with a response the client cannot read (`code` is `unexpected_response`).
- * A request that got no response at all (network down, aborted) rejects with fetch's own error.
+ * A request that got no response at all (network down, aborted) rejects with fetch's own error,
+ * or with a {@link RequestTimeoutError} when none came in time.
  */
 export class PetstoreApiError extends Error {
   /** The HTTP status of the response. */
@@ -29,4 +30,16 @@ export class PetstoreApiError extends Error {
 /** A response the client cannot read, as an `unexpected_response` saying what was wrong with it. */
 export function unexpected(response: Response, message: string): PetstoreApiError {
   return new PetstoreApiError(response.status, 'unexpected_response', message, response.headers)
+}
+
+/**
+ * A request whose response did not begin within the client's `timeoutMs`: the server (or a proxy
+ * before it) took the connection but answered nothing. Whether the request took effect is unknown;
+ * placeOrder retries it with the same Idempotency-Key.
+ */
+export class RequestTimeoutError extends Error {
+  constructor(readonly timeoutMs: number) {
+    super(`no response within ${timeoutMs} ms`)
+    this.name = 'RequestTimeoutError'
+  }
 }

@@ -71,7 +71,8 @@ export function followEvents(call: Call, options: EventsOptions): OrderEventStre
     signal?.addEventListener('abort', onAbort, { once: true })
     const timer = setTimeout(() => controller.abort(new PollTimeoutError(wait * 1000 + POLL_GRACE_MS)), wait * 1000 + POLL_GRACE_MS)
     try {
-      const response = await call('GET', `store/order-events?${query.toString()}`, controller.signal)
+      // Bounded by its own timer, not the client's timeoutMs: a long poll waits on purpose.
+      const response = await call('GET', `store/order-events?${query.toString()}`, controller.signal, undefined, undefined, Infinity)
       return decodeEventsPage(await readJson(response), response)
     } finally {
       clearTimeout(timer)

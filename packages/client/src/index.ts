@@ -6,7 +6,7 @@
  * Its types come from the OpenAPI documents the service serves (./openapi-types.ts and
  * ./openapi-v2-types.ts, generated). int64
  * ids are `bigint`, exact to the last digit: responses are parsed with lossless-json, never through a
- * JS `number` (exact only up to 2^53). It needs nothing but `fetch` (Node.js 20+, or any runtime
+ * JS `number` (exact only up to 2^53). It needs nothing but `fetch` (Node.js 22+, or any runtime
  * that has it).
  *
  * Its modules, by job: transport.ts sends a request and turns an error status into a
@@ -35,7 +35,7 @@ export type {
   WebhookEndpointCreated,
   WebhookPingResult,
 } from './api-types.js'
-export { PetstoreApiError } from './errors.js'
+export { PetstoreApiError, RequestTimeoutError } from './errors.js'
 export type { EventsOptions, EventsRetry, OrderEventStream } from './follow-events.js'
 export type { OrderFilters, PageOptions } from './list-query.js'
 export type { PlaceOptions, PlaceOrderBody, PlaceRetry } from './place-order.js'

@@ -1,5 +1,5 @@
 // What is retried, and when: the backoff between attempts, and which failures each call retries.
-import { PetstoreApiError } from './errors.js'
+import { PetstoreApiError, RequestTimeoutError } from './errors.js'
 
 const RETRY_FIRST_MS = 100
 const RETRY_MAX_MS = 5000
@@ -49,7 +49,7 @@ export class ResponseCutOffError extends Error {
 /** Retried with the same key: no (whole) response, a 5xx, or the first request with the key still in flight. */
 export function isRetriedPlaceFailure(error: unknown): boolean {
   if (error instanceof PetstoreApiError) return error.status >= 500 || (error.status === 409 && error.code === 'idempotency_key_in_use')
-  if (error instanceof ResponseCutOffError) return true
+  if (error instanceof ResponseCutOffError || error instanceof RequestTimeoutError) return true
   // fetch's network errors are TypeErrors with the cause (refused, reset, closed); one without a
   // cause could never be sent (e.g. an API key with a newline), and an abort is not a TypeError.
   return error instanceof TypeError && error.cause !== undefined

@@ -2,7 +2,7 @@
 // and an error status turned into a PetstoreApiError.
 import { parse, stringify } from 'lossless-json'
 import { isRecord } from './decode.js'
-import { PetstoreApiError, unexpected } from './errors.js'
+import { PetstoreApiError, RequestTimeoutError, unexpected } from './errors.js'
 
 export interface ClientOptions {
   /**
@@ -15,7 +15,17 @@ export interface ClientOptions {
   apiKey: string
   /** The fetch to use; the global one by default. */
   fetch?: typeof globalThis.fetch
+  /**
+   * How long a request waits for its response to begin (its status and headers) before it fails
+   * with a RequestTimeoutError: 60,000 ms by default, `Infinity` for no limit. The body that follows
+   * is not bounded (a long list streams for as long as it takes); `events()` bounds its long polls
+   * by their own `wait`.
+   */
+  timeoutMs?: number
 }
+
+/** Longer than any answer the service holds back on purpose (a long poll: 30 s and its grace). */
+const DEFAULT_TIMEOUT_MS = 60_000
 
 export interface RequestOptions {
   signal?: AbortSignal
@@ -27,6 +37,8 @@ export type Call = (
   signal: AbortSignal | undefined,
   body?: unknown,
   extraHeaders?: Record<string, string>,
+  /** This request's bound on its response's start, in place of the client's `timeoutMs`. */
+  timeoutMs?: number,
 ) => Promise<Response>
 
 /** Sends requests to one server of one version: the key, JSON, errors as PetstoreApiError. */
@@ -36,14 +48,25 @@ export function caller(options: ClientOptions, version: 'v1' | 'v2'): Call {
   const fetchImpl = options.fetch ?? globalThis.fetch
   const headers = { authorization: `Bearer ${options.apiKey}`, accept: 'application/json' }
   const jsonHeaders = { ...headers, 'content-type': 'application/json' }
+  const clientTimeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
+  if (typeof clientTimeoutMs !== 'number' || !(clientTimeoutMs > 0)) throw new TypeError('timeoutMs: a number of milliseconds above 0, or Infinity')
 
-  return async (method, path, signal, body, extraHeaders) => {
+  return async (method, path, signal, body, extraHeaders, timeoutMs = clientTimeoutMs) => {
+    // The request's own abort, for its timeout: the caller's signal still aborts it too.
+    const timeout = new AbortController()
+    const timer = Number.isFinite(timeoutMs) ? setTimeout(() => timeout.abort(new RequestTimeoutError(timeoutMs)), timeoutMs) : undefined
+    const requestSignal = signal === undefined ? timeout.signal : AbortSignal.any([signal, timeout.signal])
     // lossless-json writes a bigint as a JSON integer, every digit (JSON.stringify refuses one).
     const init: RequestInit =
       body === undefined
-        ? { method, headers: { ...headers, ...extraHeaders }, signal, redirect: 'error' }
-        : { method, headers: { ...jsonHeaders, ...extraHeaders }, body: stringify(body) ?? 'null', signal, redirect: 'error' }
-    const response = await fetchImpl(new URL(path, base), init)
+        ? { method, headers: { ...headers, ...extraHeaders }, signal: requestSignal, redirect: 'error' }
+        : { method, headers: { ...jsonHeaders, ...extraHeaders }, body: stringify(body) ?? 'null', signal: requestSignal, redirect: 'error' }
+    let response: Response
+    try {
+      response = await fetchImpl(new URL(path, base), init)
+    } finally {
+      clearTimeout(timer) // once the response has begun, its body takes as long as it takes
+    }
     if (!response.ok) throw await errorOf(response)
     return response
   }
