@@ -80,20 +80,28 @@ describe('docs/client.md: the examples run with `node example.mts`', () => {
     assert.equal(stdout.replace(/\s+/g, ' ').trim(), expected.join(' '))
   })
 
-  it('runs the placeOrder example against 1,000 orders as the demo holds: placed, shipped, completed, a reused key refused', async () => {
-    const demo = await startTestServer('sqlite')
-    await demo.importOrders(Array.from({ length: 1000 }, (_, i) => ({ id: BigInt(i + 1), petId: 7n, quantity: 1 })))
-    const code = example('### Placing, shipping and completing orders (beta)')
+  /**
+   * Runs the first v2 example under `heading` as `node` does, against `server` with a key of
+   * orders:read and orders:write; checks it printed what its comments say (`outputs` of them).
+   */
+  async function runV2Example(server: TestServer, heading: string, file: string, outputs: number): Promise<void> {
+    const code = example(heading)
     assert.match(code, /'http:\/\/127\.0\.0\.1:8080\/v2'/)
-    writeFileSync(join(dir, 'place-example.mts'), code.replace("'http://127.0.0.1:8080/v2'", `'${demo.origin}/v2'`))
-    const key = await demo.createKey({ scopes: ['orders:read', 'orders:write'] })
-    const { stdout } = await promisify(execFile)(process.execPath, [...documentedNodeArgs().slice(0, -1), 'place-example.mts'], {
+    writeFileSync(join(dir, file), code.replace("'http://127.0.0.1:8080/v2'", `'${server.origin}/v2'`))
+    const key = await server.createKey({ scopes: ['orders:read', 'orders:write'] })
+    const { stdout } = await promisify(execFile)(process.execPath, [...documentedNodeArgs().slice(0, -1), file], {
       cwd: dir,
       env: { ...process.env, PETSTORE_API_KEY: key, NODE_OPTIONS: '' },
     })
     const expected = printedAsCommented(code)
-    assert.equal(expected.length, 2, 'two outputs commented in the example')
+    assert.equal(expected.length, outputs, `${outputs} outputs commented in the example`)
     assert.equal(stdout.replace(/\s+/g, ' ').trim(), expected.join(' '))
+  }
+
+  it('runs the placeOrder example against 1,000 orders as the demo holds: placed, shipped, completed, a reused key refused', async () => {
+    const demo = await startTestServer('sqlite')
+    await demo.importOrders(Array.from({ length: 1000 }, (_, i) => ({ id: BigInt(i + 1), petId: 7n, quantity: 1 })))
+    await runV2Example(demo, '### Placing, shipping and completing orders (beta)', 'place-example.mts', 2)
     const order = await demo.store.orders.find(1001n)
     assert.deepEqual([order?.status, order?.complete, order?.metadata], ['shipped', true, { cart: 'c-88' }])
   })
@@ -101,17 +109,7 @@ describe('docs/client.md: the examples run with `node example.mts`', () => {
   it('runs the updateOrder example: a change with ifMatch, a 412 handled, a metadata key removed', async () => {
     // Its own server: the v1 example cancels the order this one changes.
     const walk = await walkThroughServer()
-    const code = example('### Changing an order (beta)')
-    assert.match(code, /'http:\/\/127\.0\.0\.1:8080\/v2'/)
-    writeFileSync(join(dir, 'update-example.mts'), code.replace("'http://127.0.0.1:8080/v2'", `'${walk.origin}/v2'`))
-    const key = await walk.createKey({ scopes: ['orders:read', 'orders:write'] })
-    const { stdout } = await promisify(execFile)(process.execPath, [...documentedNodeArgs().slice(0, -1), 'update-example.mts'], {
-      cwd: dir,
-      env: { ...process.env, PETSTORE_API_KEY: key, NODE_OPTIONS: '' },
-    })
-    const expected = printedAsCommented(code)
-    assert.equal(expected.length, 5, 'five outputs commented in the example')
-    assert.equal(stdout.replace(/\s+/g, ' ').trim(), expected.join(' '))
+    await runV2Example(walk, '### Changing an order (beta)', 'update-example.mts', 5)
     const order = await walk.store.orders.find(9223372036854775807n)
     assert.deepEqual([order?.quantity, order?.metadata, order?.version], [3, { customer: 'c-1042' }, 3])
   })

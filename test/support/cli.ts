@@ -11,19 +11,7 @@ export interface Result {
 
 /** Runs the real binary to its end, stdin closed, stdout and stderr piped; in `cwd` when given. */
 export function cli(args: string[], env: Record<string, string | undefined> = {}, cwd?: string): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      cwd,
-      env: { ...process.env, PETSTORE_DEBUG: undefined, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-  })
+  return run(process.execPath, [BIN, ...args], env, cwd)
 }
 
 /**
@@ -31,11 +19,12 @@ export function cli(args: string[], env: Record<string, string | undefined> = {}
  * child's stdin from spawn is a socket, which `/dev/stdin` cannot be opened on), stdout and stderr piped.
  */
 export function cliFromPipe(args: string[], env: Record<string, string | undefined>, inputFile: string): Promise<Result> {
+  return run('sh', ['-c', 'input="$1"; shift; cat "$input" | "$@"', 'sh', inputFile, process.execPath, BIN, ...args], env)
+}
+
+function run(command: string, args: string[], env: Record<string, string | undefined>, cwd?: string): Promise<Result> {
   return new Promise((resolve, reject) => {
-    const child = spawn('sh', ['-c', 'input="$1"; shift; cat "$input" | "$@"', 'sh', inputFile, process.execPath, BIN, ...args], {
-      env: { ...process.env, PETSTORE_DEBUG: undefined, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
+    const child = spawn(command, args, { cwd, env: { ...process.env, PETSTORE_DEBUG: undefined, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
