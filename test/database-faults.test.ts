@@ -13,6 +13,7 @@ import { SqliteStore } from '../src/store/sqlite/sqlite-store.js'
 import { isUnavailable } from '../src/store/postgres/errors.js'
 import { bearer, createDatabase, eventually, expectError, order, records, startTestServer, type TestServer } from './support/harness.js'
 import { postgresSkipReason } from './support/postgres.js'
+import { assertOneLineError, cli } from './support/cli.js'
 import { spawnServer } from './support/server-process.js'
 import { privatePostgresUnavailable, startPrivatePostgres } from './support/private-postgres.js'
 
@@ -337,6 +338,29 @@ describe('SQLite locked by another process [sqlite]', () => {
       ids.map((id) => fetch(`${server.origin}/v1/store/orders/${id}`, { method: 'DELETE', headers: bearer(key) }).then((r) => r.status)),
     )
     assert.deepEqual(again, ids.map(() => 204))
+  })
+})
+
+describe('SQLite locked by another process, seen from the CLI [sqlite]', () => {
+  it('a write that cannot get the lock fails in one line saying another connection holds it, and changes nothing', async () => {
+    const database = await createDatabase('sqlite')
+    after(() => database.dispose())
+    const server = await startTestServer('sqlite', { database })
+    await server.importOrders([{ id: 1n }])
+    await server.close()
+    const other = new Database((database.config as { path: string }).path)
+    other.exec('BEGIN IMMEDIATE') // as a long import holds it
+    let result: Awaited<ReturnType<typeof cli>>
+    try {
+      result = await cli(['orders', 'ship', '1'], { DATABASE_URL: database.url })
+    } finally {
+      other.exec('ROLLBACK')
+      other.close()
+    }
+    assertOneLineError(result, 1, /SQLite is unavailable: another connection holds its write lock \(an import, a backup, another process\) \(SQLITE_BUSY\)/)
+    const check = new Database((database.config as { path: string }).path, { readonly: true })
+    assert.deepEqual(check.prepare('SELECT status FROM orders WHERE id = 1').get(), { status: 'pending' })
+    check.close()
   })
 })
 

@@ -34,11 +34,25 @@ export function connect(path: string, readonly: boolean, busyTimeoutMs: number, 
   return db
 }
 
+/** What each kind of unavailability means, for the one line an operator reads (the CLI's, the log's). */
+const REASONS: Record<string, string> = {
+  BUSY: 'another connection holds its write lock (an import, a backup, another process)',
+  LOCKED: 'a table of it is locked',
+  READONLY: 'it cannot be written',
+  IOERR: 'reading or writing its file failed',
+  FULL: 'the disk is full',
+  CANTOPEN: 'its file cannot be opened',
+  CORRUPT: 'its file is corrupt',
+  NOTADB: 'its file is not a SQLite database',
+  PROTOCOL: 'its locking protocol failed',
+}
+
 /** Rethrows a driver error as StoreUnavailableError when it means the database is unavailable. */
 export function classify(error: unknown): never {
   const code = (error as { code?: unknown }).code
-  if (typeof code === 'string' && UNAVAILABLE.test(code)) {
-    throw new StoreUnavailableError(`SQLite is unavailable (${code})`, { cause: error })
+  const kind = typeof code === 'string' ? UNAVAILABLE.exec(code)?.[1] : undefined
+  if (kind !== undefined) {
+    throw new StoreUnavailableError(`SQLite is unavailable: ${REASONS[kind]} (${code as string})`, { cause: error })
   }
   // better-sqlite3's own check, before SQLite is asked (a TypeError, named so when it comes from the
   // writer's thread): the database's folder was removed.
