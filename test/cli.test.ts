@@ -13,7 +13,7 @@ import { SqliteStore } from '../src/store/sqlite/sqlite-store.js'
 import type { Store } from '../src/store/store.js'
 import type { Order } from '../src/schemas/order.js'
 import { bearer, createDatabase, forEachStore, listedOrders, type StoreKind, type TestDatabaseHandle } from './support/harness.js'
-import { assertOk, assertOneLineError, cli, cliFromPipe } from './support/cli.js'
+import { assertOk, assertOneLineError, cli, cliFromPipe, cliToFile } from './support/cli.js'
 import { startDemo } from './support/demo.js'
 import { BIN, freePort, spawnServer } from './support/server-process.js'
 
@@ -430,6 +430,19 @@ function commandTests(kind: StoreKind): void {
     const second = await cli(['migrate'], env)
     assertOk(second)
     assert.equal(second.stdout, 'the database schema is up to date\n')
+  })
+
+  test('keys create whose key cannot be written (a full disk) makes no key: one line, exit 1', async () => {
+    const { database, env } = await fresh()
+    assertOk(await cli(['migrate'], env))
+    const result = await cliToFile(['keys', 'create', '--name', 'lost'], env, '/dev/full')
+    assert.equal(result.code, 1)
+    assert.match(result.stderr, /^petstore-orders: cannot write to standard output: ENOSPC[^\n]*\n$/)
+    assert.equal(await withStore(database, async (store) => (await store.apiKeys.list()).length), 0)
+    // And any other output to a full disk: the same line, not a trace.
+    const listed = await cliToFile(['--version'], env, '/dev/full')
+    assert.equal(listed.code, 1)
+    assert.match(listed.stderr, /^petstore-orders: cannot write to standard output: ENOSPC[^\n]*\n$/)
   })
 
   test('keys create prints the key alone; keys list never shows it; revoke by id and by prefix', async () => {

@@ -30,7 +30,17 @@ export class CommandError extends Error {
 export interface OutputStream {
   isTTY?: boolean
   columns?: number
-  write(text: string): unknown
+  /** `done` is called once the text is written, or with the error that stopped it. */
+  write(text: string, done?: (error?: Error | null) => void): unknown
+}
+
+/**
+ * Writes `text` and waits until it is written. A process's stdout that cannot be written (a full
+ * disk, a closed pipe) ends the process in its own error handler (main.ts) before this settles:
+ * what the caller does after it, it does only once the text is out.
+ */
+export function written(stream: OutputStream, text: string): Promise<void> {
+  return new Promise((resolve, reject) => stream.write(text, (error) => (error ? reject(error) : resolve())))
 }
 
 export interface Io {

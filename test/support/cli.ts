@@ -22,6 +22,11 @@ export function cliFromPipe(args: string[], env: Record<string, string | undefin
   return run('sh', ['-c', 'input="$1"; shift; cat "$input" | "$@"', 'sh', inputFile, process.execPath, BIN, ...args], env)
 }
 
+/** Runs the real binary to its end with its stdout sent to `outputFile` (`/dev/full`: a full disk). */
+export function cliToFile(args: string[], env: Record<string, string | undefined>, outputFile: string): Promise<Result> {
+  return run('sh', ['-c', 'output="$1"; shift; "$@" > "$output"', 'sh', outputFile, process.execPath, BIN, ...args], env)
+}
+
 function run(command: string, args: string[], env: Record<string, string | undefined>, cwd?: string): Promise<Result> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { cwd, env: { ...process.env, PETSTORE_DEBUG: undefined, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })

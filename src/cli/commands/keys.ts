@@ -1,7 +1,7 @@
 import { stringify as stringifyLossless } from 'lossless-json'
 import { DEFAULT_SCOPES, DISPLAY_PREFIX_LENGTH, holdsKeySecret, parseDuration, parseScopes, SCOPES, type ApiKey, type Scope } from '../../domain/api-keys.js'
 import { createKey } from '../../keys/create-key.js'
-import { CommandError, PROGRAM, printable, printRows, stringOption, UsageError, withStore, type Command } from '../command.js'
+import { CommandError, oneLine, PROGRAM, printable, printRows, stringOption, UsageError, withStore, written, type Command } from '../command.js'
 
 const MAX_KEY_NAME_LENGTH = 100
 
@@ -54,8 +54,18 @@ Examples:
     } catch (error) {
       throw new UsageError((error as Error).message.replace(/^invalid duration/, 'invalid --expires-in'))
     }
-    const { key, secret } = await withStore(io, (store) => createKey(store.apiKeys, { name, scopes, expiresAt }))
-    io.stdout.write(`${secret}\n`)
+    // The key is printed before it is stored: a key whose secret cannot be written (a full disk, a
+    // closed pipe) is never made, where one stored first would be a working key nobody holds.
+    let printed = false
+    const { key } = await withStore(io, (store) =>
+      createKey(store.apiKeys, { name, scopes, expiresAt }, async (secret) => {
+        await written(io.stdout, `${secret}\n`)
+        printed = true
+      }),
+    ).catch((error: unknown) => {
+      if (!printed) throw error
+      throw new CommandError(`${oneLine((error as Error).message)}; the key printed above was not created`, { cause: error })
+    })
     io.stderr.write(
       `created key ${key.id} "${printable(key.name)}" (${key.displayPrefix}), scopes ${key.scopes.join(',')}, ` +
         `${key.expiresAt === null ? 'never expires' : `expires ${key.expiresAt.toISOString()}`}; ` +
