@@ -76,7 +76,7 @@ function isJsonWhitespace(code: number): boolean {
  * `input` than it needs to tell, and hands back the whole input, from its first byte, as `chunks`:
  * the input is read once, so a pipe works as a file does.
  */
-export async function detectFormat(input: AsyncIterable<Buffer | string>): Promise<{ format: ImportFormat; chunks: AsyncIterable<Buffer> }> {
+export async function detectFormat(input: AsyncIterable<Buffer>): Promise<{ format: ImportFormat; chunks: AsyncIterable<Buffer> }> {
   const iterator = input[Symbol.asyncIterator]()
   const held: Buffer[] = []
   let ended = false
@@ -90,7 +90,7 @@ export async function detectFormat(input: AsyncIterable<Buffer | string>): Promi
       format = 'ndjson'
       break
     }
-    const chunk = typeof next.value === 'string' ? Buffer.from(next.value) : next.value
+    const chunk = next.value
     held.push(chunk)
     for (let i = 0; i < chunk.length && format === undefined; i++, position++) {
       const byte = chunk[i]!
@@ -102,9 +102,7 @@ export async function detectFormat(input: AsyncIterable<Buffer | string>): Promi
   async function* chunks(): AsyncGenerator<Buffer> {
     yield* held
     if (ended) return
-    for (let next = await iterator.next(); next.done !== true; next = await iterator.next()) {
-      yield typeof next.value === 'string' ? Buffer.from(next.value) : next.value
-    }
+    for (let next = await iterator.next(); next.done !== true; next = await iterator.next()) yield next.value
   }
   return { format, chunks: chunks() }
 }
@@ -113,7 +111,7 @@ export async function detectFormat(input: AsyncIterable<Buffer | string>): Promi
 export async function* readJsonRecords(source: ImportSource): AsyncGenerator<RawRecord> {
   const input = source.open()
   try {
-    const { format, chunks } = await detectFormat(input)
+    const { format, chunks } = await detectFormat(input as AsyncIterable<Buffer>) // no encoding set: bytes
     if (format === 'json-array') yield* readJsonArray(chunks, source)
     else yield* readNdjson(chunks)
   } finally {
