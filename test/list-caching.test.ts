@@ -38,6 +38,9 @@ forEachStore('listOrders caching and compression', (kind) => {
     assert.equal((await list({ 'if-none-match': `"nope", W/${etag}` })).status, 304)
     assert.equal((await list({ 'if-none-match': '*' })).status, 304)
     assert.equal((await list({ 'if-none-match': '"0"' })).status, 200)
+    // HEAD alike, with no Content-Length: RFC 9110 §8.6 allows only the 200's (Fastify's HEAD route would write 0).
+    const head = await fetch(`${server.origin}/v1/store/orders`, { method: 'HEAD', headers: { ...bearer(key), 'accept-encoding': 'identity', 'if-none-match': etag! } })
+    assert.deepEqual([head.status, head.headers.get('etag'), head.headers.get('content-length'), head.headers.get('content-type')], [304, etag, null, null])
   })
 
   it('answers 200 with a new ETag and the new list after a cancel', async () => {

@@ -54,8 +54,9 @@ forEachStore('v2 updateOrder, ETags and preconditions', (kind) => {
   async function getOrder(
     id: string,
     headers: Record<string, string> = {},
+    method = 'GET',
   ): Promise<{ status: number; text: string; etag: string | null; type: string | null; length: string | null }> {
-    const response = await fetch(`${server.origin}/v2/store/orders/${id}`, { headers: { ...bearer(key), ...headers } })
+    const response = await fetch(`${server.origin}/v2/store/orders/${id}`, { method, headers: { ...bearer(key), ...headers } })
     const { status } = response
     return { status, text: await response.text(), etag: response.headers.get('etag'), type: response.headers.get('content-type'), length: response.headers.get('content-length') }
   }
@@ -338,7 +339,12 @@ forEachStore('v2 updateOrder, ETags and preconditions', (kind) => {
         assert.deepEqual([held.status, held.text, held.etag], [304, '', '"1"'], value)
         // No body: so neither a type nor a length the 200 would not have (RFC 9110 §8.6).
         assert.deepEqual([held.type, held.length], [null, null], value)
+        // HEAD alike: a Content-Length only as the 200's, so none (Fastify's HEAD route would write 0).
+        const head = await getOrder(order.id, { 'if-none-match': value }, 'HEAD')
+        assert.deepEqual([head.status, head.text, head.etag, head.type, head.length], [304, '', '"1"', null, null], `HEAD ${value}`)
       }
+      const head = await getOrder(order.id, {}, 'HEAD')
+      assert.deepEqual([head.status, head.text, head.etag, head.length], [200, '', '"1"', String(Buffer.byteLength(first.text))])
       await patched(order.id, { quantity: 6 })
       const changed = await getOrder(order.id, { 'if-none-match': '"1"' })
       assert.deepEqual([changed.status, changed.etag], [200, '"2"'])

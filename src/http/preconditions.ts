@@ -1,7 +1,10 @@
+import { Readable } from 'node:stream'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { ApiError } from '../errors.js'
 
 // An order's entity tag is its version (domain/orders.ts), quoted: `"3"`. Always strong: two
-// representations of one version are the same bytes.
+// representations of one version are the same bytes. The v1 list has its own (routes/orders.ts);
+// If-None-Match and the 304 are the same for both.
 
 /** The ETag of an order at `version`. */
 export function etag(version: number): string {
@@ -23,15 +26,24 @@ export function expectedVersion(header: string | undefined): number | undefined 
 }
 
 /**
- * Whether an `If-None-Match` (RFC 9110 §13.1.2) matches the order at `version`, so that a GET is
- * answered 304: `*`, or a list holding its ETag (weak comparison: W/"3" matches "3").
+ * Whether an `If-None-Match` (RFC 9110 §13.1.2) holds the `current` ETag, so that a GET or HEAD is
+ * answered 304: `*`, or a list holding it (weak comparison: W/"3" matches "3").
  */
-export function noneMatchHits(header: string | string[] | undefined, version: number): boolean {
+export function noneMatchHits(header: string | string[] | undefined, current: string): boolean {
   if (header === undefined) return false
   const value = Array.isArray(header) ? header.join(',') : header
   if (value.trim() === '*') return true
-  const current = `"${version}"`
   return value.split(',').some((tag) => tag.trim().replace(/^W\//, '') === current)
+}
+
+/**
+ * 304 with no body at all: no `null` serialized, so neither Content-Type nor a Content-Length the
+ * 200 would not have (RFC 9110 §8.6). Fastify's generated HEAD route writes `Content-Length: 0` on
+ * a reply sent without a payload, whatever its status; an empty stream is a payload it drains
+ * without writing one.
+ */
+export function notModified(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  return reply.code(304).send(request.method === 'HEAD' ? Readable.from([]) : undefined)
 }
 
 /** 412 for a write whose If-Match names another version than `current`: the body names the current one. */

@@ -12,6 +12,7 @@ import type { JsonPage } from '../../store/store.js'
 import { ListCache } from '../list-cache.js'
 import { then, type MaybePromise } from '../../maybe-async.js'
 import { limitSendTime, sendBody } from '../send-file.js'
+import { noneMatchHits, notModified } from '../preconditions.js'
 import { textBody } from '../strict-body.js'
 import { operation } from './operation.js'
 
@@ -50,8 +51,8 @@ export function ordersRoutes(app: ApiApp): void {
     // Strong ETag: one per data version and per encoding (a different representation).
     const etag = encoding === 'identity' ? `"${version}"` : `"${version}-${encoding}"`
     reply.headers({ etag, vary: 'Accept-Encoding', 'cache-control': 'private, no-cache' })
-    if (matchesIfNoneMatch(request.headers['if-none-match'], etag)) {
-      reply.code(304).send()
+    if (noneMatchHits(request.headers['if-none-match'], etag)) {
+      notModified(request, reply)
       return undefined
     }
     reply.type('application/json; charset=utf-8')
@@ -216,14 +217,5 @@ function brotli(): NodeJS.ReadWriteStream {
   return createBrotliCompress({
     ...CHUNKING,
     params: { [zlib.BROTLI_PARAM_QUALITY]: 1, [zlib.BROTLI_PARAM_MODE]: zlib.BROTLI_MODE_TEXT },
-  })
-}
-
-/** RFC 9110 §13.1.2: weak comparison against each listed tag, or `*`. */
-function matchesIfNoneMatch(header: string | undefined, etag: string): boolean {
-  if (header === undefined) return false
-  return header.split(',').some((candidate) => {
-    const tag = candidate.trim()
-    return tag === '*' || tag.replace(/^W\//, '') === etag
   })
 }

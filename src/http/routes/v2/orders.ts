@@ -4,7 +4,7 @@ import { metadataFilter, type OrderFilters } from '../../../domain/order-pages.j
 import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
 import { IfNoneMatchHeaders, ListOrdersQuery, NoQuery, OrderIdV2Params, OrderPage, OrderV2Ref, toApiOrderV2 } from '../../../schemas/order-v2.js'
-import { etag, noneMatchHits } from '../../preconditions.js'
+import { etag, noneMatchHits, notModified } from '../../preconditions.js'
 import type { ApiApp } from '../../api-app.js'
 import { Cursors } from '../../cursor.js'
 import { operation } from '../operation.js'
@@ -101,15 +101,10 @@ export function ordersV2Routes(app: ApiApp): void {
       const record = await store.orders.find(request.params.orderId)
       if (record === undefined) throw new ApiError('order_not_found', 'No order has this id.')
       reply.header('etag', etag(record.version))
-      if (noneMatchHits(request.headers['if-none-match'], record.version)) return notModified(reply)
+      if (noneMatchHits(request.headers['if-none-match'], etag(record.version))) return notModified(request, reply)
       return toApiOrderV2(record)
     },
   )
-}
-
-/** 304 with no body at all: no `null` serialized, so neither Content-Type nor a Content-Length the 200 would not have. */
-function notModified(reply: FastifyReply): FastifyReply {
-  return reply.code(304).send()
 }
 
 /** A body already serialized: sent as it is, as the route's serializer would have sent it. */
