@@ -15,7 +15,11 @@ export const ERRORS = {
   },
   invalid_if_match: {
     status: 400,
-    message: 'If-Match must be * or one ETag this API gave for the order, such as "3".',
+    message: 'If-Match must be * or a list of ETags, such as "3".',
+  },
+  invalid_if_none_match: {
+    status: 400,
+    message: 'If-None-Match must be * or a list of ETags, such as "3".',
   },
   invalid_cursor: {
     status: 400,
@@ -85,6 +89,7 @@ const V2_ONLY_ERROR_CODES: readonly ErrorCode[] = [
   'invalid_cursor',
   'invalid_idempotency_key',
   'invalid_if_match',
+  'invalid_if_none_match',
   'order_cancelled',
   'order_not_pending',
   'precondition_failed',

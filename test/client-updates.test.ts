@@ -102,8 +102,9 @@ forEachStore('TypeScript client, v2 updateOrder and If-Match against a real serv
     assert.match(stale.message, /version 5\b/)
     const now = await client.getOrder(placed.id)
     assert.deepEqual([now.quantity, now.version, now.metadata], [8, 5, undefined], 'nothing changed')
-    // Not one ETag of this API: 400, nothing changed.
-    await expectApiError(client.updateOrder(placed.id, { quantity: 9 }, { ifMatch: 'W/"5"' }), 400, 'invalid_if_match')
+    // A weak tag never matches (strong comparison): 412; not an ETag at all: 400. Nothing changed either way.
+    await expectApiError(client.updateOrder(placed.id, { quantity: 9 }, { ifMatch: 'W/"5"' }), 412, 'precondition_failed')
+    await expectApiError(client.updateOrder(placed.id, { quantity: 9 }, { ifMatch: 'five' }), 400, 'invalid_if_match')
     assert.equal((await client.getOrder(placed.id)).version, 5)
   })
 

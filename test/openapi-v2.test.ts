@@ -121,7 +121,7 @@ describe('OpenAPI document of v2', () => {
       assert.ok((op.description ?? '').length > (op.summary ?? '').length)
     }
     assert.deepEqual(Object.keys(list.responses).sort(), ['200', '400', '401', '403', 'default'])
-    assert.deepEqual(Object.keys(get.responses).sort(), ['200', '304', '400', '401', '403', '404', 'default'])
+    assert.deepEqual(Object.keys(get.responses).sort(), ['200', '304', '400', '401', '403', '404', '412', 'default'])
     assert.equal(get.responses['304']!.content, undefined, 'a 304 has no body')
     assert.deepEqual(get.responses['304']!.headers!.ETag, { $ref: '#/components/headers/ETag' })
     assert.deepEqual(get.responses['200']!.headers!.ETag, { $ref: '#/components/headers/ETag' })
@@ -129,7 +129,7 @@ describe('OpenAPI document of v2', () => {
     assert.deepEqual(Object.keys(cancel.responses).sort(), ['200', '204', '400', '401', '403', '404', '409', '412', '415', 'default'])
     assert.equal(cancel.responses['204']!.content, undefined, 'a key without orders:read gets no body')
     assert.deepEqual(cancel.responses['200']!.content!['application/json']!.schema, { $ref: '#/components/schemas/Order' })
-    assert.deepEqual(Object.keys(cancel.responses['400']!.content!['application/json']!.examples!), ['invalid_order_id', 'invalid_body', 'invalid_parameter', 'invalid_if_match'])
+    assert.deepEqual(Object.keys(cancel.responses['400']!.content!['application/json']!.examples!), ['invalid_order_id', 'invalid_body', 'invalid_parameter', 'invalid_if_match', 'invalid_if_none_match'])
   })
 
   it('documents cancelOrder\'s optional body: only `reason`, one of the five, with an example', () => {
@@ -142,7 +142,7 @@ describe('OpenAPI document of v2', () => {
     assert.equal(media.schema.additionalProperties, false)
     assert.equal(media.schema.required, undefined)
     assert.deepEqual(media.example, { reason: 'customer_request' })
-    assert.deepEqual(doc.paths['/store/orders/{orderId}/cancel']!.post!.parameters!.map((p) => [p.name, p.in]), [['orderId', 'path'], ['If-Match', 'header']])
+    assert.deepEqual(doc.paths['/store/orders/{orderId}/cancel']!.post!.parameters!.map((p) => [p.name, p.in]), [['orderId', 'path'], ['If-Match', 'header'], ['If-None-Match', 'header']])
   })
 
   it('describes placeOrder, shipOrder and completeOrder: beta, scope orders:write, every error code of each', () => {
@@ -182,7 +182,7 @@ describe('OpenAPI document of v2', () => {
       422: ['idempotency_key_reused'],
     })
     assert.deepEqual(errorsOf('shipOrder'), {
-      400: ['invalid_order_id', 'invalid_body', 'invalid_parameter', 'invalid_if_match'],
+      400: ['invalid_order_id', 'invalid_body', 'invalid_parameter', 'invalid_if_match', 'invalid_if_none_match'],
       401: ['unauthorized'],
       403: ['insufficient_scope'],
       404: ['order_not_found'],
@@ -191,7 +191,7 @@ describe('OpenAPI document of v2', () => {
       415: ['unsupported_media_type'],
     })
     assert.deepEqual(errorsOf('updateOrder'), {
-      400: ['invalid_order_id', 'invalid_body', 'invalid_parameter', 'invalid_if_match'],
+      400: ['invalid_order_id', 'invalid_body', 'invalid_parameter', 'invalid_if_match', 'invalid_if_none_match'],
       401: ['unauthorized'],
       403: ['insufficient_scope'],
       404: ['order_not_found'],
@@ -226,7 +226,7 @@ describe('OpenAPI document of v2', () => {
       const op = doc.paths[path]!.post!
       assert.deepEqual(op.requestBody!.content['application/json']!.schema.properties, {}, path)
       assert.equal(op.requestBody!.required, false, path)
-      assert.deepEqual(op.parameters!.map((p) => [p.name, p.in]).sort(), [['If-Match', 'header'], ['orderId', 'path']], path)
+      assert.deepEqual(op.parameters!.map((p) => [p.name, p.in]).sort(), [['If-Match', 'header'], ['If-None-Match', 'header'], ['orderId', 'path']], path)
     }
   })
 

@@ -301,10 +301,26 @@ forEachStore('v2 updateOrder, ETags and preconditions', (kind) => {
       await expectError(await patch(order.id, {}, { 'if-match': '"2"' }), 412, 'precondition_failed')
     })
 
-    it('refuses what is not * or one ETag of this API with 400 invalid_if_match', async () => {
+    it('takes a list of ETags (any of them), and judges a weak or unknown tag as never matching: 412, not 400', async () => {
+      const order = await placed()
+      await patched(order.id, { quantity: 3 }) // version 2
+      // A list holds when any tag is the current one; empty elements are nothing (RFC 9110 §5.6.1).
+      assert.equal((await patched(order.id, { quantity: 4 }, { 'if-match': '"1", "2"' })).order.version, 3)
+      assert.equal((await patched(order.id, { quantity: 5 }, { 'if-match': ' , "3",' })).order.version, 4)
+      const before = await snapshot(order.id)
+      // Strong comparison: W/"4" never matches; a tag this API never gave matches no order.
+      for (const value of ['W/"4"', '"1", "2"', '"abc"', '""', '"0"', '"04"', '"9999999999"', '"2147483648"']) {
+        const refused = await patch(order.id, { quantity: 6 }, { 'if-match': value })
+        assert.equal(refused.headers.get('etag'), '"4"', value)
+        await expectError(refused, 412, 'precondition_failed')
+      }
+      await unchanged(order.id, before)
+    })
+
+    it('refuses an If-Match that is not * or a list of ETags with 400 invalid_if_match, and changes nothing', async () => {
       const order = await placed()
       const before = await snapshot(order.id)
-      for (const value of ['1', 'W/"1"', '"1", "2"', '"abc"', '""', '"0"', '"01"', '"9999999999"']) {
+      for (const value of ['1', '"1', 'W/1', '"1" "2"', '*, "1"', 'W/ "1"', '"a"b"']) {
         await expectError(await patch(order.id, { quantity: 5 }, { 'if-match': value }), 400, 'invalid_if_match')
       }
       await unchanged(order.id, before)
@@ -329,6 +345,39 @@ forEachStore('v2 updateOrder, ETags and preconditions', (kind) => {
     })
   })
 
+  describe('If-None-Match on writes', () => {
+    it('refuses a write to the version it names, or to any order with *: 412, nothing changed; another version goes through', async () => {
+      const order = await placed()
+      const before = await snapshot(order.id)
+      const named = await patch(order.id, { quantity: 5 }, { 'if-none-match': 'W/"1"' })
+      assert.equal(named.headers.get('etag'), '"1"')
+      assert.match((await expectError(named, 412, 'precondition_failed')).message as string, /If-None-Match names that version/)
+      assert.match((await expectError(await patch(order.id, { quantity: 5 }, { 'if-none-match': '*' }), 412, 'precondition_failed')).message as string, /If-None-Match: \*/)
+      await unchanged(order.id, before)
+      assert.equal((await patched(order.id, { quantity: 5 }, { 'if-none-match': '"7", "8"' })).order.version, 2)
+      // If-Match is judged first, then If-None-Match (RFC 9110 §13.2.2); both must hold.
+      await expectError(await patch(order.id, { quantity: 6 }, { 'if-match': '"2"', 'if-none-match': '"2"' }), 412, 'precondition_failed')
+      assert.equal((await patched(order.id, { quantity: 6 }, { 'if-match': '"2"', 'if-none-match': '"1"' })).order.version, 3)
+      // Ship, complete and cancel alike; an order that does not exist is 404 first.
+      for (const action of ['ship', 'complete', 'cancel']) {
+        const response = await fetch(`${server.origin}/v2/store/orders/${order.id}/${action}`, { method: 'POST', headers: { ...bearer(key), 'if-none-match': '"3"' } })
+        await expectError(response, 412, 'precondition_failed')
+        const missing = await fetch(`${server.origin}/v2/store/orders/987654321/${action}`, { method: 'POST', headers: { ...bearer(key), 'if-none-match': '*' } })
+        await expectError(missing, 404, 'order_not_found')
+      }
+      assert.equal((await getOrder(order.id)).etag, '"3"')
+    })
+
+    it('refuses an If-None-Match that is not * or a list of ETags with 400 invalid_if_none_match, and changes nothing', async () => {
+      const order = await placed()
+      const before = await snapshot(order.id)
+      for (const value of ['1', 'garbage', '"1" "2"']) {
+        await expectError(await patch(order.id, { quantity: 5 }, { 'if-none-match': value }), 400, 'invalid_if_none_match')
+      }
+      await unchanged(order.id, before)
+    })
+  })
+
   describe('If-None-Match on getOrder', () => {
     it('answers 304 with the ETag and no body while the order is at that version, 200 once it changed', async () => {
       const order = await placed()
@@ -349,7 +398,19 @@ forEachStore('v2 updateOrder, ETags and preconditions', (kind) => {
       const changed = await getOrder(order.id, { 'if-none-match': '"1"' })
       assert.deepEqual([changed.status, changed.etag], [200, '"2"'])
       assert.equal(parseExact<Order>(changed.text).quantity, 6)
-      assert.equal((await getOrder(order.id, { 'if-none-match': 'garbage' })).status, 200)
+      assert.equal((await getOrder(order.id, { 'if-none-match': 'garbage' })).status, 400)
+    })
+
+    it('judges If-Match first: 412 naming the current version when it names another, before any 304', async () => {
+      const order = await placed()
+      for (const headers of [{ 'if-match': '"7"' }, { 'if-match': 'W/"1"' }, { 'if-match': '"7"', 'if-none-match': '"1"' }] as Record<string, string>[]) {
+        const refused = await getOrder(order.id, headers)
+        assert.deepEqual([refused.status, refused.etag], [412, '"1"'], JSON.stringify(headers))
+        assert.equal((JSON.parse(refused.text) as { code: string }).code, 'precondition_failed')
+      }
+      assert.equal((await getOrder(order.id, { 'if-match': '"1"', 'if-none-match': '"1"' })).status, 304)
+      assert.equal((await getOrder(order.id, { 'if-match': '"5", "1"' })).status, 200)
+      assert.equal((await getOrder(order.id, { 'if-match': 'nope' })).status, 400)
     })
   })
 

@@ -6,14 +6,18 @@ export interface HeadersSchema {
 }
 
 // The error each checked header answers with when it is malformed.
-const INVALID: Record<string, ErrorCode> = { 'idempotency-key': 'invalid_idempotency_key', 'if-match': 'invalid_if_match' }
+const INVALID: Record<string, ErrorCode> = {
+  'idempotency-key': 'invalid_idempotency_key',
+  'if-match': 'invalid_if_match',
+  'if-none-match': 'invalid_if_none_match',
+}
 
 /**
  * Validates the request headers a route's schema names with a `pattern`: each, when present, must
  * match it, else it is 400 with the header's own code (Fastify's default validator would answer a
- * generic 400). A header named without a pattern is documented only (If-None-Match: one that matches
- * nothing is simply no match), and every other header is left alone. A header sent twice reaches
- * here joined by ", " (Node joins repeated unknown headers), which no pattern without spaces accepts.
+ * generic 400). A header named without a pattern is documented only, and every other header is left
+ * alone. A header sent twice reaches here joined by ", " (Node joins repeated headers): If-Match and
+ * If-None-Match are lists, whose pattern takes that; Idempotency-Key's, without spaces, does not.
  */
 export function strictHeadersValidator(schema: HeadersSchema): (headers: unknown) => { value: unknown } | { error: ApiError } {
   const checks = Object.entries(schema.properties ?? {}).flatMap(([name, property]) => {

@@ -38,7 +38,7 @@ export interface paths {
         };
         /**
          * Show an order
-         * @description Returns the order with its status, cancelled orders included, and its version as `ETag`. With `If-None-Match` holding that ETag, 304 and no body while the order has not changed. Requires the `orders:read` scope.
+         * @description Returns the order with its status, cancelled orders included, and its version as `ETag`. With `If-None-Match` holding that ETag, 304 and no body while the order has not changed; with `If-Match`, 412 unless the order is at a version it names. Requires the `orders:read` scope.
          */
         get: operations["getOrder"];
         put?: never;
@@ -64,7 +64,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel an order
-         * @description Cancels a pending order and returns it, with `status` `cancelled`, `cancelledAt` and the `reason` given, if any. The 200 is sent only once the cancellation is durable. Safe to retry: an order already cancelled (by this request before a lost response, by another client, or through v1) is returned as it stands, with the first cancellation's time and reason — a retry with another reason does not change them. Of any number of concurrent cancels of one order, on any number of instances, exactly one cancels it and all of them return the same `cancelledAt`. A shipped order cannot be cancelled (409). The body is optional; without one, no reason is recorded. Requires the `orders:cancel` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again). With `If-Match` (the order's `ETag`), only an order still at that version is changed: 412 `precondition_failed` otherwise, nothing changed.
+         * @description Cancels a pending order and returns it, with `status` `cancelled`, `cancelledAt` and the `reason` given, if any. The 200 is sent only once the cancellation is durable. Safe to retry: an order already cancelled (by this request before a lost response, by another client, or through v1) is returned as it stands, with the first cancellation's time and reason — a retry with another reason does not change them. Of any number of concurrent cancels of one order, on any number of instances, exactly one cancels it and all of them return the same `cancelledAt`. A shipped order cannot be cancelled (409). The body is optional; without one, no reason is recorded. Requires the `orders:cancel` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again). With `If-Match` (the order's `ETag`), only an order still at that version is changed; with `If-None-Match`, only one not at it (`*`: none): 412 `precondition_failed` otherwise, nothing changed.
          */
         post: operations["cancelOrder"];
         delete?: never;
@@ -84,7 +84,7 @@ export interface paths {
         put?: never;
         /**
          * Ship an order
-         * @description Ships a pending order: its `status` becomes `shipped` and `shippedAt` is set; 200 with the order once the change is durable, with its `order.shipped` event in the feed. Safe to retry: an order already shipped is returned as it stands (its first `shippedAt`). A cancelled order cannot be shipped (409); of a ship and a cancel racing on one pending order, on any instances, exactly one wins. No body, or `{}`. Requires the `orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again). With `If-Match` (the order's `ETag`), only an order still at that version is changed: 412 `precondition_failed` otherwise, nothing changed.
+         * @description Ships a pending order: its `status` becomes `shipped` and `shippedAt` is set; 200 with the order once the change is durable, with its `order.shipped` event in the feed. Safe to retry: an order already shipped is returned as it stands (its first `shippedAt`). A cancelled order cannot be shipped (409); of a ship and a cancel racing on one pending order, on any instances, exactly one wins. No body, or `{}`. Requires the `orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again). With `If-Match` (the order's `ETag`), only an order still at that version is changed; with `If-None-Match`, only one not at it (`*`: none): 412 `precondition_failed` otherwise, nothing changed.
          */
         post: operations["shipOrder"];
         delete?: never;
@@ -104,7 +104,7 @@ export interface paths {
         put?: never;
         /**
          * Complete an order
-         * @description Marks a shipped order fulfilled: `complete` becomes `true` and `completedAt` is set; 200 with the order once the change is durable, with its `order.completed` event in the feed. Safe to retry: an order already complete is returned as it stands (its first `completedAt`). Only a shipped order can be completed: a pending or a cancelled one is 409. No body, or `{}`. Requires the `orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again). With `If-Match` (the order's `ETag`), only an order still at that version is changed: 412 `precondition_failed` otherwise, nothing changed.
+         * @description Marks a shipped order fulfilled: `complete` becomes `true` and `completedAt` is set; 200 with the order once the change is durable, with its `order.completed` event in the feed. Safe to retry: an order already complete is returned as it stands (its first `completedAt`). Only a shipped order can be completed: a pending or a cancelled one is 409. No body, or `{}`. Requires the `orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again). With `If-Match` (the order's `ETag`), only an order still at that version is changed; with `If-None-Match`, only one not at it (`*`: none): 412 `precondition_failed` otherwise, nothing changed.
          */
         post: operations["completeOrder"];
         delete?: never;
@@ -416,7 +416,7 @@ export interface components {
              * @description Machine-readable error code
              * @enum {string}
              */
-            code: "bad_request" | "invalid_order_id" | "invalid_endpoint_id" | "invalid_body" | "invalid_parameter" | "invalid_idempotency_key" | "invalid_if_match" | "invalid_cursor" | "invalid_webhook_url" | "unauthorized" | "insufficient_scope" | "not_found" | "order_not_found" | "webhook_endpoint_not_found" | "method_not_allowed" | "request_timeout" | "order_already_shipped" | "order_cancelled" | "order_not_shipped" | "order_not_pending" | "idempotency_key_in_use" | "order_ids_exhausted" | "webhook_endpoint_limit" | "ping_in_flight" | "events_expired" | "precondition_failed" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "headers_too_large" | "internal_error" | "service_unavailable";
+            code: "bad_request" | "invalid_order_id" | "invalid_endpoint_id" | "invalid_body" | "invalid_parameter" | "invalid_idempotency_key" | "invalid_if_match" | "invalid_if_none_match" | "invalid_cursor" | "invalid_webhook_url" | "unauthorized" | "insufficient_scope" | "not_found" | "order_not_found" | "webhook_endpoint_not_found" | "method_not_allowed" | "request_timeout" | "order_already_shipped" | "order_cancelled" | "order_not_shipped" | "order_not_pending" | "idempotency_key_in_use" | "order_ids_exhausted" | "webhook_endpoint_limit" | "ping_in_flight" | "events_expired" | "precondition_failed" | "payload_too_large" | "uri_too_long" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "headers_too_large" | "internal_error" | "service_unavailable";
             /** @description Human-readable description of the error */
             message: string;
             /** @description The HTTP status code */
@@ -902,8 +902,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The `ETag` of a copy held, such as `"3"`: 304 with no body while the order is still at that version */
+                /** @description The `ETag` of a copy held, such as `"3"` (or a list, or `*`): 304 with no body while the order is still at that version */
                 "If-None-Match"?: string;
+                /** @description Answer only if the order is at this version, such as `"3"` (or any of a list, or `*`): 412 `precondition_failed` otherwise */
+                "If-Match"?: string;
             };
             path: {
                 /** @description The identifier of the order */
@@ -937,7 +939,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); a query parameter was sent (`invalid_parameter`) */
+            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); a query parameter was sent (`invalid_parameter`); `If-Match` or `If-None-Match` is not `*` or a list of ETags (`invalid_if_match`, `invalid_if_none_match`) */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -987,6 +989,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The order is at a version `If-Match` does not name (`precondition_failed`): the message and the `ETag` header name the current one */
+            412: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Any request may also get one of these: 408 `request_timeout`, 413 `payload_too_large`, 414 `uri_too_long`, 429 `rate_limited`, 431 `headers_too_large`, 500 `internal_error`, 503 `service_unavailable`. 429 and 503 say in `Retry-After` when to retry. */
             default: {
                 headers: {
@@ -1006,8 +1020,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Change the order only if it is still at this version: its `ETag`, such as `"3"` (or `*`: any). Another version is 412 `precondition_failed`, and nothing changes. Without it the write applies to the order as it stands. */
+                /** @description Change the order only if it is still at this version: its `ETag`, such as `"3"` (a list: any of them; `*`: any version). Another version is 412 `precondition_failed`, and nothing changes; a weak tag never matches. Without it the write applies to the order as it stands. */
                 "If-Match"?: string;
+                /** @description Change the order only if it is not at this version (a list: none of them); `*` refuses any existing order. Otherwise 412 `precondition_failed`, and nothing changes. */
+                "If-None-Match"?: string;
             };
             path: {
                 /** @description The identifier of the order */
@@ -1099,7 +1115,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is missing, is not a JSON object, has a member other than `petId`, `quantity`, `shipDate` and `metadata`, or a bad value, or would give the order more than 50 metadata keys (`invalid_body`, naming it); `If-Match` is not `*` or one ETag (`invalid_if_match`); a query parameter was sent (`invalid_parameter`) */
+            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is missing, is not a JSON object, has a member other than `petId`, `quantity`, `shipDate` and `metadata`, or a bad value, or would give the order more than 50 metadata keys (`invalid_body`, naming it); a query parameter was sent (`invalid_parameter`); `If-Match` or `If-None-Match` is not `*` or a list of ETags (`invalid_if_match`, `invalid_if_none_match`) */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1161,7 +1177,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The order is not at the version `If-Match` names (`precondition_failed`): the message and the `ETag` header name the current one; nothing changed */
+            /** @description The order is at a version `If-Match` does not name, or one `If-None-Match` names (`precondition_failed`): the message and the `ETag` header name the current one; nothing changed */
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1205,8 +1221,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Change the order only if it is still at this version: its `ETag`, such as `"3"` (or `*`: any). Another version is 412 `precondition_failed`, and nothing changes. Without it the write applies to the order as it stands. */
+                /** @description Change the order only if it is still at this version: its `ETag`, such as `"3"` (a list: any of them; `*`: any version). Another version is 412 `precondition_failed`, and nothing changes; a weak tag never matches. Without it the write applies to the order as it stands. */
                 "If-Match"?: string;
+                /** @description Change the order only if it is not at this version (a list: none of them); `*` refuses any existing order. Otherwise 412 `precondition_failed`, and nothing changes. */
+                "If-None-Match"?: string;
             };
             path: {
                 /** @description The identifier of the order */
@@ -1256,7 +1274,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is not a JSON object, has a field other than `reason`, or `reason` is not one of the five (`invalid_body`); a query parameter was sent (`invalid_parameter`); `If-Match` is not `*` or one ETag (`invalid_if_match`) */
+            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is not a JSON object, has a field other than `reason`, or `reason` is not one of the five (`invalid_body`); a query parameter was sent (`invalid_parameter`); `If-Match` or `If-None-Match` is not `*` or a list of ETags (`invalid_if_match`, `invalid_if_none_match`) */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1318,7 +1336,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The order is not at the version `If-Match` names (`precondition_failed`): the message and the `ETag` header name the current one; nothing changed */
+            /** @description The order is at a version `If-Match` does not name, or one `If-None-Match` names (`precondition_failed`): the message and the `ETag` header name the current one; nothing changed */
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1362,8 +1380,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Change the order only if it is still at this version: its `ETag`, such as `"3"` (or `*`: any). Another version is 412 `precondition_failed`, and nothing changes. Without it the write applies to the order as it stands. */
+                /** @description Change the order only if it is still at this version: its `ETag`, such as `"3"` (a list: any of them; `*`: any version). Another version is 412 `precondition_failed`, and nothing changes; a weak tag never matches. Without it the write applies to the order as it stands. */
                 "If-Match"?: string;
+                /** @description Change the order only if it is not at this version (a list: none of them); `*` refuses any existing order. Otherwise 412 `precondition_failed`, and nothing changes. */
+                "If-None-Match"?: string;
             };
             path: {
                 /**
@@ -1405,7 +1425,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor `{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`); `If-Match` is not `*` or one ETag (`invalid_if_match`) */
+            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor `{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`); `If-Match` or `If-None-Match` is not `*` or a list of ETags (`invalid_if_match`, `invalid_if_none_match`) */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1467,7 +1487,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The order is not at the version `If-Match` names (`precondition_failed`): the message and the `ETag` header name the current one; nothing changed */
+            /** @description The order is at a version `If-Match` does not name, or one `If-None-Match` names (`precondition_failed`): the message and the `ETag` header name the current one; nothing changed */
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1511,8 +1531,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Change the order only if it is still at this version: its `ETag`, such as `"3"` (or `*`: any). Another version is 412 `precondition_failed`, and nothing changes. Without it the write applies to the order as it stands. */
+                /** @description Change the order only if it is still at this version: its `ETag`, such as `"3"` (a list: any of them; `*`: any version). Another version is 412 `precondition_failed`, and nothing changes; a weak tag never matches. Without it the write applies to the order as it stands. */
                 "If-Match"?: string;
+                /** @description Change the order only if it is not at this version (a list: none of them); `*` refuses any existing order. Otherwise 412 `precondition_failed`, and nothing changes. */
+                "If-None-Match"?: string;
             };
             path: {
                 /**
@@ -1554,7 +1576,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor `{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`); `If-Match` is not `*` or one ETag (`invalid_if_match`) */
+            /** @description `orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor `{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`); `If-Match` or `If-None-Match` is not `*` or a list of ETags (`invalid_if_match`, `invalid_if_none_match`) */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1616,7 +1638,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The order is not at the version `If-Match` names (`precondition_failed`): the message and the `ETag` header name the current one; nothing changed */
+            /** @description The order is at a version `If-Match` does not name, or one `If-None-Match` names (`precondition_failed`): the message and the `ETag` header name the current one; nothing changed */
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

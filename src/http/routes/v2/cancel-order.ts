@@ -1,10 +1,9 @@
 import { errorResponses } from '../../../schemas/error.js'
-import { CancelOrderBody, NoQuery, OrderIdV2Params, OrderV2Ref, IfMatchHeaders } from '../../../schemas/order-v2.js'
+import { CancelOrderBody, NoQuery, OrderIdV2Params, OrderV2Ref, WriteConditionHeaders } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
 import { operation } from '../operation.js'
-import { expectedVersion } from '../../preconditions.js'
-import { answerOrderWrite, PRECONDITION_FAILED } from './order-write.js'
+import { answerOrderWrite, conditionalOrderWrite, INVALID_CONDITIONS, PRECONDITION_FAILED, WRITE_CONDITIONS } from './order-write.js'
 
 /**
  * v2's cancel, answered as every write to an order is (`answerOrderWrite`): the order as it stands
@@ -32,8 +31,8 @@ export function cancelOrderV2Route(app: ApiApp): void {
           'the same `cancelledAt`. A shipped order cannot be cancelled (409). The body is optional; without one, no ' +
           'reason is recorded. Requires the `orders:cancel` scope; a key without `orders:read` too is answered 204 ' +
           'with no body instead of 200 with the order (a retry is 204 again). ' +
-          'With `If-Match` (the order\'s `ETag`), only an order still at that version is changed: 412 `precondition_failed` otherwise, nothing changed.',
-        headers: IfMatchHeaders,
+          WRITE_CONDITIONS,
+        headers: WriteConditionHeaders,
         params: OrderIdV2Params,
         querystring: NoQuery,
         body: CancelOrderBody,
@@ -44,7 +43,7 @@ export function cancelOrderV2Route(app: ApiApp): void {
             400:
               '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is not a JSON object, ' +
               'has a field other than `reason`, or `reason` is not one of the five (`invalid_body`); a query parameter was ' +
-              'sent (`invalid_parameter`); `If-Match` is not `*` or one ETag (`invalid_if_match`)',
+              'sent (`invalid_parameter`); ' + INVALID_CONDITIONS,
             403: 'The API key lacks the `orders:cancel` scope (`insufficient_scope`)',
             404: 'No order has this id (`order_not_found`)',
             409: 'The order has already shipped and cannot be cancelled (`order_already_shipped`)',
@@ -55,7 +54,8 @@ export function cancelOrderV2Route(app: ApiApp): void {
       },
     },
     async (request, reply) => {
-      const cancel = store.orders.cancel(request.params.orderId, request.apiKey!.id, request.body?.reason ?? null, expectedVersion(request.headers['if-match']))
+      const { orderId } = request.params
+      const cancel = conditionalOrderWrite(request, store, orderId, (expected) => store.orders.cancel(orderId, request.apiKey!.id, request.body?.reason ?? null, expected))
       return answerOrderWrite(request, reply, cancel, (outcome) => metrics.cancelled(outcome), { already_shipped: 'order_already_shipped' })
     },
   )

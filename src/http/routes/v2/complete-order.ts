@@ -1,10 +1,9 @@
 import { errorResponses } from '../../../schemas/error.js'
-import { CompleteOrderParams, EmptyBody, NoQuery, OrderV2Ref, IfMatchHeaders } from '../../../schemas/order-v2.js'
+import { CompleteOrderParams, EmptyBody, NoQuery, OrderV2Ref, WriteConditionHeaders } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
 import { jsonObjectBody } from '../../strict-body.js'
 import { operation } from '../operation.js'
-import { expectedVersion } from '../../preconditions.js'
-import { answerOrderWrite, PRECONDITION_FAILED } from './order-write.js'
+import { answerOrderWrite, conditionalOrderWrite, INVALID_CONDITIONS, PRECONDITION_FAILED, WRITE_CONDITIONS } from './order-write.js'
 
 /** completeOrder: a shipped order is fulfilled, answered as every write to an order is (`answerOrderWrite`). */
 export function completeOrderRoute(app: ApiApp): void {
@@ -25,8 +24,8 @@ export function completeOrderRoute(app: ApiApp): void {
           'complete is returned as it stands (its first `completedAt`). Only a shipped order can be completed: a ' +
           'pending or a cancelled one is 409. No body, or `{}`. Requires the `orders:write` scope; a key without ' +
           '`orders:read` too is answered 204 with no body instead of 200 with the order (a retry is 204 again). ' +
-          'With `If-Match` (the order\'s `ETag`), only an order still at that version is changed: 412 `precondition_failed` otherwise, nothing changed.',
-        headers: IfMatchHeaders,
+          WRITE_CONDITIONS,
+        headers: WriteConditionHeaders,
         params: CompleteOrderParams,
         querystring: NoQuery,
         body: EmptyBody,
@@ -36,7 +35,7 @@ export function completeOrderRoute(app: ApiApp): void {
           ...errorResponses({
             400:
               '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is neither empty nor ' +
-              '`{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`); `If-Match` is not `*` or one ETag (`invalid_if_match`)',
+              '`{}` (`invalid_body`); a query parameter was sent (`invalid_parameter`); ' + INVALID_CONDITIONS,
             403: 'The API key lacks the `orders:write` scope (`insufficient_scope`)',
             404: 'No order has this id (`order_not_found`)',
             409: 'The order has not shipped yet (`order_not_shipped`), or it has been cancelled (`order_cancelled`)',
@@ -47,7 +46,7 @@ export function completeOrderRoute(app: ApiApp): void {
       },
     },
     async (request, reply) =>
-      answerOrderWrite(request, reply, store.orders.complete(request.params.orderId, expectedVersion(request.headers['if-match'])), (outcome) => metrics.completed(outcome), {
+      answerOrderWrite(request, reply, conditionalOrderWrite(request, store, request.params.orderId, (expected) => store.orders.complete(request.params.orderId, expected)), (outcome) => metrics.completed(outcome), {
         not_shipped: 'order_not_shipped',
         cancelled: 'order_cancelled',
       }),

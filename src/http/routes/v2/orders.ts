@@ -3,11 +3,12 @@ import { ORDER_STATUSES, type OrderStatus } from '../../../domain/orders.js'
 import { metadataFilter, type OrderFilters } from '../../../domain/order-pages.js'
 import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
-import { IfNoneMatchHeaders, ListOrdersQuery, NoQuery, OrderIdV2Params, OrderPage, OrderV2Ref, toApiOrderV2 } from '../../../schemas/order-v2.js'
-import { etag, noneMatchHits, notModified } from '../../preconditions.js'
+import { ReadConditionHeaders, ListOrdersQuery, NoQuery, OrderIdV2Params, OrderPage, OrderV2Ref, toApiOrderV2 } from '../../../schemas/order-v2.js'
+import { etag, matchFails, noneMatchHits, notModified, preconditionFailed } from '../../preconditions.js'
 import type { ApiApp } from '../../api-app.js'
 import { Cursors } from '../../cursor.js'
 import { operation } from '../operation.js'
+import { INVALID_CONDITIONS } from './order-write.js'
 
 // An OrderPage around the data array, as its serializer writes it (data first, nextCursor last).
 const DATA = Buffer.from('{"data":')
@@ -82,17 +83,21 @@ export function ordersV2Routes(app: ApiApp): void {
         summary: 'Show an order',
         description:
           'Returns the order with its status, cancelled orders included, and its version as `ETag`. With `If-None-Match` ' +
-          'holding that ETag, 304 and no body while the order has not changed. Requires the `orders:read` scope.',
-        headers: IfNoneMatchHeaders,
+          'holding that ETag, 304 and no body while the order has not changed; with `If-Match`, 412 unless the order is at ' +
+          'a version it names. Requires the `orders:read` scope.',
+        headers: ReadConditionHeaders,
         params: OrderIdV2Params,
         querystring: NoQuery,
         response: {
           200: { ...OrderV2Ref, description: 'The order' },
           304: { type: 'null', description: 'The order is still at the version `If-None-Match` names; no body' },
           ...errorResponses({
-            400: '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); a query parameter was sent (`invalid_parameter`)',
+            400:
+              '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); a query parameter was sent ' +
+              '(`invalid_parameter`); ' + INVALID_CONDITIONS,
             403: NO_READ_SCOPE,
             404: 'No order has this id (`order_not_found`)',
+            412: 'The order is at a version `If-Match` does not name (`precondition_failed`): the message and the `ETag` header name the current one',
           }),
         },
       },
@@ -100,8 +105,11 @@ export function ordersV2Routes(app: ApiApp): void {
     async (request, reply) => {
       const record = await store.orders.find(request.params.orderId)
       if (record === undefined) throw new ApiError('order_not_found', 'No order has this id.')
-      reply.header('etag', etag(record.version))
-      if (noneMatchHits(request.headers['if-none-match'], etag(record.version))) return notModified(request, reply)
+      const current = etag(record.version)
+      reply.header('etag', current)
+      // RFC 9110 §13.2.2: If-Match first, then If-None-Match.
+      if (matchFails(request.headers['if-match'], current)) throw preconditionFailed(record.version, `The order is at version ${record.version} (ETag ${current}), not one If-Match names.`)
+      if (noneMatchHits(request.headers['if-none-match'], current)) return notModified(request, reply)
       return toApiOrderV2(record)
     },
   )

@@ -1,12 +1,11 @@
 import type { OrderPatch } from '../../../domain/order-patch.js'
 import { ApiError } from '../../../errors.js'
 import { errorResponses } from '../../../schemas/error.js'
-import { IfMatchHeaders, NoQuery, OrderIdV2Params, OrderV2Ref, UpdateOrderBody } from '../../../schemas/order-v2.js'
+import { WriteConditionHeaders, NoQuery, OrderIdV2Params, OrderV2Ref, UpdateOrderBody } from '../../../schemas/order-v2.js'
 import type { ApiApp } from '../../api-app.js'
-import { expectedVersion } from '../../preconditions.js'
 import { jsonObjectBody, MERGE_PATCH_MEDIA_TYPE, METADATA_BODY_LIMIT } from '../../strict-body.js'
 import { operation } from '../operation.js'
-import { answerOrderWrite, PRECONDITION_FAILED } from './order-write.js'
+import { answerOrderWrite, conditionalOrderWrite, INVALID_CONDITIONS, PRECONDITION_FAILED } from './order-write.js'
 
 /**
  * updateOrder: a JSON Merge Patch of one order, by the rule both stores share (domain/order-patch.ts),
@@ -38,7 +37,7 @@ export function updateOrderRoute(app: ApiApp): void {
           'one after the other: none is lost. Send `application/merge-patch+json` (or `application/json`). Requires the ' +
           '`orders:write` scope; a key without `orders:read` too is answered 204 with no body instead of 200 with the order.',
         consumes: [MERGE_PATCH_MEDIA_TYPE, 'application/json'],
-        headers: IfMatchHeaders,
+        headers: WriteConditionHeaders,
         params: OrderIdV2Params,
         querystring: NoQuery,
         body: UpdateOrderBody,
@@ -49,8 +48,8 @@ export function updateOrderRoute(app: ApiApp): void {
             400:
               '`orderId` is not a decimal integer in the int64 range (`invalid_order_id`); the body is missing, is not a JSON ' +
               'object, has a member other than `petId`, `quantity`, `shipDate` and `metadata`, or a bad value, or would give ' +
-              'the order more than 50 metadata keys (`invalid_body`, naming it); `If-Match` is not `*` or one ETag ' +
-              '(`invalid_if_match`); a query parameter was sent (`invalid_parameter`)',
+              'the order more than 50 metadata keys (`invalid_body`, naming it); a query parameter was sent (`invalid_parameter`); ' +
+              INVALID_CONDITIONS,
             403: 'The API key lacks the `orders:write` scope (`insufficient_scope`)',
             404: 'No order has this id (`order_not_found`)',
             409: 'The patch changes `petId`, `quantity` or `shipDate` of an order that has shipped or been cancelled (`order_not_pending`)',
@@ -70,7 +69,8 @@ export function updateOrderRoute(app: ApiApp): void {
       if (body.quantity !== undefined) patch.quantity = body.quantity
       if (body.shipDate !== undefined) patch.shipDate = body.shipDate
       if (body.metadata !== undefined) patch.metadata = body.metadata
-      const update = store.orders.update({ id: request.params.orderId, patch, expected: expectedVersion(request.headers['if-match']) })
+      const { orderId } = request.params
+      const update = conditionalOrderWrite(request, store, orderId, (expected) => store.orders.update({ id: orderId, patch, expected }))
       return answerOrderWrite(request, reply, update, (outcome) => metrics.updated(outcome), {
         not_pending: 'order_not_pending',
         too_many_keys: 'invalid_body',
