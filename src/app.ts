@@ -1,6 +1,5 @@
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import { parse as parseLosslessJson } from 'lossless-json'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply } from 'fastify'
 import type { Config } from './config.js'
 import { ApiError } from './errors.js'
@@ -10,7 +9,7 @@ import { admission } from './http/admission.js'
 import { Authenticator } from './http/authenticator.js'
 import { clientErrorResponse, registerErrorHandling, registerMethodNotAllowed, sendError } from './http/error-handling.js'
 import { int64ParamsValidator } from './http/int64-params.js'
-import { invalidJson } from './http/json-syntax-error.js'
+import { parseJsonBody } from './http/json-body.js'
 import { Metrics } from './http/metrics.js'
 import { openApiDocument } from './http/openapi.js'
 import { openApiV2Document, SWAGGER_V2 } from './http/openapi-v2.js'
@@ -67,28 +66,6 @@ export interface AppOptions {
 const MAX_URL_LENGTH = 4096
 const SECURITY_HEADERS = { 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' }
 const BODY_LIMIT = 16 * 1024 // v2's bodies are a few short fields
-
-/** Two values for one field: which one the client meant is not ours to guess. */
-/**
- * The JSON body parser. Only v2's writes read a body, and some take none: a client sending
- * `Content-Type: application/json` with an empty body (common on DELETE) is not wrong; malformed JSON
- * still is. Numbers stay their source text (lossless-json), so an int64 in a body is exact however
- * large (strict-body.ts reads it).
- */
-function parseJsonBody(_request: unknown, body: string | Buffer, done: (error: Error | null, body?: unknown) => void): void {
-  if (body === '') return done(null, undefined)
-  let parsed: unknown
-  try {
-    parsed = parseLosslessJson(body as string, null, { onDuplicateKey: duplicateField })
-  } catch (error) {
-    return done(error instanceof ApiError ? error : invalidJson(error, body as string), undefined)
-  }
-  done(null, parsed)
-}
-
-function duplicateField({ key }: { key: string }): never {
-  throw new ApiError('invalid_body', `The field "${shorten(key)}" appears twice in the body.`)
-}
 
 /** The HTTP application, ready to `listen` or `inject`. It does not own the store's lifecycle. */
 export async function buildApp({ config, store, logger, processMetrics = false, deliverer, traced = false }: AppOptions): Promise<ApiApp> {
@@ -158,11 +135,8 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
   app.decorateRequest('apiKey', null)
   app.decorate('requireScope', admission(authenticator, limiter))
 
-  // Only v2's writes read a body, and some take none: a client sending `Content-Type: application/json`
-  // with an empty body (common on DELETE) is not wrong; malformed JSON still is. Numbers stay their
-  // source text (lossless-json), so an int64 in a body is exact however large (strict-body.ts reads it).
   app.removeContentTypeParser('application/json')
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody)
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody)
 
   registerErrorHandling(app)
   // Every path's methods, /metrics' too, so that every other method on it is a 405 with Allow (below).
@@ -209,7 +183,7 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
       await v2.register(swagger, openApiV2Document(config)) // a document of its own, from the routes below
       // A JSON Merge Patch is JSON, in v2, for a PATCH only: sent to any other write it is 415, before
       // its text is parsed, whatever it holds.
-      v2.addContentTypeParser(MERGE_PATCH_MEDIA_TYPE, { parseAs: 'string' }, (request, body, done) =>
+      v2.addContentTypeParser(MERGE_PATCH_MEDIA_TYPE, { parseAs: 'buffer' }, (request, body: Buffer, done) =>
         request.method === 'PATCH' ? parseJsonBody(request, body, done) : done(new ApiError('unsupported_media_type', BODY_MUST_BE_JSON), undefined),
       )
       const api = v2 as unknown as ApiApp

@@ -230,6 +230,22 @@ describe('OpenAPI document of v2', () => {
     }
   })
 
+  it('marks a body required exactly where the operation refuses a request without one (a required field, or a merge patch)', () => {
+    const required = [...operationsOf(doc)].flatMap(([id, { op }]) => (op.requestBody === undefined ? [] : [[id, op.requestBody.required]]))
+    assert.deepEqual(Object.fromEntries(required), {
+      placeOrder: true,
+      updateOrder: true,
+      cancelOrder: false,
+      shipOrder: false,
+      completeOrder: false,
+      createWebhookEndpoint: true,
+      updateWebhookEndpoint: false,
+      rotateWebhookSecret: false,
+      replayWebhookEndpoint: true,
+      pingWebhookEndpoint: false,
+    })
+  })
+
   it("documents updateOrder: a merge patch of petId, quantity, shipDate and metadata, If-Match, and the ETag of every write", () => {
     const update = doc.paths['/store/orders/{orderId}']!.patch!
     assert.equal(update.operationId, 'updateOrder')

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { gzipSync } from 'node:zlib'
 import { after, before, describe, it } from 'node:test'
 import { bearer, expectError, forEachStore, startTestServer, type TestServer } from './support/harness.js'
 import { parseExact, type WireOrder as Order } from './support/v2.js'
@@ -246,6 +247,12 @@ forEachStore('v2 updateOrder, ETags and preconditions', (kind) => {
     // One out, one in: still 50.
     const { order: swapped } = await patched(order.id, { metadata: { 'key-0': null, 'key-50': 'in' } })
     assert.equal(Object.keys(swapped.metadata!).length, 50)
+    // The same 50 values escaped, as Python's json.dumps writes them (12 bytes an emoji): over 300 KB, still taken.
+    const other = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`key-${i + 1}`, '🐱'.repeat(500)]))
+    const escaped = JSON.stringify({ metadata: other }).replace(/[\u0080-\uffff]/g, (unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, '0')}`)
+    assert.ok(escaped.length > 300_000, String(escaped.length))
+    const { order: replaced } = await patched(order.id, escaped)
+    assert.deepEqual([Object.keys(replaced.metadata!).length, replaced.metadata!['key-50']], [50, '🐱'.repeat(500)])
   })
 
   it('refuses a body of 1 MB (413), another media type (415) and a merge patch sent to any other write (415)', async () => {
@@ -262,6 +269,45 @@ forEachStore('v2 updateOrder, ETags and preconditions', (kind) => {
     await unchanged(order.id, before)
     // application/json is a merge patch too.
     assert.equal((await patch(order.id, { quantity: 4 }, { 'content-type': 'application/json; charset=utf-8' })).status, 200)
+  })
+
+  it('says which patch formats it takes: Accept-Patch on a 415 and on OPTIONS', async () => {
+    const order = await placed()
+    const before = await snapshot(order.id)
+    const jsonPatch = await patch(order.id, [{ op: 'replace', path: '/quantity', value: 2 }], { 'content-type': 'application/json-patch+json' })
+    assert.equal(jsonPatch.headers.get('accept-patch'), 'application/merge-patch+json, application/json')
+    assert.match((await expectError(jsonPatch, 415, 'unsupported_media_type')).message as string, /JSON Merge Patch, sent with Content-Type: application\/merge-patch\+json/)
+    await unchanged(order.id, before)
+    const options = await fetch(`${server.origin}/v2/store/orders/${order.id}`, { method: 'OPTIONS' })
+    assert.deepEqual([options.status, options.headers.get('accept-patch')], [204, 'application/merge-patch+json, application/json'])
+    assert.match(options.headers.get('allow') ?? '', /PATCH/)
+    // A path without PATCH says nothing of patches.
+    const list = await fetch(`${server.origin}/v2/store/orders`, { method: 'OPTIONS' })
+    assert.deepEqual([list.status, list.headers.get('accept-patch')], [204, null])
+  })
+
+  it('refuses a body that is not UTF-8, in another charset or a content coding, or nested too deeply, and writes nothing', async () => {
+    const order = await placed()
+    const before = await snapshot(order.id)
+    const send = (body: Uint8Array | string, headers: Record<string, string> = {}): Promise<Response> =>
+      fetch(`${server.origin}/v2/store/orders/${order.id}`, { method: 'PATCH', headers: { ...bearer(key), ...MERGE_PATCH, ...headers }, body })
+    // ISO-8859-1 "été", and an overlong "/": never stored as U+FFFD.
+    for (const bytes of [Buffer.from('{"metadata":{"city":"\xe9t\xe9"}}', 'latin1'), Buffer.from([...Buffer.from('{"metadata":{"p":"'), 0xc0, 0xaf, ...Buffer.from('"}}')])]) {
+      assert.match((await expectError(await send(bytes), 400, 'invalid_body')).message as string, /not valid UTF-8/)
+    }
+    const latin1 = await send('{"quantity":5}', { 'content-type': 'application/merge-patch+json; charset=iso-8859-1' })
+    assert.match((await expectError(latin1, 415, 'unsupported_media_type')).message as string, /charset=iso-8859-1/)
+    const gzipped = await send(gzipSync('{"quantity":5}'), { 'content-encoding': 'gzip' })
+    assert.equal(gzipped.headers.get('accept-encoding'), 'identity')
+    await expectError(gzipped, 415, 'unsupported_media_type')
+    // Labelled br but plain: refused all the same, not read as if uncompressed.
+    await expectError(await send('{"quantity":5}', { 'content-encoding': 'br' }), 415, 'unsupported_media_type')
+    const deep = await send('['.repeat(200_000) + ']'.repeat(200_000))
+    assert.match((await expectError(deep, 400, 'invalid_body')).message as string, /nests arrays or objects too deeply/)
+    await unchanged(order.id, before)
+    // A byte order mark is dropped; "charset=UTF-8" and "identity" are UTF-8 and no coding.
+    const marked = await send(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"quantity":5}')]), { 'content-type': 'application/merge-patch+json; charset="UTF-8"', 'content-encoding': 'identity' })
+    assert.equal(marked.status, 200)
   })
 
   it('needs orders:write (403); a key without orders:read gets 204, no body, with the ETag', async () => {

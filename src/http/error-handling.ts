@@ -6,7 +6,7 @@ import { ApiError, errorBody, ERRORS, type ErrorBody, type ErrorCode } from '../
 import { StoreUnavailableError } from '../store/store.js'
 import { requestIdOf } from './request-id.js'
 import { shorten } from './shorten.js'
-import { BODY_MUST_BE_JSON } from './strict-body.js'
+import { BODY_MUST_BE_JSON, MERGE_PATCH_MEDIA_TYPE } from './strict-body.js'
 import { queryEncodingError } from './strict-query.js'
 
 // Errors Fastify and Node raise by themselves, mapped to our codes. Anything else ≥ 500 is internal.
@@ -58,9 +58,18 @@ function refusalReason(error: Error): string {
   return error instanceof ApiError ? error.message : shorten(error.message)
 }
 
+/** The patch formats every PATCH takes (RFC 5789 §3.1), said on its 415 and its OPTIONS. */
+const ACCEPT_PATCH = `${MERGE_PATCH_MEDIA_TYPE}, application/json`
+const PATCH_MUST_BE_JSON = `A PATCH body must be a JSON Merge Patch, sent with Content-Type: ${MERGE_PATCH_MEDIA_TYPE} (or application/json).`
+
 /** Answers an error with its Error body, and logs it: the app's error handler, and its handler of framework errors. */
 export function sendError(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const { body, headers } = toErrorResponse(error)
+  let { body, headers } = toErrorResponse(error)
+  // A PATCH of a type no parser takes says which ones it does (RFC 5789 §2.2).
+  if (body.status === 415 && request.method === 'PATCH') {
+    headers = { ...headers, 'accept-patch': ACCEPT_PATCH }
+    if (body.message === BODY_MUST_BE_JSON) body = { ...body, message: PATCH_MUST_BE_JSON }
+  }
   // Headers a handler set for the representation it meant to send do not describe the Error.
   for (const name of ['content-encoding', 'etag', 'vary', 'content-length']) reply.removeHeader(name)
   reply.header('cache-control', 'no-store')
@@ -101,7 +110,7 @@ function emptyParameterNotFound(request: FastifyRequest, _reply: FastifyReply, d
 
 /**
  * Answers 405 with `Allow` for every other method on a path whose methods are `allowed`, and OPTIONS
- * with 204 and `Allow`. HEAD is allowed wherever GET is.
+ * with 204 and `Allow` (and `Accept-Patch` where PATCH is allowed). HEAD is allowed wherever GET is.
  */
 export function registerMethodNotAllowed(app: FastifyInstance, url: string, allowed: string[]): void {
   const methods = new Set([...allowed, ...(allowed.includes('GET') ? ['HEAD'] : []), 'OPTIONS'])
@@ -113,7 +122,8 @@ export function registerMethodNotAllowed(app: FastifyInstance, url: string, allo
   // media type (a type this path has no parser for would otherwise be 415). The handler is not reached.
   // OPTIONS reads its body as any request does: one too large is 413, one of no JSON type 415.
   app.route({ method: others, url, schema: { hide: true }, onRequest: refuse, handler: refuse })
-  app.options(url, { schema: { hide: true } }, async (_request, reply) => reply.code(204).header('allow', allow).send())
+  const options = { allow, ...(methods.has('PATCH') ? { 'accept-patch': ACCEPT_PATCH } : {}) }
+  app.options(url, { schema: { hide: true } }, async (_request, reply) => reply.code(204).headers(options).send())
 }
 
 // The malformed requests answered with a code of their own; any other is `bad_request`.

@@ -9,6 +9,8 @@ const AT_POSITION = /^(.*) at position (\d+)$/s
  * column 3.` A message of another form (a parser changed) gets the code's own message.
  */
 export function invalidJson(error: unknown, text: string): ApiError {
+  // The parser descends once per level: a text nested deeper than the stack is valid JSON no one needs.
+  if (error instanceof RangeError) return new ApiError('invalid_body', 'The request body nests arrays or objects too deeply to be read.')
   const match = error instanceof SyntaxError ? AT_POSITION.exec(error.message) : null
   if (match === null) return new ApiError('invalid_body')
   const position = Math.min(Number(match[2]), text.length)

@@ -3,6 +3,7 @@ import type { Config } from '../config.js'
 import { ERRORS, errorBody, V2_ERROR_CODES, type ErrorCode } from '../errors.js'
 import { EVENT_POSITION_PATTERN } from '../schemas/order-event.js'
 import { documentOptions, type OperationsOf } from './openapi.js'
+import { MERGE_PATCH_MEDIA_TYPE } from './strict-body.js'
 
 /** The name of the v2 document's decorator (v1's is `swagger`). */
 export const SWAGGER_V2 = 'swaggerV2'
@@ -48,25 +49,34 @@ export function openApiV2Document(config: Config): FastifyDynamicSwaggerOptions 
       finish: (document) => {
         const error = document.components?.schemas?.Error as { example?: unknown } | undefined
         if (error !== undefined) error.example = errorBody('order_not_found', V2_MESSAGES.order_not_found)
-        return withDeliveryCallback(withHeaders(withDefaultErrors(withDeepObjects(withEventPositions(optionalBodies(document))))))
+        return withDeliveryCallback(withHeaders(withDefaultErrors(withDeepObjects(withEventPositions(requiredBodies(document))))))
       },
     }),
   }
 }
 
 /**
- * @fastify/swagger marks every request body required (Fastify's own validator needs one); the app's
- * body validator (strict-body.ts) takes a request without a body as an empty one, and so does every
- * v2 operation with a body (cancelOrder's reason is optional).
+ * @fastify/swagger marks every request body required (Fastify's own validator needs one). The app's
+ * body validator (strict-body.ts) takes a request without a body as an empty one, so a body is
+ * required where the operation refuses that: its schema requires a field (placeOrder's petId), or it
+ * is a JSON Merge Patch (updateOrder: an empty body is no JSON document, RFC 7396). The others
+ * (cancelOrder's optional reason, shipOrder's `{}`) take none.
  */
-function optionalBodies(document: OperationsOf): OperationsOf {
+function requiredBodies(document: OperationsOf): OperationsOf {
   for (const item of Object.values(document.paths ?? {})) {
     for (const operation of Object.values(item)) {
-      const body = (operation as { requestBody?: { required?: boolean } } | undefined)?.requestBody
-      if (body !== undefined) body.required = false
+      const body = (operation as { requestBody?: RequestBody } | undefined)?.requestBody
+      if (body === undefined) continue
+      const fields = Object.values(body.content).some((media) => (media.schema?.required?.length ?? 0) > 0)
+      body.required = fields || MERGE_PATCH_MEDIA_TYPE in body.content
     }
   }
   return document
+}
+
+interface RequestBody {
+  required?: boolean
+  content: Record<string, { schema?: { required?: string[] } }>
 }
 
 /** The messages v2 sends for a code in place of v1's (which also says "or has been cancelled"). */

@@ -209,10 +209,11 @@ const JSON_MEDIA_TYPE = /^\s*application\/json\s*(;|$)/i
 
 /**
  * The body limit of the writes that take an order's metadata (placeOrder, updateOrder): 50 values of
- * 500 characters, each up to 4 bytes in UTF-8 (or 6 as a `\u` escape), and their keys. Every other
- * body keeps the app's 16 KiB.
+ * 500 characters written as most encoders write them, escaped (`\uXXXX`, 12 bytes for a character
+ * beyond the BMP), and their keys (40 characters, 240 bytes escaped): 312,000 bytes at most, and room
+ * for whitespace. Every other body keeps the app's 16 KiB.
  */
-export const METADATA_BODY_LIMIT = 256 * 1024
+export const METADATA_BODY_LIMIT = 512 * 1024
 
 /** A JSON Merge Patch (RFC 7396): JSON, taken by updateOrder only. */
 export const MERGE_PATCH_MEDIA_TYPE = 'application/merge-patch+json'

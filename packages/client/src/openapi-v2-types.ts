@@ -763,7 +763,7 @@ export interface operations {
             cookie?: never;
         };
         /** @description The order to place: the server gives it its id; it is `pending` and not `complete` */
-        requestBody?: {
+        requestBody: {
             content: {
                 /**
                  * @example {
@@ -1032,7 +1032,7 @@ export interface operations {
             cookie?: never;
         };
         /** @description A JSON Merge Patch of the order: only the members given change. `id`, `status`, `complete` and the times are not patchable (status moves through ship, complete and cancel). `{}` changes nothing. */
-        requestBody?: {
+        requestBody: {
             content: {
                 /**
                  * @example {
@@ -1869,7 +1869,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
                 /**
                  * @example {
@@ -2398,7 +2398,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
                 /**
                  * @example {
