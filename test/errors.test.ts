@@ -18,7 +18,7 @@ forEachStore('errors', (kind) => {
   let key: string
 
   before(async () => {
-    server = await startTestServer(kind, { env: { HTTP_MAX_HEADER_SIZE: '8192' } })
+    server = await startTestServer(kind, { env: { HTTP_MAX_HEADER_SIZE: '12288' } })
     key = await server.createKey()
     await server.importOrders([{ id: 1n }, { id: 2n }, { id: 3n }])
   })
@@ -116,11 +116,11 @@ forEachStore('errors', (kind) => {
   })
 
   it('answers an oversized URL with 414 uri_too_long', async () => {
-    await expectError(await fetch(`${server.origin}/v1/store/orders?${'a'.repeat(5000)}`, { headers: bearer(key) }), 414, 'uri_too_long')
+    await expectError(await fetch(`${server.origin}/v1/store/orders?${'a'.repeat(9000)}`, { headers: bearer(key) }), 414, 'uri_too_long')
   })
 
   it('answers oversized headers with 431 and closes the connection', async () => {
-    const raw = await rawRequest(server.origin, `GET /v1/store/orders HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(10_000)}\r\n\r\n`)
+    const raw = await rawRequest(server.origin, `GET /v1/store/orders HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(13_000)}\r\n\r\n`)
     expectRawError(raw, 431, 'headers_too_large')
     assert.match(raw, /connection: close/i)
   })

@@ -348,4 +348,11 @@ forEachStore('v2 listOrders metadata[KEY]=VALUE', (kind) => {
     assert.equal(parameter.explode, true)
     assert.equal(parameter.schema?.maxProperties, 3)
   })
+
+  it('takes any value an order may hold (last: it adds an order the model above does not have): 500 characters beyond the BMP (6,000 bytes percent-encoded) fit in the URL', async () => {
+    const long = '🐾'.repeat(500)
+    await server.importOrders([order({ id: 9001n, metadata: { pawprints: long } })])
+    const found = await list({ metadata: [['pawprints', long]] })
+    assert.deepEqual(found.map((o) => [o.id, o.metadata?.pawprints]), [['9001', long]])
+  })
 })
