@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util'
 import { loadDatabaseConfig } from '../config.js'
 import type { Store } from '../store/store.js'
-import { databaseCreatedNotice, databaseMissingMessage, databaseToCreate, removeDatabaseFiles } from './new-database.js'
+import { databaseCreatedNotice, databaseMissingMessage, databaseToCreate } from './new-database.js'
 
 export const PROGRAM = 'petstore-orders'
 
@@ -165,7 +165,7 @@ export async function withStore<T>(
   const toCreate = databaseToCreate(database)
   if (toCreate !== undefined && !create) throw new CommandError(databaseMissingMessage(io.env, toCreate))
   // Loaded when a command needs it: `--help` and usage errors stay fast.
-  const { openStore, SqliteFileMissingError } = await import('../store/open-store.js')
+  const { openStore, removeUnusedDatabase, SqliteFileMissingError } = await import('../store/open-store.js')
   let store: Store
   try {
     // Must exist: a file removed since the check above is refused, not made anew.
@@ -183,9 +183,10 @@ export async function withStore<T>(
   } finally {
     await store.close()
     // A database made for a command that then failed (a bad import file, say) is removed: nothing is
-    // left half-written, and the next command at a mistyped path is refused again.
+    // left half-written, and the next command at a mistyped path is refused again. Not one another
+    // command has come to use meanwhile (removeUnusedDatabase).
     if (done) sayNotice(io, databaseCreatedNotice(io.env, toCreate))
-    else if (toCreate !== undefined) removeDatabaseFiles(toCreate)
+    else if (toCreate !== undefined) removeUnusedDatabase(toCreate)
   }
 }
 

@@ -1,4 +1,4 @@
-import { existsSync, rmSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { secretSource, type DatabaseConfig } from '../config.js'
 
@@ -11,11 +11,6 @@ export function databaseToCreate(database: DatabaseConfig): string | undefined {
   if (database.kind !== 'sqlite') return undefined
   const path = resolve(database.path)
   return existsSync(path) ? undefined : path
-}
-
-/** Removes the SQLite database at `path` with its WAL and shared-memory files, once closed. */
-export function removeDatabaseFiles(path: string): void {
-  for (const file of [path, `${path}-wal`, `${path}-shm`, `${path}-journal`]) rmSync(file, { force: true })
 }
 
 /** What to say on stderr once the database at `path` was created; undefined when it was not. */

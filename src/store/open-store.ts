@@ -3,7 +3,7 @@ import { SqliteStore, type SqliteStoreOptions } from './sqlite/sqlite-store.js'
 import type { PostgresStoreOptions } from './postgres/postgres-store.js'
 import type { Store } from './store.js'
 
-export { SqliteFileMissingError } from './sqlite/database.js'
+export { removeUnusedDatabase, SqliteFileMissingError } from './sqlite/database.js'
 
 /** The store DATABASE_URL names, with the options of its kind. */
 export async function openStore(

@@ -34,6 +34,39 @@ export function connect(path: string, readonly: boolean, busyTimeoutMs: number, 
   return db
 }
 
+/** The tables whose rows only a user's work puts there: migrations fill none of them. */
+const USER_DATA = ['orders', 'pets', 'api_keys', 'webhook_endpoints'] as const
+
+/**
+ * Removes the SQLite database at `path` (with its WAL, shared-memory and journal files) that a
+ * command created and then failed in, unless another process has come to use it meanwhile: one that
+ * has it open (leaving WAL mode is refused while another connection has the file open), or whose
+ * work it holds (an order, a pet, a key, a webhook endpoint). Two commands started together on a
+ * new path each believe they create it; the one that fails must not take the other's with it.
+ * Whether it was removed.
+ */
+export function removeUnusedDatabase(path: string): boolean {
+  let db: Db
+  try {
+    db = new Database(path, { fileMustExist: true })
+  } catch {
+    return false
+  }
+  try {
+    db.pragma('busy_timeout = 0')
+    if (db.pragma('journal_mode = DELETE', { simple: true }) !== 'delete') return false
+    db.exec('BEGIN EXCLUSIVE') // from here no other connection can read or write it until it is gone
+    const tables = new Set(db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table'").pluck().all() as string[])
+    if (USER_DATA.some((table) => tables.has(table) && db.prepare(`SELECT EXISTS (SELECT 1 FROM ${table})`).pluck().get() !== 0)) return false
+    for (const file of [path, `${path}-wal`, `${path}-shm`, `${path}-journal`]) rmSync(file, { force: true })
+    return true
+  } catch {
+    return false // busy, or not a database of ours: kept
+  } finally {
+    db.close()
+  }
+}
+
 /** What each kind of unavailability means, for the one line an operator reads (the CLI's, the log's). */
 const REASONS: Record<string, string> = {
   BUSY: 'another connection holds its write lock (an import, a backup, another process)',
