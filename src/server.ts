@@ -9,6 +9,7 @@ import { queryValuesRedacted } from './log-redaction.js'
 import { IdempotencyKeyPruner } from './pruning/idempotency-key-pruner.js'
 import { withoutCredentials } from './redact-url.js'
 import { openStore } from './store/open-store.js'
+import { RETRY_EVERY_MS, untilAvailable, type WaitReporter } from './store/until-available.js'
 import { traceLogFields } from './tracing/log-fields.js'
 import { traceStoreOperations } from './tracing/store-spans.js'
 import type { Tracing } from './tracing/sdk.js'
@@ -50,6 +51,8 @@ export interface ServerOptions {
   onListening?: (url: string) => void
   /** Runs on the migrated store before the server listens (`serve --demo` seeds it there). */
   prepare?: (store: Store) => Promise<void>
+  /** Aborted by a stop signal: a start waiting for its database gives up (untilAvailable). */
+  signal?: AbortSignal
 }
 
 /** Where the server's log lines go: pino writes them; `flush(cb)` calls back once they are written. */
@@ -110,7 +113,13 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   // Before the store opens: pg is patched as it is first loaded. Loaded only when on.
   let tracing: Tracing | undefined
   if (config.tracing !== undefined) tracing = await (await import('./tracing/sdk.js')).startTracing(config.tracing, logger)
-  const opened = await openServerStore(config)
+  // A database that is unavailable for a while (restarting, another process's write lock) is waited
+  // for, said in the log, rather than exiting into a supervisor's restart limit.
+  const waits = databaseWaits(logger)
+  const opened = await untilAvailable(() => openServerStore(config), waits, options.signal).catch(async (error: unknown) => {
+    await tracing?.shutdown()
+    throw error
+  })
   // PostgreSQL's statements are traced by instrumentation-pg; SQLite's operations by our spans.
   const store = tracing !== undefined && opened.kind === 'sqlite' ? traceStoreOperations(opened, 'sqlite') : opened
   // Webhook deliveries, the dispatcher's and the API's pings alike; closed once both are done.
@@ -118,7 +127,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   let app: ApiApp | undefined
   let url: string
   try {
-    const applied = await store.migrate()
+    const applied = await untilAvailable(() => store.migrate(), waits, options.signal)
     if (applied.length > 0) logger.info({ applied }, 'database migrated')
     await options.prepare?.(store)
     app = await buildApp({ config, store, logger, processMetrics: true, deliverer, traced: tracing !== undefined })
@@ -218,10 +227,22 @@ export async function serve(config: Config, options: ServerOptions = {}): Promis
   // forwarded by npm), and the second must not kill a shutdown in progress (it is bounded by
   // SHUTDOWN_TIMEOUT_MS anyway).
   let stop!: (signal: NodeJS.Signals) => void
-  const signalled = new Promise<NodeJS.Signals>((resolve) => (stop = resolve))
+  const starting = new AbortController()
+  const signalled = new Promise<NodeJS.Signals>((resolve) => {
+    stop = (signal) => {
+      resolve(signal)
+      starting.abort()
+    }
+  })
   process.on('SIGTERM', stop).on('SIGINT', stop)
   try {
-    const server = await startServer(config, options)
+    let server: RunningServer
+    try {
+      server = await startServer(config, { ...options, signal: starting.signal })
+    } catch (error) {
+      if (starting.signal.aborted) return // stopped while waiting for its database: nothing was started
+      throw error
+    }
     server.app.log.info({ signal: await signalled }, 'shutting down')
     await server.close()
     server.app.log.info('stopped')
@@ -234,5 +255,17 @@ export async function serve(config: Config, options: ServerOptions = {}): Promis
     setTimeout(() => process.exit(), 1000).unref()
   } finally {
     process.off('SIGTERM', stop).off('SIGINT', stop)
+  }
+}
+
+/** How a start that waits for its database says so: a warning when it begins and every minute, then when it answers. */
+function databaseWaits(logger: pino.Logger): WaitReporter {
+  return {
+    waiting: (error, waitedMs) =>
+      logger.warn(
+        { reason: error.message, waitedSeconds: Math.round(waitedMs / 1000) },
+        `the database is unavailable; trying again every ${RETRY_EVERY_MS / 1000} s until it answers (SIGTERM stops)`,
+      ),
+    answered: (waitedMs) => logger.info({ waitedSeconds: Math.round(waitedMs / 1000) }, 'the database answers; starting'),
   }
 }

@@ -179,9 +179,15 @@ export class ImportConflictError extends Error {
 
 /** The database cannot be reached or cannot write now; the API answers 503. */
 export class StoreUnavailableError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
+  /**
+   * Whether it may pass by itself, so that waiting for the database makes sense: a server down or
+   * unreachable, another process's write lock. Not a file that is no database or cannot be opened.
+   */
+  readonly passing: boolean
+  constructor(message: string, options?: { cause?: unknown; passing?: boolean }) {
     super(message, options)
     this.name = 'StoreUnavailableError'
+    this.passing = options?.passing ?? true
   }
 }
 

@@ -80,16 +80,19 @@ const REASONS: Record<string, string> = {
   PROTOCOL: 'its locking protocol failed',
 }
 
+/** The kinds another process's work causes, which pass once it is done. */
+const PASSING = new Set(['BUSY', 'LOCKED'])
+
 /** Rethrows a driver error as StoreUnavailableError when it means the database is unavailable. */
 export function classify(error: unknown): never {
   const code = (error as { code?: unknown }).code
   const kind = typeof code === 'string' ? UNAVAILABLE.exec(code)?.[1] : undefined
   if (kind !== undefined) {
-    throw new StoreUnavailableError(`SQLite is unavailable: ${REASONS[kind]} (${code as string})`, { cause: error })
+    throw new StoreUnavailableError(`SQLite is unavailable: ${REASONS[kind]} (${code as string})`, { cause: error, passing: PASSING.has(kind) })
   }
   // better-sqlite3's own check, before SQLite is asked (a TypeError, named so when it comes from the
   // writer's thread): the database's folder was removed.
-  if ((error as { message?: unknown }).message === FOLDER_GONE) throw new StoreUnavailableError(`SQLite is unavailable (${FOLDER_GONE})`, { cause: error })
+  if ((error as { message?: unknown }).message === FOLDER_GONE) throw new StoreUnavailableError(`SQLite is unavailable (${FOLDER_GONE})`, { cause: error, passing: false })
   throw error
 }
 
