@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply } from 'fastify'
 import type { Config } from './config.js'
 import { ApiError } from './errors.js'
+import { OutageLog } from './outage-log.js'
 import { EventWaiters } from './events/event-waiters.js'
 import type { ApiApp } from './http/api-app.js'
 import { admission } from './http/admission.js'
@@ -134,6 +135,10 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
   app.decorate('config', config)
   app.decorate('store', store)
   app.decorate('metrics', metrics)
+  app.decorate(
+    'databaseOutage',
+    new OutageLog(app.log, { failing: 'the database is unavailable; requests that need it get 503 until it answers', answering: 'the database answers again' }),
+  )
   app.decorateRequest('apiKey', null)
   app.decorate('requireScope', admission(authenticator, limiter))
 

@@ -175,6 +175,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     retryScheduleMs: config.webhooks.retryScheduleMs,
     maxInFlight: config.webhooks.concurrency,
     log: logger,
+    databaseOutage: running.databaseOutage,
     metrics: running.metrics,
     pace: () => pacer.turn(),
   })

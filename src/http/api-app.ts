@@ -9,6 +9,7 @@ import type {
 } from 'fastify'
 import type { ApiKey, Scope } from '../domain/api-keys.js'
 import type { Config } from '../config.js'
+import type { OutageLog } from '../outage-log.js'
 import type { Store } from '../store/store.js'
 import type { Metrics } from './metrics.js'
 
@@ -17,6 +18,8 @@ declare module 'fastify' {
     config: Config
     store: Store
     metrics: Metrics
+    /** What the log says of the database's unavailability, once a minute at most (outage-log.ts). */
+    databaseOutage: OutageLog
     /**
      * An onRequest hook: 401 without a valid key, 403 without every one of `scopes` (naming those
      * it lacks); sets `request.apiKey`. Before the body is read: a key without the scopes is 403

@@ -73,7 +73,9 @@ export function sendError(error: FastifyError | Error, request: FastifyRequest, 
   // Headers a handler set for the representation it meant to send do not describe the Error.
   for (const name of ['content-encoding', 'etag', 'vary', 'content-length']) reply.removeHeader(name)
   reply.header('cache-control', 'no-store')
-  if (body.status >= 500) request.log.error({ err: error }, 'request failed')
+  // The database's unavailability is said once a minute at most, not with a stack per request.
+  if (error instanceof StoreUnavailableError) request.server.databaseOutage.failed(error)
+  else if (body.status >= 500) request.log.error({ err: error }, 'request failed')
   else request.log.info({ code: body.code, reason: refusalReason(error) }, 'request refused')
   return reply.code(body.status).headers(headers).send(body)
 }

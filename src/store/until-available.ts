@@ -3,7 +3,7 @@ import { StoreUnavailableError } from './store.js'
 
 /** How often a start waits to ask the database again, and how often it says it is still waiting. */
 export const RETRY_EVERY_MS = 2_000
-export const SAY_AGAIN_EVERY_MS = 60_000
+const SAY_AGAIN_EVERY_MS = 60_000
 
 /** What a start that waits tells its operator. */
 export interface WaitReporter {

@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto'
 import { setMaxListeners } from 'node:events'
 import type { WebhookAttempt, WebhookDisabledReason, WebhookLease } from '../domain/webhooks.js'
 import type { MaybePromise } from '../maybe-async.js'
+import type { OutageLog } from '../outage-log.js'
+import { StoreUnavailableError } from '../store/store.js'
 import type { WebhooksRepository } from '../store/webhooks.js'
 import type { DeliveryRequest, DeliveryResult } from './delivery.js'
 import { DeliverySlots } from './delivery-slots.js'
@@ -28,6 +30,11 @@ export interface DispatcherOptions {
   timeoutMs: number
   retryScheduleMs: readonly number[]
   log: DispatcherLog
+  /**
+   * Where a pass that failed because the database is unavailable is said, with the requests' own
+   * failures (one warning a minute at most, and one line when it answers again); without it, here.
+   */
+  databaseOutage?: Pick<OutageLog, 'failed' | 'succeeded'> | undefined
   metrics?: DispatcherMetrics | undefined
   /** Delivery slots of this instance: endpoints served at once (a parked attempt holds none). */
   maxInFlight?: number
@@ -186,7 +193,9 @@ export class WebhookDispatcher {
       }
       if (this.failing) this.options.log.info({}, 'webhook dispatch resumed')
       this.failing = false
+      this.options.databaseOutage?.succeeded()
     } catch (error) {
+      if (error instanceof StoreUnavailableError && this.options.databaseOutage !== undefined) return this.options.databaseOutage.failed(error)
       if (!this.failing) this.options.log.warn({ err: error }, 'webhook dispatch failed; it tries again')
       this.failing = true
     }
