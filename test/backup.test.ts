@@ -1,14 +1,16 @@
 import assert from 'node:assert/strict'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import Database from 'better-sqlite3'
 import { assertOk, assertOneLineError, cli } from './support/cli.js'
 import { startDemo } from './support/demo.js'
 import { place } from './support/place.js'
 import { createTestDatabase, postgresSkipReason } from './support/postgres.js'
-import { spawnServer } from './support/server-process.js'
+import { BIN, spawnServer } from './support/server-process.js'
 
 // `petstore-orders backup FILE`: an online copy of the SQLite database, taken while a server keeps
 // writing, that is itself a database the service serves.
@@ -114,5 +116,44 @@ describe('backup of a PostgreSQL database', () => {
     } finally {
       await database.drop()
     }
+  })
+})
+
+describe('a backup interrupted', () => {
+  const source = join(dir, 'large.db')
+  before(async () => {
+    assertOk(await cli(['migrate'], { DATABASE_URL: `sqlite:${source}` }))
+    // Large enough that its copy takes a while: 400,000 orders with a 200-character note each.
+    const db = new Database(source)
+    db.exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400000)
+      INSERT INTO orders (id, pet_id, quantity, status, complete, metadata) SELECT i, 1, 1, 'pending', 0, json_object('note', printf('%.200c', 'x')) FROM n`)
+    db.close()
+  })
+
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    it(`by ${signal} leaves nothing beside FILE, not even the hidden partial copy, and says so in one line`, async () => {
+      const folder = mkdtempSync(join(dir, 'interrupted-'))
+      const file = join(folder, 'copy.db')
+      const child = spawn(process.execPath, [BIN, 'backup', file], { env: { ...process.env, DATABASE_URL: `sqlite:${source}` }, stdio: ['ignore', 'pipe', 'pipe'] })
+      let stderr = ''
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+      const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
+      // The partial copy appears beside FILE as soon as the copy starts.
+      while (!readdirSync(folder).some((name) => name.endsWith('.partial'))) await sleep(10)
+      child.kill(signal)
+      assert.equal(await exited, 1, stderr)
+      assert.equal(stderr, `petstore-orders: backup interrupted by ${signal}: nothing was written\n`)
+      assert.deepEqual(readdirSync(folder), [])
+    })
+  }
+
+  it('refuses an existing FILE before copying anything', async () => {
+    const folder = mkdtempSync(join(dir, 'exists-'))
+    const file = join(folder, 'copy.db')
+    writeFileSync(file, 'mine')
+    const result = await cli(['backup', file], { DATABASE_URL: `sqlite:${source}` })
+    assertOneLineError(result, 1, /exists: a backup never replaces a file; name a new one$/)
+    assert.deepEqual(readdirSync(folder), ['copy.db'])
+    assert.equal(readFileSync(file, 'utf8'), 'mine')
   })
 })

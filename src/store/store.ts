@@ -154,8 +154,9 @@ export interface Store {
   /**
    * A consistent copy of the database as a new file at `path` (mode 0600), made while others keep
    * writing; an existing `path` is refused, never overwritten. SQLite only: PostgreSQL's is pg_dump.
+   * `signal` abandons it, leaving nothing.
    */
-  backupTo(path: string): Promise<void>
+  backupTo(path: string, signal?: AbortSignal): Promise<void>
   close(): Promise<void>
   readonly orders: OrdersRepository
   readonly apiKeys: ApiKeysRepository

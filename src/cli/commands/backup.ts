@@ -11,7 +11,8 @@ export const backup: Command = {
 Copies the SQLite database to FILE, a new file (mode 0600), while the server and other commands
 keep reading and writing it: the copy is one consistent snapshot (SQLite's VACUUM INTO, compacted
 as it is written), and a database in its own right (DATABASE_URL=sqlite:FILE serves it). An
-existing FILE is refused, never overwritten; a copy that fails leaves nothing under FILE. A
+existing FILE is refused before anything is copied, never overwritten; a copy that fails or is
+interrupted (Ctrl-C, SIGTERM) leaves nothing, beside FILE either, and says why in one line. A
 PostgreSQL database is backed up with PostgreSQL's own tools (pg_dump): this command refuses it.
 
 Options:
@@ -25,15 +26,30 @@ Examples:
     // An empty FILE would resolve to this folder, and `-` reads as standard output: neither is a new file.
     if (given === '' || given === '-') throw new UsageError(`FILE must name a new file, got ${JSON.stringify(given)}`)
     const file = resolve(given)
+    // Ctrl-C or a stop signal: the copy's partial file is removed at once, and nothing is left.
+    const stop = new AbortController()
+    const interrupted = (signal: NodeJS.Signals): void => stop.abort(new CommandError(`backup interrupted by ${signal}: nothing was written`))
+    process.once('SIGINT', interrupted).once('SIGTERM', interrupted)
     try {
-      await withStore(io, (store) => store.backupTo(file), { migrate: false })
+      await withStore(io, (store) => store.backupTo(file, stop.signal), { migrate: false })
     } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code
-      if (code === 'EEXIST') throw new CommandError(`${file} exists: a backup never replaces a file; name a new one`)
-      if (code === 'ENOENT') throw new CommandError(`cannot write ${file}: its folder does not exist`)
-      if (code === 'EACCES' || code === 'EPERM') throw new CommandError(`cannot write ${file}: permission denied`)
-      throw error
+      if (error instanceof CommandError) throw error
+      if ((error as { code?: unknown }).code === 'EEXIST') throw new CommandError(`${file} exists: a backup never replaces a file; name a new one`)
+      throw new CommandError(`cannot write ${file}: ${whyNot(error)}`, { cause: error })
+    } finally {
+      process.off('SIGINT', interrupted).off('SIGTERM', interrupted)
     }
     io.stderr.write(`${PROGRAM}: backed up the database to ${file}\n`)
   },
+}
+
+/** Why the copy could not be written, naming no file of its own (the partial one beside FILE). */
+function whyNot(error: unknown): string {
+  const code = (error as { code?: unknown }).code
+  if (code === 'ENOENT') return 'its folder does not exist'
+  if (code === 'EACCES' || code === 'EPERM') return 'permission denied'
+  if (code === 'EROFS') return 'its file system is read-only'
+  if (code === 'ENOSPC' || code === 'SQLITE_FULL') return 'its disk is full'
+  if (typeof code === 'string' && code.startsWith('SQLITE_IOERR')) return `writing it failed (${code})`
+  throw error
 }

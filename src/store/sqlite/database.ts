@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { closeSync, existsSync, linkSync, mkdirSync, openSync, rmSync } from 'node:fs'
 import { basename, dirname, join, resolve } from 'node:path'
+import { Worker } from 'node:worker_threads'
 import Database from 'better-sqlite3'
 import { oncePerTurn } from '../../once-per-turn.js'
 import { pendingMigrations, StoreUnavailableError } from '../store.js'
@@ -65,6 +66,24 @@ export function removeUnusedDatabase(path: string): boolean {
   } finally {
     db.close()
   }
+}
+
+/** backup-thread.ts's copy of `source` into `target`; rejected with its error, or the abort's. */
+function copyOnThread(source: string, target: string, signal?: AbortSignal): Promise<void> {
+  signal?.throwIfAborted()
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(new URL('./backup-thread.js', import.meta.url), { workerData: { source, target } })
+    worker.unref()
+    const aborted = (): void => reject(signal!.reason as Error)
+    signal?.addEventListener('abort', aborted, { once: true })
+    worker.once('message', (reply: { done: true } | { error: { name: string; message: string; code?: string } }) => {
+      signal?.removeEventListener('abort', aborted)
+      if ('done' in reply) resolve()
+      else reject(Object.assign(new Error(reply.error.message), reply.error))
+    })
+    worker.once('error', reject)
+    worker.once('exit', (code) => reject(new Error(`the backup's thread ended (${code}) before the copy did`)))
+  })
 }
 
 /** What each kind of unavailability means, for the one line an operator reads (the CLI's, the log's). */
@@ -242,14 +261,28 @@ export class SqliteDatabase {
    * orders are nobody else's business), then linked to `path`, which fails if `path` exists: a
    * backup never replaces a file, and nothing half-written is ever found under its name.
    */
-  backupTo(path: string): void {
+  /**
+   * A consistent copy as a new file at `path`: `VACUUM INTO` a file made 0600 beside it, on a thread
+   * of its own (backup-thread.ts), then linked to `path`, which must not exist (checked first, and
+   * by the link). The partial file and its journal are removed whatever happens, and at once when
+   * `signal` aborts (the copy goes on into the removed file until the process ends; its thread does
+   * not hold the process).
+   */
+  async backupTo(path: string, signal?: AbortSignal): Promise<void> {
+    if (existsSync(path)) throw Object.assign(new Error(`EEXIST: file already exists, '${path}'`), { code: 'EEXIST', path })
     const partial = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString('hex')}.partial`)
+    const remove = (): void => {
+      for (const file of [partial, `${partial}-journal`]) rmSync(file, { force: true })
+    }
+    // An abandoned copy's thread may still (re)create its file until the process ends: removed then too.
+    process.once('exit', remove)
     try {
       closeSync(openSync(partial, 'wx', 0o600))
-      classified(() => this.db.prepare('VACUUM INTO ?').run(partial))
+      await copyOnThread(this.path, partial, signal)
       linkSync(partial, path)
     } finally {
-      rmSync(partial, { force: true })
+      remove()
+      if (signal?.aborted !== true) process.off('exit', remove)
     }
   }
 

@@ -49,8 +49,8 @@ export class SqliteStore implements Store {
     return classified(() => readCursorSecret(this.database.db))
   }
 
-  async backupTo(path: string): Promise<void> {
-    this.database.backupTo(path)
+  backupTo(path: string, signal?: AbortSignal): Promise<void> {
+    return this.database.backupTo(path, signal)
   }
 
   async close(): Promise<void> {
