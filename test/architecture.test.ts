@@ -20,7 +20,7 @@ const src = join(root, 'src')
 const LAYERS: readonly { name: string; members: readonly string[] }[] = [
   {
     name: 'the rules, and helpers every layer may use',
-    members: ['domain', 'errors.ts', 'trace-context.ts', 'file-problem.ts', 'log-redaction.ts', 'maybe-async.ts', 'once-per-turn.ts', 'redact-url.ts'],
+    members: ['domain', 'errors.ts', 'trace-context.ts', 'file-problem.ts', 'log-redaction.ts', 'maybe-async.ts', 'once-per-turn.ts', 'outage-log.ts', 'redact-url.ts'],
   },
   { name: "the API's shapes and the configuration", members: ['schemas', 'config.ts', 'listen-address.ts', 'unknown-variables.ts'] },
   { name: 'the store', members: ['store'] },
