@@ -44,7 +44,7 @@ import {
   WebhookPingResult,
   WebhookSecret,
 } from './schemas/webhook-endpoint.js'
-import type { Store } from './store/store.js'
+import { StoreUnavailableError, type Store } from './store/store.js'
 import { traceRequests } from './tracing/server-spans.js'
 import { Deliverer } from './webhooks/delivery.js'
 
@@ -114,7 +114,10 @@ export async function buildApp({ config, store, logger, processMetrics = false, 
   // the server waits for in-flight requests), so a deploy drains without waiting out a wait.
   const waiters = new EventWaiters(() => store.orders.dataVersion(), {
     maxWaiting: config.events.maxWaiting,
-    onError: (error) => app.log.warn({ err: error }, 'event feed: reading the data version failed; held requests wait on'),
+    onError: (error) =>
+      error instanceof StoreUnavailableError
+        ? app.databaseOutage.failed(error)
+        : app.log.warn({ err: error }, 'event feed: reading the data version failed; held requests wait on'),
   })
   app.addHook('preClose', async () => waiters.close())
   const metrics = new Metrics({ processMetrics, eventWaiters: () => waiters.size })

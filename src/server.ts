@@ -158,10 +158,11 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   const pruner = new EventPruner(store.events, {
     retentionDays: config.events.retentionDays,
     log: logger,
+    databaseOutage: running.databaseOutage,
   })
   pruner.start()
   // Expired Idempotency-Key records of placeOrder, likewise on every instance.
-  const keyPruner = new IdempotencyKeyPruner(store.orders, { log: logger })
+  const keyPruner = new IdempotencyKeyPruner(store.orders, { log: logger, databaseOutage: running.databaseOutage })
   keyPruner.start()
   // Webhook deliveries, shared with every other instance through leases in the database.
   const pacer = new DeliveryPacer()

@@ -96,7 +96,7 @@ describe('the log of a PostgreSQL outage under a running server', () => {
       assert.equal((await fetch(`${server.origin}/readyz`)).status, 503)
       await up()
       while ((await fetch(`${server.origin}/readyz`)).status !== 200) await sleep(100)
-      await sleep(300) // the log is written every 250 ms
+      await stopServer(server) // every line written before it exits
       const lines = server.output().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as { level: number; msg: string; reason?: string; err?: unknown })
       const outage = lines.filter((line) => line.msg === 'the database is unavailable; requests that need it get 503 until it answers')
       assert.equal(outage.length, 1, JSON.stringify(outage))

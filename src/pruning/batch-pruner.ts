@@ -1,4 +1,6 @@
 import { setImmediate as nextTurn } from 'node:timers/promises'
+import type { OutageLog } from '../outage-log.js'
+import { StoreUnavailableError } from '../store/store.js'
 
 /** How often a pass runs (the first one at start). */
 const PRUNE_INTERVAL_MS = 60_000
@@ -13,6 +15,8 @@ interface PrunerLog {
 /** What every pruner is given: its log, and its timing (tests give their own). */
 export interface PrunerOptions {
   log: PrunerLog
+  /** Where a pass that failed because the database is unavailable is said, with the requests' own failures; without it, in `log`. */
+  databaseOutage?: Pick<OutageLog, 'failed'> | undefined
   intervalMs?: number
   batch?: number
   now?: () => number
@@ -50,7 +54,7 @@ export class BatchPruner {
   /** Runs a pass now and one every interval after it, until `stop`. */
   start(): void {
     if (this.stopped || this.running !== undefined || this.timer !== undefined) return
-    const { log, messages, fields } = this.options
+    const { log, messages, fields, databaseOutage } = this.options
     const pass = (): void => {
       this.timer = undefined
       this.running = this.prune()
@@ -58,7 +62,10 @@ export class BatchPruner {
           (deleted) => {
             if (deleted > 0) log.info({ deleted, ...fields }, messages.pruned)
           },
-          (error: unknown) => log.warn({ err: error }, messages.failed),
+          (error: unknown) => {
+            if (error instanceof StoreUnavailableError && databaseOutage !== undefined) databaseOutage.failed(error)
+            else log.warn({ err: error }, messages.failed)
+          },
         )
         .finally(() => {
           this.running = undefined
