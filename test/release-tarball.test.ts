@@ -129,10 +129,13 @@ after(() => {
 
 /**
  * Node's permission model for every process the test starts from the installed package: files may
- * be read under the prefix (and `dirs`) only, written in `dirs` only; better-sqlite3 is an addon.
+ * be read under the prefix (and `dirs`) only, written in `dirs` only; better-sqlite3 is an addon;
+ * the network is open.
  */
 function fenced(dirs: string[] = []): string {
-  return ['--permission', '--allow-addons', ...[prefix, ...dirs].map((dir) => `--allow-fs-read="${dir}"`), ...dirs.map((dir) => `--allow-fs-write="${dir}"`)].join(' ')
+  // Node 26 fences the network too: the server listens and talks to its database.
+  const network = process.allowedNodeEnvironmentFlags.has('--allow-net') ? ['--allow-net'] : []
+  return ['--permission', '--allow-addons', ...network, ...[prefix, ...dirs].map((dir) => `--allow-fs-read="${dir}"`), ...dirs.map((dir) => `--allow-fs-write="${dir}"`)].join(' ')
 }
 
 /** What a user's shell gives the installed command: a PATH with node, a folder of its own, a database. */

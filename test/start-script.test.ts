@@ -124,8 +124,8 @@ describe('stopping npm start', () => {
     test(`${how} stops the server: no process of it is left, and its port is free`, { timeout: 240_000 }, async () => {
       const started = await npmStart()
       try {
-        // The server's name in /proc: node, or MainThread on Node 24, which names its main thread.
-        assert.ok(started.running.some((line) => / (node|MainThread)$/.test(line)), `no server in npm's group: ${started.running.join(', ')}`)
+        // The server's name in /proc: node, MainThread on Node 24, which names its main thread, or node-MainThread on 26.
+        assert.ok(started.running.some((line) => / (node|MainThread|node-MainThread)$/.test(line)), `no server in npm's group: ${started.running.join(', ')}`)
         assert.equal(await portIsFree(started.port), false, 'the server does not hold its port')
         stop(started.group)
         const { code } = await started.exited
