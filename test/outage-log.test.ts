@@ -1,12 +1,11 @@
 import assert from 'node:assert/strict'
-import { connect, createServer, type Server, type Socket } from 'node:net'
-import { after, before, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { OutageLog } from '../src/outage-log.js'
-import { bearer, createDatabase, type TestDatabaseHandle } from './support/harness.js'
-import { postgresSkipReason } from './support/postgres.js'
+import { bearer, postgresForSuite } from './support/harness.js'
 import { freePort, spawnServer, stopServer, type ServerProcess } from './support/server-process.js'
 import { cli, assertOk } from './support/cli.js'
+import { TcpRelay } from './support/tcp-relay.js'
 
 describe('OutageLog', () => {
   function recorded(): { lines: string[]; log: OutageLog; clock: { now: number } } {
@@ -46,46 +45,20 @@ describe('OutageLog', () => {
 })
 
 describe('the log of a PostgreSQL outage under a running server', () => {
-  let skip: string | undefined
-  let database: TestDatabaseHandle | undefined
-  before(async () => {
-    skip = await postgresSkipReason()
-    if (skip === undefined) database = await createDatabase('postgres')
-  })
-  after(async () => database?.dispose())
+  const postgres = postgresForSuite()
 
   it('one warning for many failed requests, no stack per request, and one line once it answers again', async (t) => {
-    if (skip !== undefined) return t.skip(skip)
-    const upstream = new URL(database!.url)
-    const port = await freePort()
-    const sockets = new Set<Socket>()
-    let relay: Server | undefined
-    const up = async (): Promise<void> => {
-      relay = createServer((client) => {
-        const backend = connect({ port: Number(upstream.port || 5432), host: upstream.hostname })
-        for (const socket of [client, backend]) {
-          sockets.add(socket)
-          socket.on('error', () => {})
-          socket.on('close', () => sockets.delete(socket))
-        }
-        client.pipe(backend).pipe(client)
-      })
-      await new Promise<void>((resolve) => relay!.listen(port, '127.0.0.1', resolve))
-    }
-    const down = async (): Promise<void> => {
-      for (const socket of sockets) socket.destroy()
-      await new Promise((resolve) => relay!.close(resolve))
-    }
-    const url = new URL(database!.url)
-    url.host = `127.0.0.1:${port}`
-    await up()
-    const created = await cli(['keys', 'create', '--name', 'outage'], { DATABASE_URL: url.href })
+    if (postgres.skip !== undefined) return t.skip(postgres.skip)
+    const relay = new TcpRelay(await freePort(), new URL(postgres.database.url))
+    const url = relay.url
+    await relay.up()
+    const created = await cli(['keys', 'create', '--name', 'outage'], { DATABASE_URL: url })
     assertOk(created)
     const key = created.stdout.trim()
     let server: ServerProcess | undefined
     try {
-      server = await spawnServer(url.href, { LOG_LEVEL: 'info', KEY_CACHE_TTL_MS: '0' })
-      await down()
+      server = await spawnServer(url, { LOG_LEVEL: 'info', KEY_CACHE_TTL_MS: '0' })
+      await relay.down()
       let failed = 0
       for (let i = 0; i < 30; i++) {
         const response = await fetch(`${server.origin}/v2/store/orders/1`, { headers: bearer(key) })
@@ -94,7 +67,7 @@ describe('the log of a PostgreSQL outage under a running server', () => {
       }
       assert.ok(failed >= 25, `${failed} of 30 requests were 503`)
       assert.equal((await fetch(`${server.origin}/readyz`)).status, 503)
-      await up()
+      await relay.up()
       while ((await fetch(`${server.origin}/readyz`)).status !== 200) await sleep(100)
       await stopServer(server) // every line written before it exits
       const lines = server.output().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as { level: number; msg: string; reason?: string; err?: unknown })
@@ -108,8 +81,7 @@ describe('the log of a PostgreSQL outage under a running server', () => {
       assert.ok(lines.filter((line) => line.msg === 'request').length >= 30)
     } finally {
       if (server !== undefined) await stopServer(server)
-      for (const socket of sockets) socket.destroy()
-      relay?.close()
+      await relay.down()
     }
   })
 })

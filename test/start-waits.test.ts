@@ -1,16 +1,15 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { connect, createServer, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { after, before, describe, it } from 'node:test'
+import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Database from 'better-sqlite3'
 import { assertOk, cli } from './support/cli.js'
-import { createDatabase, type TestDatabaseHandle } from './support/harness.js'
-import { postgresSkipReason } from './support/postgres.js'
+import { postgresForSuite } from './support/harness.js'
 import { BIN, freePort } from './support/server-process.js'
+import { TcpRelay } from './support/tcp-relay.js'
 
 // A database unavailable at start (restarting, unreachable, another process's write lock) is
 // waited for, said in the log, rather than exiting into a supervisor's restart limit; a stop signal
@@ -99,24 +98,11 @@ describe('a start whose SQLite database another process holds', () => {
 })
 
 describe('a start whose PostgreSQL server does not answer yet', () => {
-  let skip: string | undefined
-  let database: TestDatabaseHandle | undefined
-  before(async () => {
-    skip = await postgresSkipReason()
-    if (skip === undefined) database = await createDatabase('postgres')
-  })
-  after(async () => database?.dispose())
-
-  /** The database's URL, through 127.0.0.1:`port`. */
-  const through = (port: number): string => {
-    const url = new URL(database!.url)
-    url.host = `127.0.0.1:${port}`
-    return url.href
-  }
+  const postgres = postgresForSuite()
 
   it('serve waits for it, and a SIGTERM ends the wait with 0', async (t) => {
-    if (skip !== undefined) return t.skip(skip)
-    const server = await serve(through(await freePort())) // nothing listens there
+    if (postgres.skip !== undefined) return t.skip(postgres.skip)
+    const server = await serve(new TcpRelay(await freePort(), new URL(postgres.database.url)).url) // nothing listens there
     await until(() => WAITING.test(server.output()))
     assert.match(server.output(), /PostgreSQL at 127\.0\.0\.1:\d+ is unavailable \(ECONNREFUSED\)/)
     server.child.kill('SIGTERM')
@@ -125,32 +111,19 @@ describe('a start whose PostgreSQL server does not answer yet', () => {
   })
 
   it('serve starts once a server answers at the address', async (t) => {
-    if (skip !== undefined) return t.skip(skip)
-    const port = await freePort()
-    const upstream = new URL(database!.url)
-    const sockets = new Set<Socket>()
-    let relay: Server | undefined
-    const server = await serve(through(port))
+    if (postgres.skip !== undefined) return t.skip(postgres.skip)
+    const relay = new TcpRelay(await freePort(), new URL(postgres.database.url))
+    const server = await serve(relay.url) // nothing listens there yet
     try {
       await until(() => WAITING.test(server.output()))
-      // Now a server answers there: a relay to the real one.
-      relay = createServer((client) => {
-        const backend = connect({ port: Number(upstream.port || 5432), host: upstream.hostname })
-        for (const socket of [client, backend]) {
-          sockets.add(socket)
-          socket.on('error', () => {})
-        }
-        client.pipe(backend).pipe(client)
-      })
-      await new Promise<void>((resolve) => relay!.listen(port, '127.0.0.1', resolve))
+      await relay.up() // now a server answers there: a relay to the real one
       await until(() => ANSWERED.test(server.output()))
       while (!(await server.healthy())) await sleep(50)
       assert.equal((await fetch(`${server.origin}/readyz`)).status, 200)
     } finally {
       server.child.kill('SIGTERM')
       await server.exited
-      for (const socket of sockets) socket.destroy()
-      relay?.close()
+      await relay.down()
     }
     assert.deepEqual(await server.exited, { code: 0, signal: null })
   })

@@ -51,6 +51,28 @@ export async function createDatabase(kind: StoreKind): Promise<TestDatabaseHandl
 }
 
 /**
+ * A PostgreSQL database of its own for the suite being declared, made before its tests and dropped
+ * after; `skip` says why there is none (PostgreSQL does not answer, and REQUIRE_POSTGRES is unset).
+ */
+export function postgresForSuite(): { readonly skip: string | undefined; readonly database: TestDatabaseHandle } {
+  let skip: string | undefined
+  let database: TestDatabaseHandle | undefined
+  before(async () => {
+    skip = await postgresSkipReason()
+    if (skip === undefined) database = await createDatabase('postgres')
+  })
+  after(async () => database?.dispose())
+  return {
+    get skip() {
+      return skip
+    },
+    get database() {
+      return database!
+    },
+  }
+}
+
+/**
  * Runs the same suite once per store: SQLite always, PostgreSQL when it answers (or always, with
  * REQUIRE_POSTGRES=1). Skipping prints its reason.
  */
