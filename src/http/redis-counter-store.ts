@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks'
 import type { FastifyBaseLogger } from 'fastify'
 import { Redis, type Result } from 'ioredis'
+import { OutageLog } from '../outage-log.js'
 import type { CounterStore } from './counter-store.js'
 
 /**
@@ -28,9 +29,6 @@ declare module 'ioredis' {
   }
 }
 
-/** While Redis is away, its outage is logged at most this often (a request never logs it). */
-const OUTAGE_LOG_INTERVAL_MS = 60_000
-
 /**
  * The rate limits' counters in Redis, shared by every instance, each limit with an in-memory store
  * that counts in its place while Redis is away: the limits then hold per instance instead of
@@ -39,15 +37,21 @@ const OUTAGE_LOG_INTERVAL_MS = 60_000
  */
 export class RedisCounters {
   private readonly redis: Redis
-  private lastLoggedAt = -Infinity
-  private down = false
+  /** While Redis is away, its outage is logged once a minute at most, and its end once (a request never logs it). */
+  private readonly outages: OutageLog
 
   constructor(
     url: string,
     private readonly prefix: string,
-    private readonly log: FastifyBaseLogger,
-    private readonly now: () => number = () => performance.now(),
+    log: FastifyBaseLogger,
+    now: () => number = () => performance.now(),
   ) {
+    this.outages = new OutageLog(
+      log,
+      { failing: 'rate limit counters unavailable in Redis; counting per instance until it is back', answering: 'rate limit counters are shared through Redis again' },
+      60_000,
+      now,
+    )
     // Fail fast while Redis is away (no offline queue, one retry, a command timeout): a request
     // is then counted in memory rather than held.
     this.redis = new Redis(url, {
@@ -58,10 +62,7 @@ export class RedisCounters {
       scripts: { countInWindow: { numberOfKeys: 1, lua: COUNT_IN_WINDOW } },
     })
     this.redis.on('error', (error: Error) => this.outage(error))
-    this.redis.on('ready', () => {
-      if (this.down) this.log.info('rate limit counters are shared through Redis again')
-      this.down = false
-    })
+    this.redis.on('ready', () => this.outages.succeeded())
   }
 
   /** Resolves once Redis is ready, or after `timeoutMs` (counting in memory until it is). */
@@ -102,13 +103,6 @@ export class RedisCounters {
   }
 
   private outage(error: Error | undefined): void {
-    this.down = true
-    const now = this.now()
-    if (now - this.lastLoggedAt < OUTAGE_LOG_INTERVAL_MS) return
-    this.lastLoggedAt = now
-    this.log.warn(
-      { reason: error?.message ?? `connection ${this.redis.status}` },
-      'rate limit counters unavailable in Redis; counting per instance until it is back',
-    )
+    this.outages.failed(error ?? new Error(`connection ${this.redis.status}`))
   }
 }
