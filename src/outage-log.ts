@@ -1,4 +1,8 @@
-import type pino from 'pino'
+/** Where its lines go: the service's logger, or anything that writes lines like it (the CLI's stderr). */
+export interface OutageSink {
+  warn(fields: { reason: string; failures: number }, message: string): void
+  info(fields: { failures: number }, message: string): void
+}
 
 /**
  * What an operator reads of a dependency that fails for a while (the database): one warning when it
@@ -12,7 +16,7 @@ export class OutageLog {
   private failuresSinceSaid = 0
 
   constructor(
-    private readonly log: Pick<pino.Logger, 'warn' | 'info'>,
+    private readonly log: OutageSink,
     private readonly messages: { failing: string; answering: string },
     private readonly everyMs = 60_000,
     private readonly now: () => number = Date.now,

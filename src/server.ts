@@ -9,7 +9,8 @@ import { queryValuesRedacted } from './log-redaction.js'
 import { IdempotencyKeyPruner } from './pruning/idempotency-key-pruner.js'
 import { withoutCredentials } from './redact-url.js'
 import { openStore } from './store/open-store.js'
-import { RETRY_EVERY_MS, untilAvailable, type WaitReporter } from './store/until-available.js'
+import { OutageLog } from './outage-log.js'
+import { RETRY_EVERY_MS, untilAvailable } from './store/until-available.js'
 import { traceLogFields } from './tracing/log-fields.js'
 import { traceStoreOperations } from './tracing/store-spans.js'
 import type { Tracing } from './tracing/sdk.js'
@@ -115,7 +116,10 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   if (config.tracing !== undefined) tracing = await (await import('./tracing/sdk.js')).startTracing(config.tracing, logger)
   // A database that is unavailable for a while (restarting, another process's write lock) is waited
   // for, said in the log, rather than exiting into a supervisor's restart limit.
-  const waits = databaseWaits(logger)
+  const waits = new OutageLog(logger, {
+    failing: `the database is unavailable; trying again every ${RETRY_EVERY_MS / 1000} s until it answers (SIGTERM stops)`,
+    answering: 'the database answers; starting',
+  })
   const opened = await untilAvailable(() => openServerStore(config), waits, options.signal).catch(async (error: unknown) => {
     await tracing?.shutdown()
     throw error
@@ -257,17 +261,5 @@ export async function serve(config: Config, options: ServerOptions = {}): Promis
     setTimeout(() => process.exit(), 1000).unref()
   } finally {
     process.off('SIGTERM', stop).off('SIGINT', stop)
-  }
-}
-
-/** How a start that waits for its database says so: a warning when it begins and every minute, then when it answers. */
-function databaseWaits(logger: pino.Logger): WaitReporter {
-  return {
-    waiting: (error, waitedMs) =>
-      logger.warn(
-        { reason: error.message, waitedSeconds: Math.round(waitedMs / 1000) },
-        `the database is unavailable; trying again every ${RETRY_EVERY_MS / 1000} s until it answers (SIGTERM stops)`,
-      ),
-    answered: (waitedMs) => logger.info({ waitedSeconds: Math.round(waitedMs / 1000) }, 'the database answers; starting'),
   }
 }

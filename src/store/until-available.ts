@@ -1,17 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises'
+import type { OutageLog } from '../outage-log.js'
 import { StoreUnavailableError } from './store.js'
 
-/** How often a start waits to ask the database again, and how often it says it is still waiting. */
+/** How often a start waits to ask the database again. */
 export const RETRY_EVERY_MS = 2_000
-const SAY_AGAIN_EVERY_MS = 60_000
-
-/** What a start that waits tells its operator. */
-export interface WaitReporter {
-  /** The database is unavailable: the first time, then every SAY_AGAIN_EVERY_MS, with how long so far. */
-  waiting(error: StoreUnavailableError, waitedMs: number): void
-  /** It answered after having been waited for. */
-  answered(waitedMs: number): void
-}
 
 /**
  * `work` (opening a database, migrating it), tried again every RETRY_EVERY_MS while the database is
@@ -19,22 +11,19 @@ export interface WaitReporter {
  * another process's write lock), until it answers or `signal` aborts (then the abort's error). A
  * process started with its database (a reboot, a deploy during maintenance, an import holding
  * SQLite's lock) starts once it answers, instead of exiting into a supervisor's restart limit; any
- * other error, a wrong password or a file that is no database, is thrown at once.
+ * other error, a wrong password or a file that is no database, is thrown at once. Each failure and
+ * the answer go to `outages`, which says the wait when it begins, once a minute while it lasts, and
+ * its end.
  */
-export async function untilAvailable<T>(work: () => Promise<T>, report: WaitReporter, signal?: AbortSignal, now = Date.now): Promise<T> {
-  const started = now()
-  let saidAt: number | undefined
+export async function untilAvailable<T>(work: () => Promise<T>, outages: Pick<OutageLog, 'failed' | 'succeeded'>, signal?: AbortSignal): Promise<T> {
   for (;;) {
     try {
       const result = await work()
-      if (saidAt !== undefined) report.answered(now() - started)
+      outages.succeeded()
       return result
     } catch (error) {
       if (!(error instanceof StoreUnavailableError) || !error.passing) throw error
-      if (saidAt === undefined || now() - saidAt >= SAY_AGAIN_EVERY_MS) {
-        saidAt = now()
-        report.waiting(error, saidAt - started)
-      }
+      outages.failed(error)
     }
     await sleep(RETRY_EVERY_MS, undefined, { signal })
   }

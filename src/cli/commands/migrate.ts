@@ -1,3 +1,4 @@
+import { OutageLog } from '../../outage-log.js'
 import { RETRY_EVERY_MS, untilAvailable } from '../../store/until-available.js'
 import { PROGRAM, oneLine, sayNotice, withStore, type Command } from '../command.js'
 
@@ -22,10 +23,10 @@ Examples:
   DATABASE_URL=postgres://petstore@db.internal/petstore ${PROGRAM} migrate`,
   async run(_input, io) {
     // PostgreSQL's migrations wait on their own lock; SQLite's write lock is waited for here.
-    const waits = {
-      waiting: (error: Error) => sayNotice(io, `waiting for the database: ${oneLine(error.message)}; trying again every ${RETRY_EVERY_MS / 1000} s (Ctrl-C stops)`),
-      answered: () => undefined,
-    }
+    const waits = new OutageLog(
+      { warn: ({ reason }, message) => sayNotice(io, `waiting for the database: ${oneLine(reason)}; ${message}`), info: () => undefined },
+      { failing: `trying again every ${RETRY_EVERY_MS / 1000} s (Ctrl-C stops)`, answering: '' },
+    )
     const applied = await withStore(io, (store) => (store.kind === 'sqlite' ? untilAvailable(() => store.migrate(), waits) : store.migrate()), {
       migrate: false,
       createDatabase: true,
