@@ -8,6 +8,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads'
 import { connect } from './database.js'
+import { toThreadError } from './thread-error.js'
 
 const { source, target } = workerData as { source: string; target: string }
 const db = connect(source, true, 5_000)
@@ -15,8 +16,7 @@ try {
   db.prepare('VACUUM INTO ?').run(target)
   parentPort!.postMessage({ done: true })
 } catch (error) {
-  const { name, message, code } = error as { name: string; message: string; code?: string }
-  parentPort!.postMessage({ error: { name, message, code } })
+  parentPort!.postMessage({ error: toThreadError(error) })
 } finally {
   db.close()
 }

@@ -6,6 +6,7 @@ import Database from 'better-sqlite3'
 import { oncePerTurn } from '../../once-per-turn.js'
 import { pendingMigrations, StoreUnavailableError } from '../store.js'
 import { SQLITE_MIGRATIONS } from './migrations.js'
+import { fromThreadError, type ThreadError } from './thread-error.js'
 
 export type Db = Database.Database
 
@@ -76,10 +77,10 @@ function copyOnThread(source: string, target: string, signal?: AbortSignal): Pro
     worker.unref()
     const aborted = (): void => reject(signal!.reason as Error)
     signal?.addEventListener('abort', aborted, { once: true })
-    worker.once('message', (reply: { done: true } | { error: { name: string; message: string; code?: string } }) => {
+    worker.once('message', (reply: { done: true } | { error: ThreadError }) => {
       signal?.removeEventListener('abort', aborted)
       if ('done' in reply) resolve()
-      else reject(Object.assign(new Error(reply.error.message), reply.error))
+      else reject(fromThreadError(reply.error))
     })
     worker.once('error', reject)
     worker.once('exit', (code) => reject(new Error(`the backup's thread ended (${code}) before the copy did`)))

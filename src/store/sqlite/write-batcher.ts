@@ -4,6 +4,7 @@ import type { TraceContext } from '../../trace-context.js'
 import { GroupCommit } from '../group-commit.js'
 import { StoreUnavailableError } from '../store.js'
 import type { Batch, OrderWrites } from './order-writes.js'
+import { fromThreadError, type ThreadError } from './thread-error.js'
 
 // While another process holds the write lock (a CLI import, say), the queued writes are retried by
 // one timer, off the event loop, until each has been refused for this long, whatever the
@@ -39,7 +40,7 @@ export interface WriterOptions {
 }
 
 /** The writer thread's answer to a batch. */
-export type WriterReply = { results: unknown[] } | { error: { name: string; message: string; code: string | undefined } }
+export type WriterReply = { results: unknown[] } | { error: ThreadError }
 
 /**
  * Group commit (../group-commit.ts) of every write of the API: cancels, places, ships, completes
@@ -105,7 +106,7 @@ export class WriteBatcher {
       const settle = this.inFlight
       this.inFlight = undefined
       if ('results' in reply) settle?.resolve(reply.results)
-      else settle?.reject(Object.assign(new Error(reply.error.message), { name: reply.error.name, code: reply.error.code }))
+      else settle?.reject(fromThreadError(reply.error))
     })
     // A thread that dies (it should not) fails the batch in flight; the next batch starts another.
     const stopped = (error: unknown): void => {

@@ -13,6 +13,7 @@ import { parentPort, workerData } from 'node:worker_threads'
 import { connect } from './database.js'
 import { BUMP_DATA_VERSION } from './migrations.js'
 import { OrderWrites, type Batch } from './order-writes.js'
+import { toThreadError } from './thread-error.js'
 import type { WriteRequest, WriterOptions, WriterReply } from './write-batcher.js'
 
 const { path, busyTimeoutMs } = workerData as WriterOptions
@@ -65,8 +66,7 @@ port.on('message', (message: { requests: WriteRequest[] } | 'close') => {
     writer ??= openWriter()
     reply = { results: writer.commit(message.requests) }
   } catch (error) {
-    const { name, message: text, code } = error as { name?: unknown; message?: unknown; code?: unknown }
-    reply = { error: { name: String(name), message: String(text), code: typeof code === 'string' ? code : undefined } }
+    reply = { error: toThreadError(error) }
   }
   port.postMessage(reply)
 })
