@@ -281,16 +281,16 @@ export type UpdateOrderBody = {
 const ENTITY_TAG = '(W/)?"[\\x21\\x23-\\x7E\\x80-\\xFF]*"'
 export const ENTITY_TAGS_PATTERN = `^[ \\t]*(\\*|(,[ \\t]*)*${ENTITY_TAG}([ \\t]*,([ \\t]*${ENTITY_TAG})?)*)[ \\t]*$`
 
-const IfMatch = (description: string) => Type.Optional(Type.String({ pattern: ENTITY_TAGS_PATTERN, description }))
+const EntityTagsHeader = (description: string) => Type.Optional(Type.String({ pattern: ENTITY_TAGS_PATTERN, description }))
 
 /** The headers of a write to one order: the versions it may change (If-Match) or not (If-None-Match). */
 export const WriteConditionHeaders = Type.Object({
-  'If-Match': IfMatch(
+  'If-Match': EntityTagsHeader(
     'Change the order only if it is still at this version: its `ETag`, such as `"3"` (a list: any of them; `*`: any ' +
       'version). Another version is 412 `precondition_failed`, and nothing changes; a weak tag never matches. Without it ' +
       'the write applies to the order as it stands.',
   ),
-  'If-None-Match': IfMatch(
+  'If-None-Match': EntityTagsHeader(
     'Change the order only if it is not at this version (a list: none of them); `*` refuses any existing order. ' +
       'Otherwise 412 `precondition_failed`, and nothing changes.',
   ),
@@ -298,8 +298,8 @@ export const WriteConditionHeaders = Type.Object({
 
 /** getOrder's headers: the ETag a cache holds (If-None-Match), the version required (If-Match). */
 export const ReadConditionHeaders = Type.Object({
-  'If-None-Match': IfMatch('The `ETag` of a copy held, such as `"3"` (or a list, or `*`): 304 with no body while the order is still at that version'),
-  'If-Match': IfMatch('Answer only if the order is at this version, such as `"3"` (or any of a list, or `*`): 412 `precondition_failed` otherwise'),
+  'If-None-Match': EntityTagsHeader('The `ETag` of a copy held, such as `"3"` (or a list, or `*`): 304 with no body while the order is still at that version'),
+  'If-Match': EntityTagsHeader('Answer only if the order is at this version, such as `"3"` (or any of a list, or `*`): 412 `precondition_failed` otherwise'),
 })
 
 /** shipOrder's and completeOrder's body: none, or an empty object. */
